@@ -1,0 +1,32 @@
+//! The memcached binary protocol with Couchbase's extensions. No sockets, no clocks.
+//!
+//! A request goes through three stages; this crate owns the first two and the encoding of the
+//! answer:
+//! 1. **framing** (`frame`): bytes → [`Frame`] (or `Incomplete` for a partial read), checking
+//!    only the header's arithmetic;
+//! 2. **validation** (`request`): a frame → a typed [`Request`], checking syntax per opcode
+//!    (extras length, key and value presence, sizes, datatype bits, frame infos);
+//! 3. execution is the server's job; it answers with `response::encode_response`.
+//!
+//! Layout: `header` (magic, the 24-byte header), `frame` (decoding), `frame_info` (flexible
+//! framing extras), `opcode`, `status`, `feature` (HELLO), `request` (typed requests and
+//! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON).
+#![deny(unsafe_code)]
+
+pub mod encode;
+pub mod error_map;
+pub mod feature;
+pub mod frame;
+pub mod frame_info;
+pub mod header;
+pub mod opcode;
+pub mod request;
+pub mod status;
+
+pub use feature::Feature;
+pub use frame::{decode_frame, Decoded, Frame, FrameError};
+pub use frame_info::{DurabilityLevel, FrameInfos};
+pub use header::{Magic, HEADER_LEN};
+pub use opcode::Opcode;
+pub use request::{Request, StoreOp, ValidateCtx};
+pub use status::Status;

@@ -1,0 +1,63 @@
+//! Response status codes (bytes 6..8 of a response header).
+
+macro_rules! statuses {
+    ($($name:ident = $val:expr, $desc:expr, [$($attr:expr),*];)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u16)]
+        pub enum Status { $($name = $val),* }
+
+        impl Status {
+            pub fn from_u16(v: u16) -> Option<Status> {
+                match v { $($val => Some(Status::$name),)* _ => None }
+            }
+            /// Every status, for the error map.
+            pub const ALL: &'static [Status] = &[$(Status::$name),*];
+            /// Human text for the error map and logs.
+            pub fn description(self) -> &'static str {
+                match self { $(Status::$name => $desc),* }
+            }
+            /// Error-map attributes, telling a client how to react.
+            pub fn attrs(self) -> &'static [&'static str] {
+                match self { $(Status::$name => &[$($attr),*]),* }
+            }
+        }
+    };
+}
+
+statuses! {
+    Success = 0x00, "Success", ["success"];
+    KeyEnoent = 0x01, "Not Found", ["item-only"];
+    KeyEexists = 0x02, "key already exists, or CAS mismatch", ["item-only"];
+    E2big = 0x03, "Value is too big", ["item-only", "invalid-input"];
+    Einval = 0x04, "Invalid packet", ["internal", "invalid-input"];
+    NotStored = 0x05, "Not stored", ["item-only"];
+    DeltaBadval = 0x06, "Existing document not a number", ["item-only", "invalid-input"];
+    NotMyVbucket = 0x07, "Server which received the request is not responsible for the object", ["fetch-config", "invalid-input"];
+    NoBucket = 0x08, "Not connected to a bucket", ["conn-state-invalidated"];
+    Locked = 0x09, "Requested resource is locked", ["item-locked", "item-only", "retry-now"];
+    AuthStale = 0x1f, "Reauthenticate", ["conn-state-invalidated", "auth"];
+    AuthError = 0x20, "Authentication failed", ["conn-state-invalidated", "auth"];
+    AuthContinue = 0x21, "Continue authentication", ["special-handling"];
+    Erange = 0x22, "Outside range", ["invalid-input"];
+    Rollback = 0x23, "Rollback required", ["dcp"];
+    Eaccess = 0x24, "No access", ["conn-state-invalidated", "auth"];
+    NotInitialized = 0x25, "The node is still initializing", ["temp", "retry-later"];
+    UnknownFrameInfo = 0x80, "Unknown frame info", ["internal", "invalid-input"];
+    UnknownCommand = 0x81, "Unknown command", ["internal", "support"];
+    Enomem = 0x82, "Out of memory", ["temp", "retry-later"];
+    NotSupported = 0x83, "Not supported", ["internal", "support"];
+    Einternal = 0x84, "Internal error", ["internal"];
+    Ebusy = 0x85, "System is busy", ["temp", "retry-later"];
+    Etmpfail = 0x86, "Temporary failure", ["temp", "retry-later"];
+    UnknownCollection = 0x88, "Unknown collection", ["fetch-config", "invalid-input"];
+    DurabilityInvalidLevel = 0xa0, "Invalid durability level", ["invalid-input"];
+    DurabilityImpossible = 0xa1, "Durability requirement cannot be met", ["item-only"];
+    SyncWriteInProgress = 0xa2, "A synchronous write is in progress on the key", ["item-only", "retry-later"];
+    SyncWriteAmbiguous = 0xa3, "The outcome of the synchronous write is unknown", ["item-only"];
+}
+
+impl Status {
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+}

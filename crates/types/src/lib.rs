@@ -1,0 +1,19 @@
+//! Domain types shared by every Sluice crate.
+//!
+//! Layout: `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
+//! (the failover log and its entries), `item` (document metadata as stored and streamed),
+//! `hash` (key → vbucket), `limits` (protocol-wide limits).
+#![deny(unsafe_code)]
+
+mod failover;
+mod hash;
+mod ids;
+mod item;
+pub mod limits;
+mod vbstate;
+
+pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
+pub use hash::vbucket_of;
+pub use ids::{Cas, Seqno, VbId, VbUuid};
+pub use item::{Datatype, Expiry, ItemMeta};
+pub use vbstate::VbState;
