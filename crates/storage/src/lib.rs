@@ -4,7 +4,10 @@
 //! - `lib.rs`   — the [`Store`] trait, records and batches (the contract the engine relies on);
 //! - `fjall_store.rs` — the implementation on the fjall LSM engine;
 //! - `codec.rs` — the on-disk encoding of records and vbucket metadata;
-//! - `faulty.rs` — a wrapper that injects failed syncs, for crash and poison tests.
+//! - `faulty.rs` — a wrapper that injects failed syncs, for crash and poison tests;
+//! - `plan.rs`  — turns a [`FlushBatch`] into the final key-level writes of one commit;
+//! - `fjall_scan.rs` — `by_seqno` range scans and the snapshot type;
+//! - `poison.rs` — the "a sync failed, never write again" latch.
 //!
 //! Three logical indexes, all per vbucket:
 //! - **by_seqno**: `(vb, seqno) → full record` (key, metadata, value). Backfill is a range scan
@@ -17,6 +20,16 @@
 //! A failed sync is never retried: the store is poisoned and every later write fails with
 //! [`StoreError::Poisoned`].
 #![deny(unsafe_code)]
+
+pub mod codec;
+mod faulty;
+mod fjall_scan;
+mod fjall_store;
+mod plan;
+mod poison;
+
+pub use faulty::{FailedSync, FaultyStore};
+pub use fjall_store::FjallStore;
 
 use bytes::Bytes;
 use sluice_types::{FailoverLog, ItemMeta, Seqno, VbId, VbState};

@@ -1,0 +1,223 @@
+//! [`Store`] on the fjall LSM engine: one fjall `Database` per bucket, one keyspace per index.
+//!
+//! Every write goes through one fjall write batch with `PersistMode::SyncAll`, which writes
+//! the batch to the journal, fsyncs it, and only then applies it to the memtables. So one
+//! [`Store::commit`] is one atomic journal entry plus one fsync, and readers never see data
+//! that is not durable yet.
+
+use crate::codec;
+use crate::fjall_scan::{self, io, FjallSnapshot, RecordIter};
+use crate::plan::{plan_commit, WritePlan};
+use crate::poison::Poison;
+use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode, Readable};
+use sluice_types::{Seqno, VbId};
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+const BY_SEQNO: &str = "by_seqno";
+const BY_KEY: &str = "by_key";
+const VB_META: &str = "vb_meta";
+/// Node-level flags that belong to no vbucket.
+const NODE: &str = "node";
+
+const CLEAN_SHUTDOWN_KEY: &[u8] = b"clean_shutdown";
+const FLAG_CLEAN: &[u8] = &[1];
+const FLAG_RUNNING: &[u8] = &[0];
+
+pub struct FjallStore {
+    db: Database,
+    by_seqno: Keyspace,
+    by_key: Keyspace,
+    vb_meta: Keyspace,
+    node: Keyspace,
+    /// Serialises writers: `commit` reads `by_key` to find previous versions, and that read
+    /// must not race with another commit's write.
+    write_lock: Mutex<()>,
+    poison: Poison,
+}
+
+impl FjallStore {
+    /// Opens (or creates) the store in `dir`. Fails if another process holds it open.
+    pub fn open(dir: &Path) -> Result<FjallStore> {
+        let db = Database::builder(dir).open().map_err(io)?;
+        let keyspace = |name: &str| {
+            db.keyspace(name, KeyspaceCreateOptions::default)
+                .map_err(io)
+        };
+        Ok(FjallStore {
+            by_seqno: keyspace(BY_SEQNO)?,
+            by_key: keyspace(BY_KEY)?,
+            vb_meta: keyspace(VB_META)?,
+            node: keyspace(NODE)?,
+            db,
+            write_lock: Mutex::new(()),
+            poison: Poison::default(),
+        })
+    }
+
+    /// Whether a failed write has poisoned the store.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.is_poisoned()
+    }
+
+    /// Commits `batch` with one fsync. Any failure poisons the store: fjall may have written
+    /// part of the journal entry, and a failed fsync must never be retried.
+    fn write_durably(&self, batch: OwnedWriteBatch) -> Result<()> {
+        batch
+            .durability(Some(PersistMode::SyncAll))
+            .commit()
+            .map_err(|e| {
+                let msg = format!("durable write failed: {e}");
+                self.poison.poison(msg.clone());
+                StoreError::Io(msg)
+            })
+    }
+
+    fn to_batch(&self, plan: WritePlan) -> OwnedWriteBatch {
+        let len = plan.by_seqno.len() + plan.by_key.len() + plan.vb_meta.len();
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), len);
+        for (k, v) in plan.by_seqno {
+            match v {
+                Some(record) => batch.insert(&self.by_seqno, k, record),
+                None => batch.remove(&self.by_seqno, k),
+            }
+        }
+        for (k, v) in plan.by_key {
+            match v {
+                Some(seqno) => batch.insert(&self.by_key, k, seqno),
+                None => batch.remove(&self.by_key, k),
+            }
+        }
+        for (k, v) in plan.vb_meta {
+            batch.insert(&self.vb_meta, k, v);
+        }
+        batch
+    }
+
+    fn set_node_flag(&self, value: &[u8]) -> Result<()> {
+        let mut batch = self.db.batch();
+        batch.insert(&self.node, CLEAN_SHUTDOWN_KEY, value);
+        self.write_durably(batch)
+    }
+
+    /// A store that never held data: nothing can have been lost, so it counts as clean.
+    fn is_fresh(&self) -> Result<bool> {
+        Ok(self.by_seqno.is_empty().map_err(io)? && self.vb_meta.is_empty().map_err(io)?)
+    }
+
+    fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The guarded data is `()`: a panic in another writer leaves nothing inconsistent
+        // (fjall batches are atomic), so a poisoned mutex is safe to reuse.
+        self.write_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store for FjallStore {
+    fn commit(&self, batch: FlushBatch) -> Result<()> {
+        let _writer = self.lock_writes();
+        self.poison.check()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let plan = plan_commit(batch, |dk| {
+            self.by_key
+                .get(dk)
+                .map_err(io)?
+                .map(|v| codec::decode_seqno(&v))
+                .transpose()
+        })?;
+        self.write_durably(self.to_batch(plan))
+    }
+
+    fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
+        // Both lookups read one snapshot, so a concurrent rewrite cannot remove the
+        // by_seqno slot between them.
+        let snap = self.db.snapshot();
+        let Some(seqno) = snap
+            .get(&self.by_key, codec::doc_key(vb, key))
+            .map_err(io)?
+        else {
+            return Ok(None);
+        };
+        let seqno = codec::decode_seqno(&seqno)?;
+        let record = snap
+            .get(&self.by_seqno, codec::seqno_key(vb, seqno))
+            .map_err(io)?
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("by_key points {vb} to missing seqno {seqno}"))
+            })?;
+        let body = codec::decode_record(&record)?;
+        if body.key != key || body.meta.seqno != seqno {
+            return Err(StoreError::Corrupt(format!(
+                "by_seqno {vb}/{seqno} holds another document than by_key says"
+            )));
+        }
+        Ok(Some(ItemRecord {
+            vb,
+            key: body.key,
+            meta: body.meta,
+            value: body.value,
+        }))
+    }
+
+    fn load_vb_meta(&self) -> Result<Vec<(VbId, VbMeta)>> {
+        self.vb_meta
+            .iter()
+            .map(|guard| {
+                let (k, v) = guard.into_inner().map_err(io)?;
+                Ok((codec::decode_vb_key(&k)?, codec::decode_vb_meta(&v)?))
+            })
+            .collect()
+    }
+
+    fn scan_vb(&self, vb: VbId) -> RecordIter<'_> {
+        let range = codec::seqno_key(vb, Seqno::ZERO)..=codec::seqno_key(vb, Seqno::MAX);
+        fjall_scan::records(self.by_seqno.range(range), vb)
+    }
+
+    fn snapshot(&self) -> Box<dyn StoreSnapshot> {
+        Box::new(FjallSnapshot {
+            snapshot: self.db.snapshot(),
+            by_seqno: self.by_seqno.clone(),
+        })
+    }
+
+    fn take_clean_shutdown_flag(&self) -> Result<bool> {
+        let _writer = self.lock_writes();
+        self.poison.check()?;
+        let clean = match self.node.get(CLEAN_SHUTDOWN_KEY).map_err(io)? {
+            Some(v) if &*v == FLAG_CLEAN => true,
+            Some(v) if &*v == FLAG_RUNNING => false,
+            Some(v) => {
+                return Err(StoreError::Corrupt(format!(
+                    "clean-shutdown flag has unexpected value {:?}",
+                    &*v
+                )))
+            }
+            // Data but no flag: written without the startup protocol; assume the worst.
+            None => self.is_fresh()?,
+        };
+        self.set_node_flag(FLAG_RUNNING)?;
+        Ok(clean)
+    }
+
+    fn mark_clean_shutdown(&self) -> Result<()> {
+        let _writer = self.lock_writes();
+        // A poisoned store lost writes: it must not claim a clean stop.
+        self.poison.check()?;
+        self.set_node_flag(FLAG_CLEAN)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        // The journal part can fail to be measured (its lock); the tables part cannot.
+        self.db.disk_space().unwrap_or_else(|_| {
+            [&self.by_seqno, &self.by_key, &self.vb_meta, &self.node]
+                .iter()
+                .map(|ks| ks.disk_space())
+                .sum()
+        })
+    }
+}
