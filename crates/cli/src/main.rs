@@ -1,0 +1,47 @@
+//! The `sluice` binary. Subcommands:
+//! - `server` — run one node (`server_cmd`);
+//! - more arrive with the bench and cluster work.
+
+mod server_cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A replicated key-value store where every change is a stream"
+)]
+struct Cli {
+    /// Log level or filter (error, warn, info, debug, trace, or a tracing filter such as
+    /// `sluice_engine=debug`). Logs go to stderr.
+    #[arg(long, global = true, env = "SLUICE_LOG", default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one Sluice node: KV (Couchbase/memcached binary protocol) and admin HTTP.
+    Server(server_cmd::ServerArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // The storage engine's own INFO lines (one per flush/compaction) drown ours: keep its
+    // warnings unless the user names it in the filter.
+    let filter = if cli.log.contains("lsm_tree") || cli.log.contains("fjall") {
+        cli.log.clone()
+    } else {
+        format!("{},lsm_tree=warn,fjall=warn", cli.log)
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter)?)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Server(args) => server_cmd::run(args),
+    }
+}

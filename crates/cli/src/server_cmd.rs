@@ -1,0 +1,146 @@
+//! `sluice server`: flags → `ServerConfig`, then serve until Ctrl-C or SIGTERM.
+
+use clap::{Args, ValueEnum};
+use sluice_engine::BucketType;
+use sluice_server::ServerConfig;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BucketTypeArg {
+    /// Durable: persisted to disk, values evicted under memory pressure.
+    Couchbase,
+    /// Memory only: never touches disk; temporary failure when full.
+    Ephemeral,
+}
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Directory for the node's data (created if missing).
+    #[arg(long, env = "SLUICE_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Address every listener binds.
+    #[arg(long, env = "SLUICE_BIND", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Host clients are told to dial (in the cluster map). Defaults to --bind.
+    #[arg(long, env = "SLUICE_ADVERTISE_HOST")]
+    pub advertise_host: Option<String>,
+    /// KV port (Couchbase SDKs, DCP clients).
+    #[arg(long, env = "SLUICE_KV_PORT", default_value_t = 11210)]
+    pub kv_port: u16,
+    /// Admin HTTP port (/health, /metrics, stats).
+    #[arg(long, env = "SLUICE_ADMIN_PORT", default_value_t = 8091)]
+    pub admin_port: u16,
+    /// Optional unauthenticated memcached-binary listener bound to the bucket, for plain
+    /// memcached tools. Off unless given.
+    #[arg(long, env = "SLUICE_MEMCACHED_PORT")]
+    pub memcached_port: Option<u16>,
+    /// Bucket name.
+    #[arg(long, env = "SLUICE_BUCKET", default_value = "default")]
+    pub bucket: String,
+    /// Bucket type.
+    #[arg(
+        long,
+        env = "SLUICE_BUCKET_TYPE",
+        value_enum,
+        default_value = "couchbase"
+    )]
+    pub bucket_type: BucketTypeArg,
+    /// Memory quota of the bucket, in MiB.
+    #[arg(long, env = "SLUICE_MEMORY_QUOTA_MB", default_value_t = 256)]
+    pub memory_quota_mb: u64,
+    /// Number of vbuckets (fixed for the life of the data directory).
+    #[arg(long, env = "SLUICE_VBUCKETS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub vbuckets: u16,
+    /// Administrator user name.
+    #[arg(long, env = "SLUICE_USERNAME", default_value = "Administrator")]
+    pub username: String,
+    /// Administrator password.
+    #[arg(
+        long,
+        env = "SLUICE_PASSWORD",
+        default_value = "password",
+        hide_env_values = true
+    )]
+    pub password: String,
+    /// Most concurrent connections per listener; more are closed at once.
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Largest document value accepted, in bytes.
+    #[arg(long, env = "SLUICE_MAX_ITEM_BYTES", default_value_t = 20 * 1024 * 1024)]
+    pub max_item_bytes: usize,
+    /// How often the expiry pager removes expired documents, in seconds.
+    #[arg(long, env = "SLUICE_EXPIRY_PAGER_INTERVAL_S", default_value_t = 10)]
+    pub expiry_pager_interval_s: u64,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long, env = "SLUICE_WORKERS")]
+    pub workers: Option<usize>,
+}
+
+impl ServerArgs {
+    pub fn to_config(&self) -> ServerConfig {
+        let mut c = ServerConfig::new(&self.data_dir);
+        c.bind_host = self.bind.clone();
+        c.advertise_host = self
+            .advertise_host
+            .clone()
+            .unwrap_or_else(|| self.bind.clone());
+        c.kv_port = self.kv_port;
+        c.admin_port = self.admin_port;
+        c.memcached_port = self.memcached_port;
+        c.bucket = self.bucket.clone();
+        c.bucket_type = match self.bucket_type {
+            BucketTypeArg::Couchbase => BucketType::Couchbase,
+            BucketTypeArg::Ephemeral => BucketType::Ephemeral,
+        };
+        c.memory_quota_mb = self.memory_quota_mb;
+        c.vbuckets = self.vbuckets;
+        c.username = self.username.clone();
+        c.password = self.password.clone();
+        c.connections_max = self.max_connections;
+        c.value_bytes_max = self.max_item_bytes;
+        c.expiry_pager_interval_s = self.expiry_pager_interval_s;
+        c
+    }
+}
+
+pub fn run(args: ServerArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.memory_quota_mb >= 16,
+        "--memory-quota-mb must be at least 16"
+    );
+    anyhow::ensure!(
+        args.max_connections > 0,
+        "--max-connections must be positive"
+    );
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(w) = args.workers {
+        rt.worker_threads(w.max(1));
+    }
+    let rt = rt.enable_all().build()?;
+    rt.block_on(sluice_server::run_until(args.to_config(), stop_signal()))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,561 @@
+//! [`Bucket`]: the engine's public API. Routes each call to its vbucket, enforces the memory
+//! quota and the write-refusal state, and owns the background threads (flusher, pager).
+
+use crate::clock::Clock;
+use crate::config::BucketConfig;
+use crate::datatype;
+use crate::error::EngineError;
+use crate::item::{Document, Mutation, StoreRequest};
+use crate::memory::{Memory, MemorySnapshot};
+use crate::signal::Signal;
+use crate::stats::BucketStats;
+use crate::vbucket::{OpCtx, VBucket, VbInner};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_storage::Store;
+use sluice_types::{Cas, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// GET_META's answer: the metadata of the current version, tombstones included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetMetaResult {
+    pub meta: ItemMeta,
+}
+
+/// OBSERVE_SEQNO's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObserveSeqnoResult {
+    pub vb_uuid: VbUuid,
+    pub persisted: Seqno,
+    pub current: Seqno,
+    /// Set when the client's uuid is an older entry (a failover happened): (uuid, last seqno).
+    pub failed_over: Option<(VbUuid, Seqno)>,
+}
+
+pub struct Bucket {
+    pub config: BucketConfig,
+    pub(crate) vbuckets: Box<[VBucket]>,
+    pub(crate) memory: Memory,
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub stats: BucketStats,
+    /// Set once a storage commit failed: the bucket refuses writes from then on.
+    pub(crate) write_failure: Mutex<Option<String>>,
+    pub(crate) writes_refused: AtomicBool,
+    pub(crate) flusher_wake: Signal,
+    pub(crate) pager_wake: Signal,
+    /// Notified after every successful flush (SEQNO_PERSISTENCE waiters).
+    pub(crate) persisted: Signal,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Tombstone purges found by the pager, committed by the flusher with its next batch.
+    pub(crate) pending_purges: Mutex<Vec<(VbId, Bytes, Seqno)>>,
+}
+
+impl Bucket {
+    /// Opens a bucket: warms it up from `store` (a couchbase bucket) or starts empty
+    /// (ephemeral, `store == None`), then starts the background threads.
+    pub fn open(
+        config: BucketConfig,
+        store: Option<Arc<dyn Store>>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Bucket>, EngineError> {
+        assert!(config.num_vbuckets > 0, "a bucket has vbuckets");
+        assert_eq!(
+            config.is_persistent(),
+            store.is_some(),
+            "couchbase buckets have a store, ephemeral ones do not"
+        );
+        let memory = Memory::new(
+            config.quota_bytes,
+            config.high_watermark,
+            config.low_watermark,
+            config.checkpoint_share,
+        );
+        let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory)?;
+        let bucket = Arc::new(Bucket {
+            config,
+            vbuckets: vbuckets.into_boxed_slice(),
+            memory,
+            store,
+            clock,
+            stats: BucketStats::default(),
+            write_failure: Mutex::new(None),
+            writes_refused: AtomicBool::new(false),
+            flusher_wake: Signal::default(),
+            pager_wake: Signal::default(),
+            persisted: Signal::default(),
+            shutdown: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            pending_purges: Mutex::new(Vec::new()),
+        });
+        let items: usize = bucket
+            .vbuckets
+            .iter()
+            .map(|v| v.inner.lock().ht.live_items())
+            .sum();
+        BucketStats::add(&bucket.stats.items_warmed_up, items as u64);
+        let mut threads = Vec::new();
+        if bucket.store.is_some() {
+            let b = bucket.clone();
+            threads.push(spawn("sluice-flusher", move || crate::flusher::run(&b)));
+        }
+        let b = bucket.clone();
+        threads.push(spawn("sluice-pager", move || crate::pager::run(&b)));
+        *bucket.threads.lock() = threads;
+        Ok(bucket)
+    }
+
+    /// Stops the background threads, flushes what is dirty and records a clean stop.
+    pub fn shutdown(&self) -> Result<(), EngineError> {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.flusher_wake.notify();
+        self.pager_wake.notify();
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+        if let Some(store) = &self.store {
+            // The flusher drained everything before it exited, unless storage failed.
+            if let Some(reason) = self.write_failure.lock().clone() {
+                return Err(EngineError::WritesRefused(reason));
+            }
+            store
+                .mark_clean_shutdown()
+                .map_err(|e| EngineError::Storage(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    pub fn num_vbuckets(&self) -> u16 {
+        self.config.num_vbuckets
+    }
+
+    pub(crate) fn ctx(&self) -> OpCtx {
+        let now_unix_ns = self.clock.now_unix_ns();
+        OpCtx {
+            now_unix_ns,
+            now_unix_s: (now_unix_ns / 1_000_000_000) as u32,
+            persistent: self.config.is_persistent(),
+            value_bytes_max: self.config.value_bytes_max,
+        }
+    }
+
+    fn vb(&self, vb: VbId) -> Result<&VBucket, EngineError> {
+        self.vbuckets
+            .get(usize::from(vb.0))
+            .ok_or(EngineError::NotMyVbucket)
+    }
+
+    /// Runs `f` under the vbucket's lock, then books the memory it used.
+    pub(crate) fn with_vb<T>(
+        &self,
+        vb: VbId,
+        f: impl FnOnce(&mut VbInner) -> T,
+    ) -> Result<T, EngineError> {
+        let vbucket = self.vb(vb)?;
+        let mut inner = vbucket.inner.lock();
+        let out = f(&mut inner);
+        let (mem, ckpt) = inner.take_deltas();
+        drop(inner);
+        self.memory.add(mem);
+        self.memory.add_checkpoint(ckpt);
+        Ok(out)
+    }
+
+    /// Whether a write of about `incoming` bytes may proceed now.
+    fn admit_write(&self, incoming: usize) -> Result<(), EngineError> {
+        if self.writes_refused.load(Ordering::Acquire) {
+            let reason = self.write_failure.lock().clone().unwrap_or_default();
+            return Err(EngineError::WritesRefused(reason));
+        }
+        let m = &self.memory;
+        let refuse = if m.checkpoint_used() > m.checkpoint_bytes_max {
+            // Checkpoints are drained by the flusher: give it a nudge and push back.
+            self.flusher_wake.notify();
+            true
+        } else if self.config.is_persistent() {
+            if m.above_high_watermark() {
+                self.pager_wake.notify();
+            }
+            m.would_exceed_quota(incoming)
+        } else {
+            // Ephemeral: nothing can be evicted, so stop at the high watermark.
+            m.used() + incoming as u64 > m.high_watermark_bytes
+        };
+        if refuse {
+            BucketStats::bump(&self.stats.tmp_fails);
+            return Err(EngineError::TempFail);
+        }
+        Ok(())
+    }
+
+    fn after_write(&self) {
+        if self.store.is_some() {
+            self.flusher_wake.notify();
+        }
+    }
+
+    fn mutate<T>(
+        &self,
+        vb: VbId,
+        incoming: usize,
+        f: impl FnOnce(&mut VbInner, &OpCtx) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        self.admit_write(incoming)?;
+        let ctx = self.ctx();
+        let out = self.with_vb(vb, |inner| f(inner, &ctx))?;
+        if out.is_ok() {
+            self.after_write();
+        }
+        out
+    }
+
+    pub fn get(&self, vb: VbId, key: &[u8]) -> Result<Document, EngineError> {
+        BucketStats::bump(&self.stats.cmd_get);
+        let ctx = self.ctx();
+        let out = self.with_vb(vb, |inner| inner.get(key, &ctx))?;
+        match &out {
+            Ok(_) => BucketStats::bump(&self.stats.get_hits),
+            Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.get_misses),
+            _ => {}
+        }
+        out
+    }
+
+    /// Reads an evicted value back from disk (outside every lock), so that a retried
+    /// operation finds it resident.
+    pub fn fetch(&self, vb: VbId, key: &[u8]) -> Result<(), EngineError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        BucketStats::bump(&self.stats.bg_fetches);
+        let record = store
+            .get(vb, key)
+            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        if let Some(r) = record {
+            self.with_vb(vb, |inner| inner.restore(key, r.meta.seqno, r.value))?;
+        }
+        Ok(())
+    }
+
+    pub fn get_meta(&self, vb: VbId, key: &[u8]) -> Result<GetMetaResult, EngineError> {
+        let ctx = self.ctx();
+        if let Some(meta) = self.with_vb(vb, |inner| inner.get_meta(key, &ctx))?? {
+            return Ok(GetMetaResult { meta });
+        }
+        // Persisted tombstones live on disk only.
+        let Some(store) = &self.store else {
+            return Err(EngineError::KeyNotFound);
+        };
+        match store.get(vb, key) {
+            Ok(Some(r)) if r.meta.deleted => Ok(GetMetaResult { meta: r.meta }),
+            Ok(_) => Err(EngineError::KeyNotFound),
+            Err(e) => Err(EngineError::Storage(e.to_string())),
+        }
+    }
+
+    pub fn store(&self, vb: VbId, req: &StoreRequest<'_>) -> Result<Mutation, EngineError> {
+        BucketStats::bump(&self.stats.cmd_set);
+        let dt = datatype::classify(req.value, req.datatype, self.config.value_bytes_max)?;
+        let out = self.mutate(vb, req.key.len() + req.value.len(), |inner, ctx| {
+            inner.store(req, dt, ctx)
+        });
+        if req.cas != Cas::ZERO {
+            match &out {
+                Ok(_) => BucketStats::bump(&self.stats.cas_hits),
+                Err(EngineError::KeyExists) => BucketStats::bump(&self.stats.cas_badval),
+                Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.cas_misses),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    pub fn delete(&self, vb: VbId, key: &[u8], cas: Cas) -> Result<Mutation, EngineError> {
+        BucketStats::bump(&self.stats.cmd_delete);
+        // Deletes free memory: they are admitted even above the quota.
+        if self.writes_refused.load(Ordering::Acquire) {
+            return Err(EngineError::WritesRefused(
+                self.write_failure.lock().clone().unwrap_or_default(),
+            ));
+        }
+        let ctx = self.ctx();
+        let out = self.with_vb(vb, |inner| inner.delete(key, cas, &ctx))?;
+        match &out {
+            Ok(_) => self.after_write(),
+            Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.delete_misses),
+            _ => {}
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn arithmetic(
+        &self,
+        vb: VbId,
+        key: &[u8],
+        increment: bool,
+        delta: u64,
+        initial: u64,
+        expiry_wire: u32,
+        cas: Cas,
+    ) -> Result<(u64, Mutation), EngineError> {
+        let out = self.mutate(vb, key.len() + 20, |inner, ctx| {
+            inner.arithmetic(key, increment, delta, initial, expiry_wire, cas, ctx)
+        });
+        let (hit, miss) = if increment {
+            (&self.stats.incr_hits, &self.stats.incr_misses)
+        } else {
+            (&self.stats.decr_hits, &self.stats.decr_misses)
+        };
+        match &out {
+            Ok(_) => BucketStats::bump(hit),
+            Err(EngineError::KeyNotFound) => BucketStats::bump(miss),
+            _ => {}
+        }
+        out
+    }
+
+    pub fn concat(
+        &self,
+        vb: VbId,
+        key: &[u8],
+        append: bool,
+        value: &[u8],
+        cas: Cas,
+    ) -> Result<Mutation, EngineError> {
+        if value.len() > self.config.value_bytes_max {
+            return Err(EngineError::TooBig);
+        }
+        self.mutate(vb, key.len() + value.len(), |inner, ctx| {
+            inner.concat(key, append, value, cas, ctx)
+        })
+    }
+
+    /// TOUCH / GAT: sets a new expiry and returns the document.
+    pub fn touch(
+        &self,
+        vb: VbId,
+        key: &[u8],
+        expiry_wire: u32,
+    ) -> Result<(Document, Mutation), EngineError> {
+        BucketStats::bump(&self.stats.cmd_touch);
+        let out = self.mutate(vb, key.len(), |inner, ctx| {
+            inner.touch(key, expiry_wire, ctx)
+        });
+        match &out {
+            Ok(_) => BucketStats::bump(&self.stats.touch_hits),
+            Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.touch_misses),
+            _ => {}
+        }
+        out
+    }
+
+    /// FLUSH: deletes every document (each delete takes a seqno, so streams see it).
+    pub fn flush_all(&self) -> Result<usize, EngineError> {
+        let ctx = self.ctx();
+        let mut n = 0;
+        for vb in 0..self.num_vbuckets() {
+            n += self.with_vb(VbId(vb), |inner| {
+                if inner.state == VbState::Active {
+                    inner.delete_all(&ctx)
+                } else {
+                    0
+                }
+            })?;
+        }
+        self.after_write();
+        Ok(n)
+    }
+
+    /// (vb, high seqno) for every vbucket in `state` (None = any alive state).
+    pub fn vb_seqnos(&self, state: Option<VbState>) -> Vec<(VbId, Seqno)> {
+        self.vbuckets
+            .iter()
+            .filter_map(|v| {
+                let inner = v.inner.lock();
+                let alive = inner.state != VbState::Dead;
+                let wanted = state.map_or(alive, |s| inner.state == s);
+                wanted.then_some((v.id, inner.high_seqno))
+            })
+            .collect()
+    }
+
+    pub fn vb_state(&self, vb: VbId) -> Result<VbState, EngineError> {
+        self.with_vb(vb, |inner| inner.state)
+    }
+
+    pub fn failover_log(&self, vb: VbId) -> Result<FailoverLog, EngineError> {
+        self.with_vb(vb, |inner| inner.failover.clone())
+    }
+
+    pub fn observe_seqno(&self, vb: VbId, uuid: VbUuid) -> Result<ObserveSeqnoResult, EngineError> {
+        let persisted = self.vb(vb)?.persisted_seqno();
+        self.with_vb(vb, |inner| {
+            let entries = inner.failover.entries();
+            let latest = entries[0];
+            let pos = entries
+                .iter()
+                .position(|e| e.uuid == uuid)
+                .ok_or(EngineError::UnknownUuid)?;
+            let failed_over = (pos > 0).then(|| (uuid, entries[pos - 1].seqno));
+            Ok(ObserveSeqnoResult {
+                vb_uuid: latest.uuid,
+                persisted: if self.store.is_some() {
+                    persisted
+                } else {
+                    inner.high_seqno
+                },
+                current: inner.high_seqno,
+                failed_over,
+            })
+        })?
+    }
+
+    /// Waits until `seqno` of `vb` is persisted, at most `timeout`. Blocking: call it from
+    /// a thread that may block.
+    pub fn wait_persisted(
+        &self,
+        vb: VbId,
+        seqno: Seqno,
+        timeout: Duration,
+    ) -> Result<bool, EngineError> {
+        let vbucket = self.vb(vb)?;
+        if self.store.is_none() {
+            return Ok(true);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if vbucket.persisted_seqno() >= seqno {
+                return Ok(true);
+            }
+            if self.writes_refused.load(Ordering::Acquire) {
+                return Err(EngineError::WritesRefused(
+                    self.write_failure.lock().clone().unwrap_or_default(),
+                ));
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            self.flusher_wake.notify();
+            self.persisted
+                .wait_timeout((deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    pub fn persisted_seqno(&self, vb: VbId) -> Result<Seqno, EngineError> {
+        Ok(self.vb(vb)?.persisted_seqno())
+    }
+
+    pub fn memory(&self) -> MemorySnapshot {
+        self.memory.snapshot()
+    }
+
+    /// Why writes are refused, if they are.
+    pub fn write_failure(&self) -> Option<String> {
+        self.write_failure.lock().clone()
+    }
+
+    /// Bucket-wide gauges: (name, value), for STAT and metrics.
+    pub fn gauges(&self) -> Vec<(&'static str, u64)> {
+        let mut items = 0;
+        let mut resident = 0;
+        let mut in_memory = 0;
+        let mut dirty_queue = 0;
+        let mut checkpoints = 0;
+        let mut active = 0;
+        for v in self.vbuckets.iter() {
+            let inner = v.inner.lock();
+            items += inner.ht.live_items();
+            resident += inner.ht.resident_values();
+            in_memory += inner.ht.len();
+            checkpoints += inner.checkpoints.num_checkpoints();
+            if inner.state == VbState::Active {
+                active += 1;
+            }
+            if let Some(c) = inner.flusher_cursor {
+                dirty_queue += inner.checkpoints.items_remaining(c);
+            }
+        }
+        let m = self.memory.snapshot();
+        let resident_ratio_pct = (resident * 100).checked_div(items).unwrap_or(100);
+        vec![
+            ("curr_items", items as u64),
+            ("vb_active_num", active),
+            ("ep_num_non_resident", (items - resident.min(items)) as u64),
+            ("vb_active_perc_mem_resident", resident_ratio_pct as u64),
+            ("ep_ht_entries", in_memory as u64),
+            ("ep_diskqueue_items", dirty_queue as u64),
+            ("ep_num_checkpoints", checkpoints as u64),
+            ("mem_used", m.used_bytes),
+            ("ep_max_size", m.quota_bytes),
+            ("ep_mem_high_wat", m.high_watermark_bytes),
+            ("ep_mem_low_wat", m.low_watermark_bytes),
+            ("ep_checkpoint_memory", m.checkpoint_bytes),
+            ("ep_checkpoint_memory_quota", m.checkpoint_bytes_max),
+            (
+                "ep_db_data_size",
+                self.store.as_ref().map_or(0, |s| s.disk_bytes()),
+            ),
+            (
+                "ep_write_failed",
+                u64::from(self.writes_refused.load(Ordering::Relaxed)),
+            ),
+        ]
+    }
+
+    /// Per-vbucket details for `STAT vbucket-seqno` and friends.
+    pub fn vb_details(&self) -> Vec<VbDetails> {
+        self.vbuckets
+            .iter()
+            .map(|v| {
+                let inner = v.inner.lock();
+                VbDetails {
+                    vb: v.id,
+                    state: inner.state,
+                    high_seqno: inner.high_seqno,
+                    persisted_seqno: if self.store.is_some() {
+                        v.persisted_seqno()
+                    } else {
+                        inner.high_seqno
+                    },
+                    purge_seqno: inner.purge_seqno,
+                    uuid: inner.failover.latest().uuid,
+                    items: inner.ht.live_items(),
+                    failover_log: inner.failover.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One vbucket's state for stats.
+#[derive(Debug, Clone)]
+pub struct VbDetails {
+    pub vb: VbId,
+    pub state: VbState,
+    pub high_seqno: Seqno,
+    pub persisted_seqno: Seqno,
+    pub purge_seqno: Seqno,
+    pub uuid: VbUuid,
+    pub items: usize,
+    pub failover_log: FailoverLog,
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .expect("the OS can start a thread")
+}
+
+impl Drop for Bucket {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+}

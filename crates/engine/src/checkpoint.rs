@@ -1,0 +1,438 @@
+//! A vbucket's recent changes as an ordered list of checkpoints, read through cursors.
+//!
+//! ```text
+//!   oldest                                           open (newest)
+//!   [ckpt 7: closed] -> [ckpt 8: closed] -> [ckpt 9: open, dedups by key]
+//!        ^ cursor "dcp:a"      ^ flusher
+//! ```
+//! - Every mutation is appended to the open checkpoint. A second write of the same key in the
+//!   open checkpoint blanks the earlier slot (dedup): a cursor that has not read it yet sees only
+//!   the newest version; one that has already read it is unaffected.
+//! - A cursor is a position (checkpoint id, slot). Reading moves it forward and across closed
+//!   checkpoints; it never moves past the end of the open checkpoint.
+//! - A closed checkpoint that no cursor still points into is freed. With no cursor at all,
+//!   closed checkpoints are freed at once.
+//!
+//! Invariants (asserted): seqnos increase along the list; every cursor points into a checkpoint
+//! that exists; `mem_bytes` equals the sum over the slots still present.
+
+use bytes::Bytes;
+use hashbrown::HashMap;
+use sluice_types::{ItemMeta, Seqno};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Why an item was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueOp {
+    Mutation,
+    Deletion,
+    Expiration,
+}
+
+/// One change, shared between the checkpoint and whoever reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedItem {
+    pub key: Bytes,
+    pub meta: ItemMeta,
+    /// Empty for deletions and expirations.
+    pub value: Bytes,
+    pub op: QueueOp,
+}
+
+/// Bytes a queued item costs beyond its key and value.
+pub const QUEUED_ITEM_OVERHEAD_BYTES: usize = std::mem::size_of::<QueuedItem>() + 48;
+
+impl QueuedItem {
+    pub fn mem_bytes(&self) -> usize {
+        self.key.len() + self.value.len() + QUEUED_ITEM_OVERHEAD_BYTES
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CursorId(pub u64);
+
+#[derive(Debug)]
+struct Checkpoint {
+    id: u64,
+    /// First seqno this checkpoint may hold (the marker start for a memory snapshot).
+    snap_start: Seqno,
+    /// Highest seqno queued into it so far.
+    high_seqno: Seqno,
+    items: Vec<Option<Arc<QueuedItem>>>,
+    /// key → slot, while open (dedup).
+    index: HashMap<Bytes, usize>,
+    open: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Cursor {
+    checkpoint_id: u64,
+    /// Next slot to read.
+    slot: usize,
+}
+
+/// Items read by one cursor from one checkpoint: a snapshot range and its items.
+#[derive(Debug, Clone)]
+pub struct CursorChunk {
+    pub checkpoint_id: u64,
+    pub snap_start: Seqno,
+    pub snap_end: Seqno,
+    pub items: Vec<Arc<QueuedItem>>,
+}
+
+#[derive(Debug)]
+pub struct CheckpointManager {
+    checkpoints: VecDeque<Checkpoint>,
+    cursors: BTreeMap<CursorId, Cursor>,
+    next_checkpoint_id: u64,
+    next_cursor_id: u64,
+    items_max: usize,
+    mem_bytes: usize,
+}
+
+impl CheckpointManager {
+    /// A manager whose first open checkpoint starts after `high_seqno`.
+    pub fn new(high_seqno: Seqno, items_max: usize) -> CheckpointManager {
+        assert!(items_max > 0);
+        let mut m = CheckpointManager {
+            checkpoints: VecDeque::new(),
+            cursors: BTreeMap::new(),
+            next_checkpoint_id: 1,
+            next_cursor_id: 1,
+            items_max,
+            mem_bytes: 0,
+        };
+        m.open_checkpoint(high_seqno.next());
+        m
+    }
+
+    fn open_checkpoint(&mut self, snap_start: Seqno) {
+        let id = self.next_checkpoint_id;
+        self.next_checkpoint_id += 1;
+        self.checkpoints.push_back(Checkpoint {
+            id,
+            snap_start,
+            high_seqno: Seqno(snap_start.0.saturating_sub(1)),
+            items: Vec::new(),
+            index: HashMap::new(),
+            open: true,
+        });
+    }
+
+    fn open_mut(&mut self) -> &mut Checkpoint {
+        self.checkpoints
+            .back_mut()
+            .expect("there is always an open checkpoint")
+    }
+
+    /// Appends a change; returns the checkpoint memory delta in bytes (may be negative when a
+    /// dedup frees more than the new item costs, or a closed checkpoint is freed).
+    pub fn queue(&mut self, item: QueuedItem) -> isize {
+        let before = self.mem_bytes as isize;
+        let seqno = item.meta.seqno;
+        let open = self.open_mut();
+        assert!(
+            seqno > open.high_seqno,
+            "seqnos increase: {seqno} after {}",
+            open.high_seqno
+        );
+        let mut freed = 0;
+        if let Some(&slot) = open.index.get(&item.key) {
+            if let Some(old) = open.items[slot].take() {
+                freed = old.mem_bytes();
+            }
+        }
+        let added = item.mem_bytes();
+        let slot = open.items.len();
+        open.index.insert(item.key.clone(), slot);
+        open.items.push(Some(Arc::new(item)));
+        open.high_seqno = seqno;
+        let full = open.items.len() >= self.items_max;
+        self.mem_bytes = self.mem_bytes + added - freed;
+        if full {
+            self.close_open_checkpoint();
+        }
+        self.mem_bytes as isize - before
+    }
+
+    /// Closes the open checkpoint (if it holds anything) and opens a new one; frees what no
+    /// cursor needs. Returns the memory delta.
+    pub fn close_open_checkpoint(&mut self) -> isize {
+        let before = self.mem_bytes as isize;
+        let open = self.open_mut();
+        if open.items.is_empty() {
+            return 0;
+        }
+        open.open = false;
+        open.index = HashMap::new();
+        let next_start = open.high_seqno.next();
+        self.open_checkpoint(next_start);
+        self.free_unreferenced();
+        self.mem_bytes as isize - before
+    }
+
+    /// Registers a cursor at the oldest item still in memory.
+    pub fn register_cursor_at_oldest(&mut self) -> CursorId {
+        let id = CursorId(self.next_cursor_id);
+        self.next_cursor_id += 1;
+        let first = self.checkpoints.front().expect("non-empty").id;
+        self.cursors.insert(
+            id,
+            Cursor {
+                checkpoint_id: first,
+                slot: 0,
+            },
+        );
+        id
+    }
+
+    /// Registers a cursor that will next read the first item with seqno > `after`, if the
+    /// checkpoints still hold everything after it. `None` means a backfill from disk is needed.
+    pub fn register_cursor_after(&mut self, after: Seqno) -> Option<CursorId> {
+        let oldest = self.checkpoints.front().expect("non-empty");
+        if after.next() < oldest.snap_start {
+            return None;
+        }
+        let (checkpoint_id, slot) = self
+            .checkpoints
+            .iter()
+            .find_map(|c| {
+                let slot = c
+                    .items
+                    .iter()
+                    .position(|i| i.as_ref().is_some_and(|i| i.meta.seqno > after));
+                slot.map(|s| (c.id, s))
+            })
+            .unwrap_or_else(|| {
+                let open = self.checkpoints.back().expect("non-empty");
+                (open.id, open.items.len())
+            });
+        let id = CursorId(self.next_cursor_id);
+        self.next_cursor_id += 1;
+        self.cursors.insert(
+            id,
+            Cursor {
+                checkpoint_id,
+                slot,
+            },
+        );
+        Some(id)
+    }
+
+    /// Removes a cursor; returns the memory freed as a (non-positive) delta.
+    pub fn remove_cursor(&mut self, id: CursorId) -> isize {
+        let before = self.mem_bytes as isize;
+        self.cursors.remove(&id);
+        self.free_unreferenced();
+        self.mem_bytes as isize - before
+    }
+
+    /// Reads up to `bytes_max` (at least one item if any) for `cursor`, grouped per checkpoint,
+    /// and moves the cursor past them. Returns the chunks and the memory delta from freeing.
+    pub fn read(&mut self, cursor: CursorId, bytes_max: usize) -> (Vec<CursorChunk>, isize) {
+        let before = self.mem_bytes as isize;
+        let mut pos = self
+            .cursors
+            .get(&cursor)
+            .expect("registered cursor")
+            .clone();
+        let mut chunks = Vec::new();
+        let mut bytes = 0usize;
+        let front_id = self.checkpoints.front().expect("non-empty").id;
+        loop {
+            let idx = (pos.checkpoint_id - front_id) as usize;
+            let ckpt = &self.checkpoints[idx];
+            let mut chunk = CursorChunk {
+                checkpoint_id: ckpt.id,
+                snap_start: ckpt.snap_start,
+                snap_end: ckpt.high_seqno,
+                items: Vec::new(),
+            };
+            while pos.slot < ckpt.items.len() && (bytes < bytes_max || bytes == 0) {
+                if let Some(item) = &ckpt.items[pos.slot] {
+                    bytes += item.mem_bytes();
+                    chunk.items.push(item.clone());
+                }
+                pos.slot += 1;
+            }
+            if let Some(last) = chunk.items.last() {
+                if ckpt.open {
+                    // The open checkpoint may still grow: the snapshot ends at what was read.
+                    chunk.snap_end = last.meta.seqno;
+                }
+                chunks.push(chunk);
+            }
+            let at_end = pos.slot >= ckpt.items.len();
+            if at_end && !ckpt.open {
+                pos = Cursor {
+                    checkpoint_id: ckpt.id + 1,
+                    slot: 0,
+                };
+                continue;
+            }
+            break;
+        }
+        self.cursors.insert(cursor, pos);
+        self.free_unreferenced();
+        (chunks, self.mem_bytes as isize - before)
+    }
+
+    /// Items this cursor has not read yet (approximate: blanked slots count).
+    pub fn items_remaining(&self, cursor: CursorId) -> usize {
+        let Some(pos) = self.cursors.get(&cursor) else {
+            return 0;
+        };
+        self.checkpoints
+            .iter()
+            .filter(|c| c.id >= pos.checkpoint_id)
+            .map(|c| {
+                if c.id == pos.checkpoint_id {
+                    c.items.len().saturating_sub(pos.slot)
+                } else {
+                    c.items.len()
+                }
+            })
+            .sum()
+    }
+
+    /// Frees closed checkpoints at the front that no cursor points into.
+    fn free_unreferenced(&mut self) {
+        let min_cursor = self.cursors.values().map(|c| c.checkpoint_id).min();
+        while self.checkpoints.len() > 1 {
+            let front = self.checkpoints.front().expect("len > 1");
+            if front.open || min_cursor.is_some_and(|m| m <= front.id) {
+                break;
+            }
+            let freed: usize = front.items.iter().flatten().map(|i| i.mem_bytes()).sum();
+            self.mem_bytes -= freed;
+            self.checkpoints.pop_front();
+        }
+    }
+
+    pub fn mem_bytes(&self) -> usize {
+        self.mem_bytes
+    }
+
+    pub fn num_checkpoints(&self) -> usize {
+        self.checkpoints.len()
+    }
+
+    /// Drops everything and starts over after `high_seqno` (bucket flush, rollback).
+    /// Cursors move to the new open checkpoint. Returns the memory delta.
+    pub fn reset(&mut self, high_seqno: Seqno) -> isize {
+        let before = self.mem_bytes as isize;
+        self.checkpoints.clear();
+        self.mem_bytes = 0;
+        self.open_checkpoint(high_seqno.next());
+        let id = self.checkpoints.back().expect("just opened").id;
+        for c in self.cursors.values_mut() {
+            *c = Cursor {
+                checkpoint_id: id,
+                slot: 0,
+            };
+        }
+        -before
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(key: &str, seqno: u64) -> QueuedItem {
+        QueuedItem {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            meta: ItemMeta {
+                seqno: Seqno(seqno),
+                ..Default::default()
+            },
+            value: Bytes::from_static(b"v"),
+            op: QueueOp::Mutation,
+        }
+    }
+
+    fn seqnos(chunks: &[CursorChunk]) -> Vec<u64> {
+        chunks
+            .iter()
+            .flat_map(|c| c.items.iter().map(|i| i.meta.seqno.0))
+            .collect()
+    }
+
+    #[test]
+    fn dedup_hides_older_versions_from_unread_cursors_only() {
+        let mut m = CheckpointManager::new(Seqno(0), 100);
+        let early = m.register_cursor_at_oldest();
+        m.queue(item("a", 1));
+        m.queue(item("b", 2));
+        let (chunks, _) = m.read(early, usize::MAX);
+        assert_eq!(seqnos(&chunks), vec![1, 2]);
+        let late = m.register_cursor_at_oldest();
+        m.queue(item("a", 3));
+        assert_eq!(seqnos(&m.read(early, usize::MAX).0), vec![3]);
+        assert_eq!(seqnos(&m.read(late, usize::MAX).0), vec![2, 3]);
+    }
+
+    #[test]
+    fn closed_checkpoints_are_freed_once_every_cursor_passed() {
+        let mut m = CheckpointManager::new(Seqno(0), 2);
+        let c = m.register_cursor_at_oldest();
+        for s in 1..=5 {
+            m.queue(item(&format!("k{s}"), s));
+        }
+        assert_eq!(m.num_checkpoints(), 3);
+        let before = m.mem_bytes();
+        let (chunks, delta) = m.read(c, usize::MAX);
+        assert_eq!(seqnos(&chunks), vec![1, 2, 3, 4, 5]);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[0].snap_start, Seqno(1));
+        assert_eq!(chunks[1].snap_start, Seqno(3));
+        assert!(delta < 0);
+        assert_eq!(
+            m.num_checkpoints(),
+            1,
+            "the cursor moved into the open checkpoint"
+        );
+        assert!(m.mem_bytes() < before);
+    }
+
+    #[test]
+    fn without_cursors_closed_checkpoints_go_at_once() {
+        let mut m = CheckpointManager::new(Seqno(0), 2);
+        for s in 1..=6 {
+            m.queue(item(&format!("k{s}"), s));
+        }
+        assert_eq!(m.num_checkpoints(), 1);
+        assert_eq!(m.mem_bytes(), 0);
+    }
+
+    #[test]
+    fn register_after_a_seqno_or_ask_for_backfill() {
+        let mut m = CheckpointManager::new(Seqno(0), 3);
+        let keep = m.register_cursor_at_oldest();
+        for s in 1..=7 {
+            m.queue(item(&format!("k{s}"), s));
+        }
+        let c = m.register_cursor_after(Seqno(4)).unwrap();
+        assert_eq!(seqnos(&m.read(c, usize::MAX).0), vec![5, 6, 7]);
+        m.read(keep, usize::MAX);
+        // Checkpoints 1..=3 and 4..=6 were freed; memory starts at 7.
+        assert!(m.register_cursor_after(Seqno(2)).is_none());
+        let c2 = m.register_cursor_after(Seqno(7)).unwrap();
+        assert!(m.read(c2, usize::MAX).0.is_empty());
+        m.queue(item("x", 8));
+        assert_eq!(seqnos(&m.read(c2, usize::MAX).0), vec![8]);
+    }
+
+    #[test]
+    fn read_respects_the_byte_budget_but_always_makes_progress() {
+        let mut m = CheckpointManager::new(Seqno(0), 100);
+        let c = m.register_cursor_at_oldest();
+        for s in 1..=10 {
+            m.queue(item(&format!("k{s}"), s));
+        }
+        let (chunks, _) = m.read(c, 1);
+        assert_eq!(seqnos(&chunks), vec![1]);
+        assert_eq!(m.items_remaining(c), 9);
+    }
+}

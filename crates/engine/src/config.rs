@@ -1,0 +1,58 @@
+//! Bucket configuration, with the defaults a user gets without flags.
+
+use sluice_types::limits::VALUE_BYTES_MAX_DEFAULT;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketType {
+    /// Durable: persisted by the flusher, values evictable under memory pressure.
+    Couchbase,
+    /// Memory only: never touches disk; refuses writes with a temporary failure when full.
+    Ephemeral,
+}
+
+#[derive(Debug, Clone)]
+pub struct BucketConfig {
+    pub name: String,
+    pub bucket_type: BucketType,
+    pub num_vbuckets: u16,
+    pub quota_bytes: u64,
+    pub value_bytes_max: usize,
+    /// Above this share of the quota the item pager starts evicting.
+    pub high_watermark: f64,
+    /// The item pager stops once usage is below this share of the quota.
+    pub low_watermark: f64,
+    /// Share of the quota checkpoints may use.
+    pub checkpoint_share: f64,
+    /// An open checkpoint is closed past this many items.
+    pub checkpoint_items_max: usize,
+    /// Largest batch the flusher writes in one commit, in bytes.
+    pub flush_batch_bytes_max: usize,
+    /// How often the expiry pager runs.
+    pub expiry_pager_interval: Duration,
+    /// Tombstones older than this are purged.
+    pub tombstone_purge_age: Duration,
+}
+
+impl BucketConfig {
+    pub fn new(name: &str, bucket_type: BucketType) -> BucketConfig {
+        BucketConfig {
+            name: name.to_string(),
+            bucket_type,
+            num_vbuckets: 1024,
+            quota_bytes: 256 * 1024 * 1024,
+            value_bytes_max: VALUE_BYTES_MAX_DEFAULT,
+            high_watermark: 0.85,
+            low_watermark: 0.75,
+            checkpoint_share: 0.2,
+            checkpoint_items_max: 10_000,
+            flush_batch_bytes_max: 8 * 1024 * 1024,
+            expiry_pager_interval: Duration::from_secs(10),
+            tombstone_purge_age: Duration::from_secs(24 * 3600),
+        }
+    }
+
+    pub fn is_persistent(&self) -> bool {
+        self.bucket_type == BucketType::Couchbase
+    }
+}

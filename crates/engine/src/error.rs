@@ -1,0 +1,35 @@
+//! Engine errors: operating conditions a client is told about, never bugs.
+
+use sluice_types::Seqno;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("vbucket is not active on this node")]
+    NotMyVbucket,
+    #[error("key not found")]
+    KeyNotFound,
+    #[error("key exists or CAS mismatch")]
+    KeyExists,
+    #[error("not stored")]
+    NotStored,
+    #[error("existing value is not a number")]
+    DeltaBadValue,
+    #[error("value too large")]
+    TooBig,
+    #[error("invalid argument: {0}")]
+    Invalid(&'static str),
+    #[error("temporarily out of memory")]
+    TempFail,
+    #[error("bucket refuses writes after a storage failure: {0}")]
+    WritesRefused(String),
+    /// The value was evicted; the caller fetches it with [`crate::Bucket::fetch`] outside
+    /// any lock and retries.
+    #[error("value must be read from disk first")]
+    NeedsFetch,
+    #[error("storage error: {0}")]
+    Storage(String),
+    #[error("unknown vbucket uuid")]
+    UnknownUuid,
+    #[error("seqno {0} is not yet persisted")]
+    NotPersisted(Seqno),
+}

@@ -1,0 +1,144 @@
+//! One vbucket's documents: key → [`StoredValue`], with byte accounting.
+//!
+//! The table keeps metadata for every live document (and for tombstones until they are
+//! persisted, or purged in an ephemeral bucket); values may be evicted (`value == None`) once
+//! persisted. Every change reports its byte delta so the bucket's memory counter stays exact.
+
+use bytes::Bytes;
+use hashbrown::HashMap;
+use sluice_types::ItemMeta;
+
+/// One document version in memory.
+#[derive(Debug, Clone)]
+pub struct StoredValue {
+    pub meta: ItemMeta,
+    /// `None` when evicted: the value is on disk only.
+    pub value: Option<Bytes>,
+    /// Not yet persisted. Only clean values may be evicted.
+    pub dirty: bool,
+    /// Read since the item pager last looked (a second-chance bit for eviction).
+    pub referenced: bool,
+}
+
+/// Bytes one entry costs beyond its key and value: the slot, the key's allocation header and
+/// the map's spare capacity (measured, not exact).
+pub const ENTRY_OVERHEAD_BYTES: usize =
+    std::mem::size_of::<(Box<[u8]>, StoredValue)>() * 3 / 2 + 16;
+
+impl StoredValue {
+    pub fn resident_value_bytes(&self) -> usize {
+        self.value.as_ref().map_or(0, |v| v.len())
+    }
+}
+
+pub fn entry_bytes(key_len: usize, sv: &StoredValue) -> usize {
+    key_len + ENTRY_OVERHEAD_BYTES + sv.resident_value_bytes()
+}
+
+#[derive(Debug, Default)]
+pub struct HashTable {
+    map: HashMap<Box<[u8]>, StoredValue>,
+    /// Documents that are not tombstones.
+    live_items: usize,
+    resident_values: usize,
+}
+
+impl HashTable {
+    pub fn get(&self, key: &[u8]) -> Option<&StoredValue> {
+        self.map.get(key)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut StoredValue> {
+        self.map.get_mut(key)
+    }
+
+    /// Inserts or replaces; returns the byte delta (new − old).
+    pub fn upsert(&mut self, key: &[u8], sv: StoredValue) -> isize {
+        let new_bytes = entry_bytes(key.len(), &sv) as isize;
+        self.count(&sv, 1);
+        match self.map.get_mut(key) {
+            Some(old) => {
+                let old_bytes = entry_bytes(key.len(), old) as isize;
+                let old = std::mem::replace(old, sv);
+                self.count(&old, -1);
+                new_bytes - old_bytes
+            }
+            None => {
+                self.map.insert(key.into(), sv);
+                new_bytes
+            }
+        }
+    }
+
+    /// Removes the entry; returns the bytes freed.
+    pub fn remove(&mut self, key: &[u8]) -> usize {
+        match self.map.remove(key) {
+            Some(old) => {
+                self.count(&old, -1);
+                entry_bytes(key.len(), &old)
+            }
+            None => 0,
+        }
+    }
+
+    /// Drops a clean value from memory; returns the bytes freed.
+    pub fn evict_value(&mut self, key: &[u8]) -> usize {
+        let Some(sv) = self.map.get_mut(key) else {
+            return 0;
+        };
+        if sv.dirty || sv.meta.deleted {
+            return 0;
+        }
+        match sv.value.take() {
+            Some(v) => {
+                self.resident_values -= 1;
+                v.len()
+            }
+            None => 0,
+        }
+    }
+
+    /// Puts a value read from disk back; returns the bytes added.
+    pub fn restore_value(&mut self, key: &[u8], value: Bytes) -> usize {
+        let Some(sv) = self.map.get_mut(key) else {
+            return 0;
+        };
+        if sv.value.is_some() {
+            return 0;
+        }
+        let n = value.len();
+        sv.value = Some(value);
+        sv.referenced = true;
+        self.resident_values += 1;
+        n
+    }
+
+    fn count(&mut self, sv: &StoredValue, sign: isize) {
+        if !sv.meta.deleted {
+            self.live_items = self.live_items.wrapping_add_signed(sign);
+        }
+        if sv.value.is_some() && !sv.meta.deleted {
+            self.resident_values = self.resident_values.wrapping_add_signed(sign);
+        }
+    }
+
+    pub fn live_items(&self) -> usize {
+        self.live_items
+    }
+
+    pub fn resident_values(&self) -> usize {
+        self.resident_values
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &StoredValue)> {
+        self.map.iter().map(|(k, v)| (&**k, v))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut StoredValue)> {
+        self.map.iter_mut().map(|(k, v)| (&**k, v))
+    }
+}

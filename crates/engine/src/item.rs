@@ -1,0 +1,44 @@
+//! What callers pass in and get back.
+
+use bytes::Bytes;
+use sluice_types::{Cas, Datatype, ItemMeta, Seqno, VbUuid};
+
+/// SET / ADD / REPLACE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Set,
+    Add,
+    Replace,
+}
+
+/// A store request as the engine sees it (already validated for syntax).
+#[derive(Debug, Clone)]
+pub struct StoreRequest<'a> {
+    pub kind: StoreKind,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    /// As sent on the wire (0, relative seconds, or absolute Unix time).
+    pub expiry_wire: u32,
+    pub datatype: Datatype,
+    /// 0 = no CAS check.
+    pub cas: Cas,
+    /// Keep the existing document's expiry (PreserveTTL frame).
+    pub preserve_ttl: bool,
+}
+
+/// The result of a successful mutation: what a mutation token is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mutation {
+    pub cas: Cas,
+    pub seqno: Seqno,
+    pub vb_uuid: VbUuid,
+}
+
+/// A document as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub meta: ItemMeta,
+    /// As stored (possibly Snappy-compressed, as `meta.datatype` says).
+    pub value: Bytes,
+}

@@ -1,0 +1,50 @@
+//! The bucket engine: everything a node knows about its data, with no sockets.
+//!
+//! Layout:
+//! - `bucket`     — [`Bucket`]: the public API (get/store/delete/…), routing to vbuckets;
+//! - `vbucket`    — one vbucket: state, hash table, seqnos, failover log, mutation rules;
+//! - `hash_table` — key → [`StoredValue`] with byte accounting;
+//! - `checkpoint` — the ordered, deduplicating queue of changes and its cursors;
+//! - `memory`     — the quota, watermarks and usage counters;
+//! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync;
+//! - `warmup`     — rebuilds vbuckets from storage at start;
+//! - `pager`      — the item pager (evicts clean values) and the expiry pager;
+//! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
+//!
+//! Locking: each vbucket has one mutex; nothing slow (no I/O) ever happens under it. Disk
+//! reads for evicted values are done by the caller outside the lock ([`Bucket::fetch`]).
+#![deny(unsafe_code)]
+
+mod bucket;
+mod checkpoint;
+mod clock;
+mod config;
+mod datatype;
+mod error;
+mod flusher;
+mod hash_table;
+mod hlc;
+mod item;
+mod memory;
+mod pager;
+mod signal;
+mod stats;
+mod vbucket;
+mod warmup;
+
+pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
+pub use checkpoint::{CheckpointManager, CursorId, QueueOp, QueuedItem};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{BucketConfig, BucketType};
+pub use datatype::inflate;
+pub use error::EngineError;
+pub use hash_table::StoredValue;
+pub use item::{Document, Mutation, StoreKind, StoreRequest};
+pub use memory::MemorySnapshot;
+pub use sluice_proto_free::*;
+pub use stats::BucketStats;
+
+/// Re-exports that keep the engine's API free of the wire crate.
+mod sluice_proto_free {
+    pub use sluice_types::{Cas, Datatype, Expiry, ItemMeta, Seqno, VbId, VbState, VbUuid};
+}

@@ -1,0 +1,654 @@
+//! One vbucket: state, hash table, seqnos, CAS clock, failover log and checkpoints, with the
+//! rules every mutation follows. All of it sits behind one mutex (in [`VBucket`]); callers
+//! hold it only for in-memory work.
+
+use crate::checkpoint::{CheckpointManager, CursorId, QueueOp, QueuedItem};
+use crate::datatype;
+use crate::error::EngineError;
+use crate::hash_table::{HashTable, StoredValue};
+use crate::hlc::Hlc;
+use crate::item::{Document, Mutation, StoreKind, StoreRequest};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_types::{Cas, Datatype, Expiry, FailoverLog, ItemMeta, Seqno, VbId, VbState};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Per-operation facts that come from outside the vbucket.
+#[derive(Debug, Clone, Copy)]
+pub struct OpCtx {
+    pub now_unix_ns: u64,
+    pub now_unix_s: u32,
+    /// Couchbase bucket: new versions are dirty until the flusher persists them.
+    pub persistent: bool,
+    pub value_bytes_max: usize,
+}
+
+pub struct VBucket {
+    pub id: VbId,
+    pub inner: Mutex<VbInner>,
+    /// Highest seqno the flusher has made durable (read without the lock).
+    pub persisted_seqno: AtomicU64,
+}
+
+impl VBucket {
+    pub fn new(id: VbId, inner: VbInner) -> VBucket {
+        let persisted = inner.high_seqno.0;
+        VBucket {
+            id,
+            inner: Mutex::new(inner),
+            persisted_seqno: AtomicU64::new(persisted),
+        }
+    }
+
+    pub fn persisted_seqno(&self) -> Seqno {
+        Seqno(self.persisted_seqno.load(Ordering::Acquire))
+    }
+}
+
+pub struct VbInner {
+    pub id: VbId,
+    pub state: VbState,
+    pub ht: HashTable,
+    pub high_seqno: Seqno,
+    pub purge_seqno: Seqno,
+    pub failover: FailoverLog,
+    pub hlc: Hlc,
+    pub checkpoints: CheckpointManager,
+    pub flusher_cursor: Option<CursorId>,
+    /// Highest rev seqno of a tombstone dropped from memory, so a re-created key continues
+    /// its revision history.
+    pub max_deleted_rev: u64,
+    /// State or failover log changed since the flusher last persisted vb_meta.
+    pub meta_dirty: bool,
+    /// Memory deltas since the bucket last collected them (hash table, checkpoints).
+    pub mem_delta: isize,
+    pub checkpoint_delta: isize,
+}
+
+/// A new version to write, before seqno, CAS and rev are assigned.
+struct NewVersion {
+    flags: u32,
+    expiry: Expiry,
+    datatype: Datatype,
+    value: Bytes,
+    deleted: bool,
+    op: QueueOp,
+}
+
+impl VbInner {
+    pub fn new(
+        id: VbId,
+        state: VbState,
+        failover: FailoverLog,
+        high_seqno: Seqno,
+        max_cas: u64,
+        checkpoint_items_max: usize,
+    ) -> VbInner {
+        VbInner {
+            id,
+            state,
+            ht: HashTable::default(),
+            high_seqno,
+            purge_seqno: Seqno::ZERO,
+            failover,
+            hlc: Hlc::starting_after(max_cas),
+            checkpoints: CheckpointManager::new(high_seqno, checkpoint_items_max),
+            flusher_cursor: None,
+            max_deleted_rev: 0,
+            meta_dirty: false,
+            mem_delta: 0,
+            checkpoint_delta: 0,
+        }
+    }
+
+    pub fn take_deltas(&mut self) -> (isize, isize) {
+        (
+            std::mem::take(&mut self.mem_delta),
+            std::mem::take(&mut self.checkpoint_delta),
+        )
+    }
+
+    fn require_active(&self) -> Result<(), EngineError> {
+        if self.state == VbState::Active {
+            Ok(())
+        } else {
+            Err(EngineError::NotMyVbucket)
+        }
+    }
+
+    /// The live (not deleted, not expired) version of a key.
+    fn live(&self, key: &[u8], now_s: u32) -> Option<&StoredValue> {
+        self.ht
+            .get(key)
+            .filter(|sv| !sv.meta.deleted && !sv.meta.expiry.is_expired(now_s))
+    }
+
+    /// Expires the key if its time has passed. Returns whether it did.
+    fn expire_if_due(&mut self, key: &[u8], ctx: &OpCtx) -> bool {
+        let due = self
+            .ht
+            .get(key)
+            .is_some_and(|sv| !sv.meta.deleted && sv.meta.expiry.is_expired(ctx.now_unix_s));
+        if due {
+            self.write_tombstone(key, ctx, QueueOp::Expiration);
+        }
+        due
+    }
+
+    /// Assigns seqno, CAS and rev to a new version, stores it and queues it.
+    fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
+        let rev_seqno = match self.ht.get(key) {
+            Some(old) => old.meta.rev_seqno + 1,
+            None => self.max_deleted_rev + 1,
+        };
+        let seqno = self.high_seqno.next();
+        self.high_seqno = seqno;
+        let cas = self.hlc.next(ctx.now_unix_ns);
+        let meta = ItemMeta {
+            seqno,
+            rev_seqno,
+            cas,
+            flags: v.flags,
+            expiry: v.expiry,
+            datatype: v.datatype,
+            deleted: v.deleted,
+            delete_time: if v.deleted { ctx.now_unix_s } else { 0 },
+        };
+        let sv = StoredValue {
+            meta,
+            value: Some(v.value.clone()),
+            dirty: ctx.persistent,
+            referenced: true,
+        };
+        self.mem_delta += self.ht.upsert(key, sv);
+        self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
+            key: Bytes::copy_from_slice(key),
+            meta,
+            value: v.value,
+            op: v.op,
+        });
+        Mutation {
+            cas,
+            seqno,
+            vb_uuid: self.failover.latest().uuid,
+        }
+    }
+
+    fn write_tombstone(&mut self, key: &[u8], ctx: &OpCtx, op: QueueOp) -> Mutation {
+        self.write(
+            key,
+            NewVersion {
+                flags: 0,
+                expiry: Expiry::NEVER,
+                datatype: Datatype::RAW,
+                value: Bytes::new(),
+                deleted: true,
+                op,
+            },
+            ctx,
+        )
+    }
+
+    pub fn get(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Document, EngineError> {
+        self.require_active()?;
+        if self.expire_if_due(key, ctx) {
+            return Err(EngineError::KeyNotFound);
+        }
+        let sv = self
+            .ht
+            .get_mut(key)
+            .filter(|sv| !sv.meta.deleted)
+            .ok_or(EngineError::KeyNotFound)?;
+        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+        sv.referenced = true;
+        Ok(Document {
+            meta: sv.meta,
+            value,
+        })
+    }
+
+    /// Metadata of the key's current version, tombstones included, if it is in memory.
+    pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
+        self.require_active()?;
+        self.expire_if_due(key, ctx);
+        Ok(self.ht.get(key).map(|sv| sv.meta))
+    }
+
+    /// `datatype` is what [`datatype::classify`] decided for the value.
+    pub fn store(
+        &mut self,
+        req: &StoreRequest<'_>,
+        datatype: Datatype,
+        ctx: &OpCtx,
+    ) -> Result<Mutation, EngineError> {
+        self.require_active()?;
+        self.expire_if_due(req.key, ctx);
+        let live = self.live(req.key, ctx.now_unix_s).map(|sv| sv.meta);
+        match (req.kind, live) {
+            (StoreKind::Add, Some(_)) => return Err(EngineError::KeyExists),
+            (StoreKind::Replace, None) => return Err(EngineError::KeyNotFound),
+            (_, None) if req.cas != Cas::ZERO => return Err(EngineError::KeyNotFound),
+            (_, Some(m)) if req.cas != Cas::ZERO && m.cas != req.cas => {
+                return Err(EngineError::KeyExists)
+            }
+            _ => {}
+        }
+        let expiry = match live {
+            Some(m) if req.preserve_ttl => m.expiry,
+            _ => Expiry::from_wire(req.expiry_wire, ctx.now_unix_s),
+        };
+        Ok(self.write(
+            req.key,
+            NewVersion {
+                flags: req.flags,
+                expiry,
+                datatype,
+                value: Bytes::copy_from_slice(req.value),
+                deleted: false,
+                op: QueueOp::Mutation,
+            },
+            ctx,
+        ))
+    }
+
+    pub fn delete(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<Mutation, EngineError> {
+        self.require_active()?;
+        self.expire_if_due(key, ctx);
+        let live = self
+            .live(key, ctx.now_unix_s)
+            .map(|sv| sv.meta)
+            .ok_or(EngineError::KeyNotFound)?;
+        if cas != Cas::ZERO && live.cas != cas {
+            return Err(EngineError::KeyExists);
+        }
+        Ok(self.write_tombstone(key, ctx, QueueOp::Deletion))
+    }
+
+    /// The live value as plain bytes (inflated if stored compressed), or `NeedsFetch`.
+    fn live_body(&self, key: &[u8], ctx: &OpCtx) -> Result<Option<(ItemMeta, Bytes)>, EngineError> {
+        let Some(sv) = self.live(key, ctx.now_unix_s) else {
+            return Ok(None);
+        };
+        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+        let value = if sv.meta.datatype.is_snappy() {
+            Bytes::from(datatype::inflate(&value)?)
+        } else {
+            value
+        };
+        Ok(Some((sv.meta, value)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn arithmetic(
+        &mut self,
+        key: &[u8],
+        increment: bool,
+        delta: u64,
+        initial: u64,
+        expiry_wire: u32,
+        cas: Cas,
+        ctx: &OpCtx,
+    ) -> Result<(u64, Mutation), EngineError> {
+        self.require_active()?;
+        self.expire_if_due(key, ctx);
+        let (new_value, flags, expiry) = match self.live_body(key, ctx)? {
+            None if expiry_wire == u32::MAX || cas != Cas::ZERO => {
+                return Err(EngineError::KeyNotFound)
+            }
+            None => (initial, 0, Expiry::from_wire(expiry_wire, ctx.now_unix_s)),
+            Some((meta, body)) => {
+                if cas != Cas::ZERO && meta.cas != cas {
+                    return Err(EngineError::KeyExists);
+                }
+                let current = parse_counter(&body).ok_or(EngineError::DeltaBadValue)?;
+                let next = if increment {
+                    current.wrapping_add(delta)
+                } else {
+                    current.saturating_sub(delta)
+                };
+                (next, meta.flags, meta.expiry)
+            }
+        };
+        let m = self.write(
+            key,
+            NewVersion {
+                flags,
+                expiry,
+                datatype: Datatype(Datatype::JSON),
+                value: Bytes::from(new_value.to_string()),
+                deleted: false,
+                op: QueueOp::Mutation,
+            },
+            ctx,
+        );
+        Ok((new_value, m))
+    }
+
+    pub fn concat(
+        &mut self,
+        key: &[u8],
+        append: bool,
+        extra: &[u8],
+        cas: Cas,
+        ctx: &OpCtx,
+    ) -> Result<Mutation, EngineError> {
+        self.require_active()?;
+        self.expire_if_due(key, ctx);
+        let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
+        if cas != Cas::ZERO && meta.cas != cas {
+            return Err(EngineError::KeyExists);
+        }
+        if body.len() + extra.len() > ctx.value_bytes_max {
+            return Err(EngineError::TooBig);
+        }
+        let mut joined = Vec::with_capacity(body.len() + extra.len());
+        if append {
+            joined.extend_from_slice(&body);
+            joined.extend_from_slice(extra);
+        } else {
+            joined.extend_from_slice(extra);
+            joined.extend_from_slice(&body);
+        }
+        let base = meta.datatype.without(Datatype::SNAPPY | Datatype::JSON);
+        let dt = if datatype::is_json(&joined) {
+            base.with(Datatype::JSON)
+        } else {
+            base
+        };
+        Ok(self.write(
+            key,
+            NewVersion {
+                flags: meta.flags,
+                expiry: meta.expiry,
+                datatype: dt,
+                value: Bytes::from(joined),
+                deleted: false,
+                op: QueueOp::Mutation,
+            },
+            ctx,
+        ))
+    }
+
+    /// TOUCH and GAT: a new version with a new expiry; returns the document as now stored.
+    pub fn touch(
+        &mut self,
+        key: &[u8],
+        expiry_wire: u32,
+        ctx: &OpCtx,
+    ) -> Result<(Document, Mutation), EngineError> {
+        self.require_active()?;
+        self.expire_if_due(key, ctx);
+        let sv = self
+            .live(key, ctx.now_unix_s)
+            .ok_or(EngineError::KeyNotFound)?;
+        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+        let meta = sv.meta;
+        let m = self.write(
+            key,
+            NewVersion {
+                flags: meta.flags,
+                expiry: Expiry::from_wire(expiry_wire, ctx.now_unix_s),
+                datatype: meta.datatype,
+                value: value.clone(),
+                deleted: false,
+                op: QueueOp::Mutation,
+            },
+            ctx,
+        );
+        let meta = self.ht.get(key).expect("just written").meta;
+        Ok((Document { meta, value }, m))
+    }
+
+    /// Expires up to `max` items whose time has passed; returns how many.
+    pub fn expire_due(&mut self, ctx: &OpCtx, max: usize) -> usize {
+        if self.state != VbState::Active {
+            return 0;
+        }
+        let due: Vec<Box<[u8]>> = self
+            .ht
+            .iter()
+            .filter(|(_, sv)| !sv.meta.deleted && sv.meta.expiry.is_expired(ctx.now_unix_s))
+            .take(max)
+            .map(|(k, _)| k.into())
+            .collect();
+        for key in &due {
+            self.write_tombstone(key, ctx, QueueOp::Expiration);
+        }
+        due.len()
+    }
+
+    /// Deletes every live document (FLUSH); returns how many.
+    pub fn delete_all(&mut self, ctx: &OpCtx) -> usize {
+        let keys: Vec<Box<[u8]>> = self
+            .ht
+            .iter()
+            .filter(|(_, sv)| !sv.meta.deleted)
+            .map(|(k, _)| k.into())
+            .collect();
+        for key in &keys {
+            self.write_tombstone(key, ctx, QueueOp::Deletion);
+        }
+        keys.len()
+    }
+
+    /// Drops in-memory tombstones deleted before `cutoff_s` that are already persisted (or
+    /// never will be, in an ephemeral bucket). Returns (count, highest purged seqno).
+    pub fn purge_tombstones(&mut self, cutoff_s: u32) -> (usize, Seqno) {
+        let old: Vec<(Box<[u8]>, Seqno, u64)> = self
+            .ht
+            .iter()
+            .filter(|(_, sv)| sv.meta.deleted && !sv.dirty && sv.meta.delete_time < cutoff_s)
+            .map(|(k, sv)| (k.into(), sv.meta.seqno, sv.meta.rev_seqno))
+            .collect();
+        let mut high = Seqno::ZERO;
+        for (key, seqno, rev) in &old {
+            self.mem_delta -= self.ht.remove(key) as isize;
+            self.max_deleted_rev = self.max_deleted_rev.max(*rev);
+            high = high.max(*seqno);
+        }
+        if high > self.purge_seqno {
+            self.purge_seqno = high;
+        }
+        (old.len(), high)
+    }
+
+    /// After a flush made `(key, seqno)` durable: marks the version clean, and drops a
+    /// persisted tombstone from memory (its history lives on disk).
+    pub fn mark_persisted(&mut self, key: &[u8], seqno: Seqno) {
+        let Some(sv) = self.ht.get_mut(key) else {
+            return;
+        };
+        if sv.meta.seqno != seqno {
+            return; // a newer version is still dirty
+        }
+        sv.dirty = false;
+        if sv.meta.deleted {
+            self.max_deleted_rev = self.max_deleted_rev.max(sv.meta.rev_seqno);
+            self.mem_delta -= self.ht.remove(key) as isize;
+        }
+    }
+
+    /// Restores a value fetched from disk if the key still holds that version.
+    pub fn restore(&mut self, key: &[u8], seqno: Seqno, value: Bytes) -> bool {
+        match self.ht.get(key) {
+            Some(sv) if sv.meta.seqno == seqno => {
+                self.mem_delta += self.ht.restore_value(key, value) as isize;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A counter is ASCII decimal digits that fit a u64 (memcached's rule).
+fn parse_counter(body: &[u8]) -> Option<u64> {
+    if body.is_empty() || body.len() > 20 || !body.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(body).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::VbUuid;
+
+    fn vb() -> VbInner {
+        VbInner::new(
+            VbId(0),
+            VbState::Active,
+            FailoverLog::new(VbUuid(7), Seqno(0)),
+            Seqno(0),
+            0,
+            100,
+        )
+    }
+
+    fn ctx(now_s: u32) -> OpCtx {
+        OpCtx {
+            now_unix_ns: u64::from(now_s) * 1_000_000_000,
+            now_unix_s: now_s,
+            persistent: true,
+            value_bytes_max: 1024,
+        }
+    }
+
+    fn set<'a>(key: &'a [u8], value: &'a [u8], kind: StoreKind, cas: u64) -> StoreRequest<'a> {
+        StoreRequest {
+            kind,
+            key,
+            value,
+            flags: 5,
+            expiry_wire: 0,
+            datatype: Datatype::RAW,
+            cas: Cas(cas),
+            preserve_ttl: false,
+        }
+    }
+
+    #[test]
+    fn seqnos_cas_and_revs_advance_per_mutation() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let m1 = v
+            .store(&set(b"k", b"1", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        let m2 = v
+            .store(&set(b"k", b"2", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!((m1.seqno, m2.seqno), (Seqno(1), Seqno(2)));
+        assert!(m2.cas > m1.cas);
+        assert_eq!(m1.vb_uuid, VbUuid(7));
+        let d = v.get(b"k", &c).unwrap();
+        assert_eq!(
+            (d.meta.rev_seqno, d.meta.flags, &d.value[..]),
+            (2, 5, &b"2"[..])
+        );
+    }
+
+    #[test]
+    fn add_replace_and_cas_rules() {
+        let mut v = vb();
+        let c = ctx(1000);
+        assert_eq!(
+            v.store(&set(b"k", b"x", StoreKind::Replace, 0), Datatype::RAW, &c),
+            Err(EngineError::KeyNotFound)
+        );
+        let m = v
+            .store(&set(b"k", b"x", StoreKind::Add, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(
+            v.store(&set(b"k", b"y", StoreKind::Add, 0), Datatype::RAW, &c),
+            Err(EngineError::KeyExists)
+        );
+        assert_eq!(
+            v.store(
+                &set(b"k", b"y", StoreKind::Set, m.cas.0 + 1),
+                Datatype::RAW,
+                &c
+            ),
+            Err(EngineError::KeyExists)
+        );
+        v.store(
+            &set(b"k", b"y", StoreKind::Replace, m.cas.0),
+            Datatype::RAW,
+            &c,
+        )
+        .unwrap();
+        assert_eq!(
+            v.store(&set(b"nope", b"y", StoreKind::Set, 42), Datatype::RAW, &c),
+            Err(EngineError::KeyNotFound)
+        );
+    }
+
+    #[test]
+    fn delete_leaves_a_tombstone_until_persisted_and_keeps_rev_history() {
+        let mut v = vb();
+        let c = ctx(1000);
+        v.store(&set(b"k", b"x", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        let d = v.delete(b"k", Cas::ZERO, &c).unwrap();
+        assert_eq!(v.get(b"k", &c), Err(EngineError::KeyNotFound));
+        assert!(v.get_meta(b"k", &c).unwrap().unwrap().deleted);
+        v.mark_persisted(b"k", d.seqno);
+        assert!(v.get_meta(b"k", &c).unwrap().is_none());
+        v.store(&set(b"k", b"z", StoreKind::Add, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(v.get(b"k", &c).unwrap().meta.rev_seqno, 3);
+    }
+
+    #[test]
+    fn expiry_on_access_writes_an_expiration() {
+        let mut v = vb();
+        let mut r = set(b"k", b"x", StoreKind::Set, 0);
+        r.expiry_wire = 10;
+        v.store(&r, Datatype::RAW, &ctx(1000)).unwrap();
+        assert!(v.get(b"k", &ctx(1009)).is_ok());
+        assert_eq!(v.get(b"k", &ctx(1010)), Err(EngineError::KeyNotFound));
+        assert_eq!(v.high_seqno, Seqno(2), "the expiration took a seqno");
+    }
+
+    #[test]
+    fn arithmetic_and_concat() {
+        let mut v = vb();
+        let c = ctx(1000);
+        assert_eq!(
+            v.arithmetic(b"n", true, 1, 5, u32::MAX, Cas::ZERO, &c),
+            Err(EngineError::KeyNotFound)
+        );
+        assert_eq!(
+            v.arithmetic(b"n", true, 1, 5, 0, Cas::ZERO, &c).unwrap().0,
+            5
+        );
+        assert_eq!(
+            v.arithmetic(b"n", true, 10, 0, 0, Cas::ZERO, &c).unwrap().0,
+            15
+        );
+        assert_eq!(
+            v.arithmetic(b"n", false, 100, 0, 0, Cas::ZERO, &c)
+                .unwrap()
+                .0,
+            0
+        );
+        v.store(&set(b"s", b"abc", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(
+            v.arithmetic(b"s", true, 1, 0, 0, Cas::ZERO, &c),
+            Err(EngineError::DeltaBadValue)
+        );
+        v.concat(b"s", true, b"d", Cas::ZERO, &c).unwrap();
+        v.concat(b"s", false, b"_", Cas::ZERO, &c).unwrap();
+        assert_eq!(&v.get(b"s", &c).unwrap().value[..], b"_abcd");
+        assert_eq!(
+            v.concat(b"missing", true, b"d", Cas::ZERO, &c),
+            Err(EngineError::NotStored)
+        );
+    }
+
+    #[test]
+    fn non_active_vbuckets_answer_not_my_vbucket() {
+        let mut v = vb();
+        v.state = VbState::Replica;
+        assert_eq!(v.get(b"k", &ctx(1)), Err(EngineError::NotMyVbucket));
+    }
+}

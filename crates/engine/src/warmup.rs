@@ -1,0 +1,121 @@
+//! Warmup: rebuilds every vbucket from storage at start.
+//!
+//! - vbucket state, failover log, purge seqno and max CAS come from vb_meta;
+//! - every persisted live document is loaded with its metadata; values stay resident while
+//!   memory is below the low watermark, later ones are loaded as evicted (read on demand);
+//! - persisted tombstones stay on disk (only their highest rev is kept, so a re-created key
+//!   continues its revision history);
+//! - after an unclean stop every vbucket starts a new failover-log branch at its persisted
+//!   high seqno: anything a consumer saw beyond it may be gone.
+
+use crate::config::BucketConfig;
+use crate::error::EngineError;
+use crate::hash_table::StoredValue;
+use crate::memory::Memory;
+use crate::vbucket::{VBucket, VbInner};
+use sluice_storage::Store;
+use sluice_types::{FailoverLog, Seqno, VbId, VbState, VbUuid};
+use std::collections::HashMap;
+
+pub fn warmup(
+    config: &BucketConfig,
+    store: Option<&dyn Store>,
+    memory: &Memory,
+) -> Result<Vec<VBucket>, EngineError> {
+    let storage = |e: sluice_storage::StoreError| EngineError::Storage(e.to_string());
+    let (clean, mut metas) = match store {
+        Some(s) => {
+            let clean = s.take_clean_shutdown_flag().map_err(storage)?;
+            let metas: HashMap<VbId, _> = s.load_vb_meta().map_err(storage)?.into_iter().collect();
+            (clean, metas)
+        }
+        None => (true, HashMap::new()),
+    };
+    if let Some(vb) = metas.keys().find(|vb| vb.0 >= config.num_vbuckets) {
+        return Err(EngineError::Storage(format!(
+            "the data directory holds {vb}, but the bucket has {} vbuckets",
+            config.num_vbuckets
+        )));
+    }
+    if !clean {
+        tracing::warn!(bucket = %config.name, "previous stop was unclean: new failover-log branches");
+    }
+    let mut out = Vec::with_capacity(usize::from(config.num_vbuckets));
+    for id in 0..config.num_vbuckets {
+        let vb = VbId(id);
+        let mut inner = match metas.remove(&vb) {
+            Some(m) => {
+                let mut inner = VbInner::new(
+                    vb,
+                    m.state,
+                    m.failover_log,
+                    m.high_seqno,
+                    m.max_cas,
+                    config.checkpoint_items_max,
+                );
+                inner.purge_seqno = m.purge_seqno;
+                inner
+            }
+            None => {
+                let mut inner = VbInner::new(
+                    vb,
+                    VbState::Active,
+                    FailoverLog::new(new_uuid(), Seqno::ZERO),
+                    Seqno::ZERO,
+                    0,
+                    config.checkpoint_items_max,
+                );
+                inner.meta_dirty = true;
+                inner
+            }
+        };
+        if let Some(s) = store {
+            load_items(s, &mut inner, memory)?;
+            if !clean {
+                let high = inner.high_seqno;
+                inner.failover.new_branch(new_uuid(), high);
+                inner.meta_dirty = true;
+            }
+            inner.flusher_cursor = Some(inner.checkpoints.register_cursor_at_oldest());
+        }
+        out.push(VBucket::new(vb, inner));
+    }
+    Ok(out)
+}
+
+fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result<(), EngineError> {
+    let mut high = inner.high_seqno;
+    for record in store.scan_vb(inner.id) {
+        let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
+        high = high.max(r.meta.seqno);
+        inner.hlc.observe(r.meta.cas.0);
+        if r.meta.deleted {
+            inner.max_deleted_rev = inner.max_deleted_rev.max(r.meta.rev_seqno);
+            continue;
+        }
+        let resident = !memory.above_low_watermark();
+        let sv = StoredValue {
+            meta: r.meta,
+            value: resident.then_some(r.value),
+            dirty: false,
+            referenced: false,
+        };
+        memory.add(inner.ht.upsert(&r.key, sv));
+    }
+    // vb_meta and the records are written in one batch, so they agree; trust the larger.
+    if high != inner.high_seqno {
+        inner.high_seqno = high;
+        inner.checkpoints.reset(high);
+    }
+    Ok(())
+}
+
+/// A random, non-zero vbucket uuid.
+pub fn new_uuid() -> VbUuid {
+    loop {
+        let u: u64 = rand::random();
+        if u != 0 {
+            return VbUuid(u);
+        }
+    }
+}

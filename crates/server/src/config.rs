@@ -1,0 +1,50 @@
+//! Everything a node is started with. The CLI fills it from flags (and env vars).
+
+use sluice_engine::BucketType;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    /// Interface every listener binds (loopback by default).
+    pub bind_host: String,
+    /// Host written into the cluster map: what clients dial.
+    pub advertise_host: String,
+    pub kv_port: u16,
+    pub admin_port: u16,
+    /// Unauthenticated memcached-binary listener bound to the bucket (off when `None`).
+    pub memcached_port: Option<u16>,
+    pub bucket: String,
+    pub bucket_type: BucketType,
+    pub memory_quota_mb: u64,
+    pub vbuckets: u16,
+    pub username: String,
+    pub password: String,
+    pub connections_max: usize,
+    pub value_bytes_max: usize,
+    /// Expiry pager interval, in seconds.
+    pub expiry_pager_interval_s: u64,
+}
+
+impl ServerConfig {
+    /// Defaults for a data directory, as `sluice server` uses them.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            bind_host: "127.0.0.1".into(),
+            advertise_host: "127.0.0.1".into(),
+            kv_port: 11210,
+            admin_port: 8091,
+            memcached_port: None,
+            bucket: "default".into(),
+            bucket_type: BucketType::Couchbase,
+            memory_quota_mb: 256,
+            vbuckets: 1024,
+            username: "Administrator".into(),
+            password: "password".into(),
+            connections_max: 10_000,
+            value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
+            expiry_pager_interval_s: 10,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! One task per connection: read bytes, cut frames, execute them strictly in order, and write
+//! the answers. Pipelined requests are executed back to back and their answers written with
+//! one syscall; quiet commands add nothing unless they fail.
+//!
+//! Bounds: the input buffer holds at most one packet of the largest allowed size; the output
+//! is written out whenever it passes `OUT_FLUSH_BYTES`.
+
+use crate::exec::{self, Next};
+use crate::node::Node;
+use crate::session::{Port, Session};
+use bytes::{Buf, BytesMut};
+use sluice_proto::{decode_frame, Decoded};
+use sluice_types::limits::PACKET_BODY_BYTES_MAX;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+const OUT_FLUSH_BYTES: usize = 1024 * 1024;
+/// A request whose value was evicted is retried after a disk read; a concurrent rewrite can
+/// evict it again, so the retries are bounded.
+const FETCH_ATTEMPTS_MAX: usize = 4;
+
+pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port) {
+    let peer = stream.peer_addr().ok();
+    if let Err(e) = serve(node, stream, port).await {
+        tracing::debug!(?peer, error = %e, "connection closed");
+    }
+}
+
+async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (mut rd, mut wr) = stream.into_split();
+    let mut session = Session::new(port, node.config.value_bytes_max);
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        loop {
+            let (used, next) = match decode_frame(&inbuf, PACKET_BODY_BYTES_MAX) {
+                Err(e) => {
+                    tracing::debug!(error = %e, "protocol error: disconnecting");
+                    wr.write_all(&out).await?;
+                    return Ok(());
+                }
+                Ok(Decoded::Incomplete { needed }) => {
+                    inbuf.reserve(needed.saturating_sub(inbuf.len()));
+                    break;
+                }
+                Ok(Decoded::Frame(frame, used)) => {
+                    let mut next = exec::execute(&node, &mut session, &frame, &mut out);
+                    for _ in 1..FETCH_ATTEMPTS_MAX {
+                        let Next::Fetch { vb, key } = next else {
+                            break;
+                        };
+                        let bucket = node.bucket.clone();
+                        let fetched = tokio::task::spawn_blocking(move || bucket.fetch(vb, &key))
+                            .await
+                            .map_err(std::io::Error::other)?;
+                        if let Err(e) = fetched {
+                            tracing::warn!(error = %e, "reading an evicted value failed");
+                        }
+                        next = exec::execute(&node, &mut session, &frame, &mut out);
+                    }
+                    (used, next)
+                }
+            };
+            inbuf.advance(used);
+            match next {
+                Next::Continue => {}
+                Next::Close => {
+                    wr.write_all(&out).await?;
+                    return Ok(());
+                }
+                Next::Fetch { .. } => {
+                    // Evicted again on every attempt: tell the client to retry.
+                    let mut r = exec::Responder::new(&mut out, 0, 0, &session);
+                    r.error(sluice_proto::Status::Etmpfail, "value not resident; retry");
+                }
+                Next::AwaitPersistence {
+                    vb,
+                    seqno,
+                    timeout,
+                    on_success,
+                    on_timeout,
+                } => {
+                    // Answers before this one go out now; this one waits its turn.
+                    wr.write_all(&out).await?;
+                    out.clear();
+                    let bucket = node.bucket.clone();
+                    let done = tokio::task::spawn_blocking(move || {
+                        bucket.wait_persisted(vb, seqno, timeout)
+                    })
+                    .await
+                    .map_err(std::io::Error::other)?;
+                    out.extend_from_slice(if matches!(done, Ok(true)) {
+                        &on_success
+                    } else {
+                        &on_timeout
+                    });
+                }
+                Next::FlushAfter(delay) => {
+                    let bucket = node.bucket.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = tokio::task::spawn_blocking(move || bucket.flush_all()).await;
+                    });
+                }
+            }
+            if out.len() >= OUT_FLUSH_BYTES {
+                wr.write_all(&out).await?;
+                out.clear();
+            }
+        }
+        if !out.is_empty() {
+            wr.write_all(&out).await?;
+            out.clear();
+            if out.capacity() > 4 * OUT_FLUSH_BYTES {
+                out.shrink_to(READ_CHUNK_BYTES);
+            }
+        }
+        if inbuf.capacity() - inbuf.len() < 4096 {
+            inbuf.reserve(READ_CHUNK_BYTES);
+        }
+        if rd.read_buf(&mut inbuf).await? == 0 {
+            return Ok(());
+        }
+    }
+}

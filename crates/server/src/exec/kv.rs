@@ -1,0 +1,258 @@
+//! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
+
+use super::{Next, Responder};
+use crate::node::Node;
+use bytes::Bytes;
+use sluice_engine::{Document, EngineError, Mutation, StoreKind, StoreRequest};
+use sluice_proto::request::{Command, Request, StoreOp};
+use sluice_proto::{DurabilityLevel, Status};
+use sluice_types::{Cas, Datatype, VbId};
+use std::time::Duration;
+
+/// How long a durable write waits for persistence when the client gave no timeout.
+const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
+    let bucket = &node.bucket;
+    let vb = req.vb;
+    let cas = Cas(req.cas);
+    if let Some((level, _)) = req.frame_infos.durability {
+        if level != DurabilityLevel::Majority && !bucket.config.is_persistent() {
+            r.error(
+                Status::DurabilityInvalidLevel,
+                "an ephemeral bucket cannot persist",
+            );
+            return Next::Continue;
+        }
+    }
+    let outcome: Result<Next, EngineError> = match &req.command {
+        Command::Get { key, with_key } => bucket.get(vb, key).map(|doc| {
+            send_document(&mut r, &doc, with_key.then_some(key));
+            Next::Continue
+        }),
+        Command::GetAndTouch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
+            send_document(&mut r, &doc, None);
+            Next::Continue
+        }),
+        Command::Touch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
+            let p = r.packet(Status::Success).cas(doc.meta.cas.0);
+            r.success(p);
+            Next::Continue
+        }),
+        Command::GetReplica { .. } => Err(EngineError::NotMyVbucket),
+        Command::Store {
+            op,
+            key,
+            value,
+            flags,
+            expiry,
+        } => {
+            let sr = StoreRequest {
+                kind: match op {
+                    StoreOp::Set => StoreKind::Set,
+                    StoreOp::Add => StoreKind::Add,
+                    StoreOp::Replace => StoreKind::Replace,
+                },
+                key,
+                value,
+                flags: *flags,
+                expiry_wire: *expiry,
+                datatype: req.datatype,
+                cas,
+                preserve_ttl: req.frame_infos.preserve_ttl,
+            };
+            bucket
+                .store(vb, &sr)
+                .map(|m| finish_mutation(req, &mut r, m, &[]))
+        }
+        Command::Delete { key } => bucket
+            .delete(vb, key, cas)
+            .map(|m| finish_mutation(req, &mut r, m, &[])),
+        Command::Arithmetic {
+            increment,
+            key,
+            delta,
+            initial,
+            expiry,
+        } => bucket
+            .arithmetic(vb, key, *increment, *delta, *initial, *expiry, cas)
+            .map(|(value, m)| finish_mutation(req, &mut r, m, &value.to_be_bytes())),
+        Command::Concat { append, key, value } => bucket
+            .concat(vb, key, *append, value, cas)
+            .map(|m| finish_mutation(req, &mut r, m, &[])),
+        Command::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
+            let m = g.meta;
+            let mut extras = Vec::with_capacity(21);
+            extras.extend_from_slice(&u32::from(m.deleted).to_be_bytes());
+            extras.extend_from_slice(&m.flags.to_be_bytes());
+            extras.extend_from_slice(&m.expiry.0.to_be_bytes());
+            extras.extend_from_slice(&m.rev_seqno.to_be_bytes());
+            if *want_datatype {
+                extras.push(m.datatype.0);
+            }
+            let p = r.packet(Status::Success).cas(m.cas.0).extras(&extras);
+            r.send(p);
+            Next::Continue
+        }),
+        Command::Flush { delay } => {
+            if *delay > 0 {
+                let p = r.packet(Status::Success);
+                r.success(p);
+                return Next::FlushAfter(Duration::from_secs(u64::from(*delay)));
+            }
+            bucket.flush_all().map(|_| {
+                let p = r.packet(Status::Success);
+                r.success(p);
+                Next::Continue
+            })
+        }
+        _ => unreachable!("dispatched to kv: {:?}", req.command),
+    };
+    match outcome {
+        Ok(next) => next,
+        Err(EngineError::NeedsFetch) => Next::Fetch {
+            vb,
+            key: Bytes::copy_from_slice(req.command.key().expect("document commands name a key")),
+        },
+        Err(EngineError::KeyNotFound)
+            if r.quiet
+                && matches!(
+                    req.command,
+                    Command::Get { .. } | Command::GetAndTouch { .. } | Command::GetMeta { .. }
+                ) =>
+        {
+            Next::Continue
+        }
+        Err(e) => {
+            engine_error(&mut r, &e, node);
+            Next::Continue
+        }
+    }
+}
+
+/// Answers a read with the document adapted to what the client negotiated: xattrs stripped
+/// (plain reads never return them), Snappy inflated unless negotiated, JSON bit only if
+/// negotiated.
+fn send_document(r: &mut Responder<'_>, doc: &Document, key: Option<&[u8]>) {
+    let mut dt = doc.meta.datatype;
+    let mut value: Bytes = doc.value.clone();
+    if dt.is_snappy() && (!r.snappy || dt.is_xattr()) {
+        match sluice_engine::inflate(&value) {
+            Ok(v) => value = Bytes::from(v),
+            Err(_) => {
+                r.error(Status::Einternal, "stored value does not decompress");
+                return;
+            }
+        }
+        dt = dt.without(Datatype::SNAPPY);
+    }
+    if dt.is_xattr() {
+        let body = value
+            .get(..4)
+            .map(|b| 4 + u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .filter(|&start| start <= value.len())
+            .unwrap_or(0);
+        value = value.slice(body..);
+        dt = dt.without(Datatype::XATTR);
+    }
+    if !r.json {
+        dt = dt.without(Datatype::JSON);
+    }
+    let flags = doc.meta.flags.to_be_bytes();
+    let mut p = r
+        .packet(Status::Success)
+        .cas(doc.meta.cas.0)
+        .datatype(dt.0)
+        .extras(&flags)
+        .value(&value);
+    if let Some(k) = key {
+        p = p.key(k);
+    }
+    r.send(p);
+}
+
+/// The answer to a mutation: CAS, mutation token extras when negotiated, and the durability
+/// wait when the request asked for persistence.
+fn finish_mutation(req: &Request<'_>, r: &mut Responder<'_>, m: Mutation, value: &[u8]) -> Next {
+    let mut extras = [0u8; 16];
+    let extras: &[u8] = if r.mutation_seqno {
+        extras[..8].copy_from_slice(&m.vb_uuid.0.to_be_bytes());
+        extras[8..].copy_from_slice(&m.seqno.0.to_be_bytes());
+        &extras
+    } else {
+        &[]
+    };
+    let cas = if r.memcached && matches!(req.command, Command::Delete { .. }) {
+        0
+    } else {
+        m.cas.0
+    };
+    let p = r
+        .packet(Status::Success)
+        .cas(cas)
+        .extras(extras)
+        .value(value);
+    match req.frame_infos.durability {
+        Some((level, timeout_ms)) if level != DurabilityLevel::Majority => {
+            // A single node is the whole replication chain: majority = itself; the persist
+            // levels wait for the flusher.
+            let mut on_success = Vec::new();
+            if !r.quiet {
+                p.encode_into(&mut on_success);
+            }
+            let mut on_timeout = Vec::new();
+            r.fork(&mut on_timeout).error(
+                Status::SyncWriteAmbiguous,
+                "durability timeout: the outcome is unknown",
+            );
+            Next::AwaitPersistence {
+                vb: VbId(req.vb.0),
+                seqno: m.seqno,
+                timeout: timeout_ms
+                    .map(|t| Duration::from_millis(u64::from(t)))
+                    .unwrap_or(DURABILITY_TIMEOUT_DEFAULT),
+                on_success,
+                on_timeout,
+            }
+        }
+        _ => {
+            r.success(p);
+            Next::Continue
+        }
+    }
+}
+
+/// Maps an engine error onto the wire.
+pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
+    let (status, context): (Status, &str) = match e {
+        EngineError::NotMyVbucket => {
+            let config = node.bucket_config_cached();
+            let dt = if r.json { Datatype::JSON } else { 0 };
+            let p = r.packet(Status::NotMyVbucket).datatype(dt).value(config);
+            r.send(p);
+            return;
+        }
+        EngineError::KeyNotFound => (Status::KeyEnoent, ""),
+        EngineError::KeyExists => (Status::KeyEexists, ""),
+        EngineError::NotStored => (Status::NotStored, ""),
+        EngineError::DeltaBadValue => (Status::DeltaBadval, "the value is not a number"),
+        EngineError::TooBig => (
+            Status::E2big,
+            "the value is larger than the item size limit",
+        ),
+        EngineError::Invalid(why) => (Status::Einval, why),
+        EngineError::TempFail => (Status::Etmpfail, "the bucket is at its memory quota"),
+        EngineError::WritesRefused(_) => (
+            Status::Einternal,
+            "the bucket refuses writes after a storage failure (see the server log)",
+        ),
+        EngineError::NeedsFetch => (Status::Etmpfail, "value not resident"),
+        EngineError::Storage(_) => (Status::Einternal, "storage error (see the server log)"),
+        EngineError::UnknownUuid => (Status::KeyEnoent, "unknown vbucket uuid"),
+        EngineError::NotPersisted(_) => (Status::Etmpfail, "not persisted yet"),
+    };
+    if let EngineError::Storage(msg) | EngineError::WritesRefused(msg) = e {
+        tracing::warn!(error = %msg, "request failed on storage");
+    }
+    r.error(status, context);
+}

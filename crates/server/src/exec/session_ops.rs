@@ -1,0 +1,184 @@
+//! Session commands: HELLO, SASL, SELECT_BUCKET, LIST_BUCKETS, GET_ERROR_MAP,
+//! GET_CLUSTER_CONFIG, NOOP, VERSION, VERBOSITY, QUIT.
+
+use super::{Next, Responder};
+use crate::cluster_map::{REV, REV_EPOCH};
+use crate::node::Node;
+use crate::session::{Port, Session};
+use sluice_proto::error_map::error_map_json;
+use sluice_proto::request::{Command, Request};
+use sluice_proto::{Feature, Status};
+use sluice_sasl::{ServerSession, Step};
+use sluice_types::Datatype;
+
+/// The server version clients see. DCP clients parse its leading "major.minor.patch".
+pub const VERSION: &str = concat!("7.6.0-sluice-", env!("CARGO_PKG_VERSION"));
+
+/// HELLO features this server implements, and so acknowledges. Cluster-map push, duplex,
+/// collections, unordered execution and tracing are not implemented and never acknowledged.
+const SUPPORTED: &[Feature] = &[
+    Feature::TcpNodelay,
+    Feature::MutationSeqno,
+    Feature::Xerror,
+    Feature::SelectBucket,
+    Feature::Snappy,
+    Feature::Json,
+    Feature::AltRequestSupport,
+    Feature::SyncReplication,
+    Feature::PreserveTtl,
+];
+
+pub fn execute(
+    node: &Node,
+    session: &mut Session,
+    req: &Request<'_>,
+    mut r: Responder<'_>,
+) -> Next {
+    match &req.command {
+        Command::Hello { agent, features } => {
+            session.features = Default::default();
+            session.agent = String::from_utf8_lossy(agent).chars().take(256).collect();
+            let mut acked = Vec::new();
+            for code in features {
+                let Some(f) = Feature::from_u16(*code) else {
+                    continue;
+                };
+                if SUPPORTED.contains(&f) && !session.has(f) {
+                    session.features.insert(f);
+                    acked.extend_from_slice(&code.to_be_bytes());
+                }
+            }
+            let p = r.packet(Status::Success).value(&acked);
+            r.send(p);
+        }
+        Command::SaslListMechs => {
+            let p = r
+                .packet(Status::Success)
+                .value(sluice_sasl::mechanisms_list().as_bytes());
+            r.send(p);
+        }
+        Command::SaslAuth { mechanism, data } => {
+            if session.port == Port::Memcached {
+                r.error(
+                    Status::NotSupported,
+                    "the memcached port needs no authentication",
+                );
+                return Next::Continue;
+            }
+            session.user = None;
+            let mech = String::from_utf8_lossy(mechanism);
+            let (sasl, step) =
+                ServerSession::start(&mech, data, &node.credentials, &mut rand::rngs::OsRng);
+            session.sasl = Some(sasl);
+            sasl_step(session, step, r);
+        }
+        Command::SaslStep { data, .. } => {
+            if session.port == Port::Memcached {
+                r.error(
+                    Status::NotSupported,
+                    "the memcached port needs no authentication",
+                );
+                return Next::Continue;
+            }
+            let Some(mut sasl) = session.sasl.take() else {
+                r.error(Status::Einval, "no authentication in progress");
+                return Next::Continue;
+            };
+            let step = sasl.step(data);
+            session.sasl = Some(sasl);
+            sasl_step(session, step, r);
+        }
+        Command::SelectBucket { name } => {
+            if *name == b"@no bucket@" {
+                session.bucket_selected = session.port == Port::Memcached;
+                let p = r.packet(Status::Success);
+                r.send(p);
+            } else if *name == node.config.bucket.as_bytes() {
+                session.bucket_selected = true;
+                let p = r.packet(Status::Success);
+                r.send(p);
+            } else {
+                r.error(Status::KeyEnoent, "no such bucket");
+            }
+        }
+        Command::ListBuckets => {
+            let p = r
+                .packet(Status::Success)
+                .value(node.config.bucket.as_bytes());
+            r.send(p);
+        }
+        Command::GetErrorMap { version } => {
+            let map = error_map_json(*version);
+            let p = r.packet(Status::Success).datatype(json_bit(&r)).value(&map);
+            r.send(p);
+        }
+        Command::GetClusterConfig { known } => {
+            if known.is_some_and(|k| k >= (REV_EPOCH, REV)) {
+                let p = r.packet(Status::Success);
+                r.send(p);
+            } else if session.bucket_selected {
+                let dt = json_bit(&r);
+                let p = r
+                    .packet(Status::Success)
+                    .datatype(dt)
+                    .value(node.bucket_config_cached());
+                r.send(p);
+            } else {
+                let config = node.global_config_json();
+                let p = r
+                    .packet(Status::Success)
+                    .datatype(json_bit(&r))
+                    .value(&config);
+                r.send(p);
+            }
+        }
+        Command::Noop | Command::Verbosity => {
+            let p = r.packet(Status::Success);
+            r.send(p);
+        }
+        Command::Version => {
+            let p = r.packet(Status::Success).value(VERSION.as_bytes());
+            r.send(p);
+        }
+        Command::Quit => {
+            let p = r.packet(Status::Success);
+            r.success(p);
+            return Next::Close;
+        }
+        other => unreachable!("dispatched to session_ops: {other:?}"),
+    }
+    Next::Continue
+}
+
+fn json_bit(r: &Responder<'_>) -> u8 {
+    if r.json {
+        Datatype::JSON
+    } else {
+        0
+    }
+}
+
+fn sasl_step(session: &mut Session, step: Step, mut r: Responder<'_>) {
+    match step {
+        Step::Continue(challenge) => {
+            let p = r.packet(Status::AuthContinue).value(&challenge);
+            r.send(p);
+        }
+        Step::Success {
+            username,
+            final_message,
+        } => {
+            tracing::debug!(user = %username, agent = %session.agent, "authenticated");
+            session.user = Some(username);
+            session.sasl = None;
+            let p = r.packet(Status::Success).value(&final_message);
+            r.send(p);
+        }
+        Step::Failure(e) => {
+            tracing::info!(error = %e, agent = %session.agent, "authentication failed");
+            session.sasl = None;
+            // Never tell the client which part was wrong.
+            r.error(Status::AuthError, "authentication failed");
+        }
+    }
+}

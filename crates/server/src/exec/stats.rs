@@ -1,0 +1,133 @@
+//! STAT: one response per statistic, then an empty terminator with the same opaque.
+//!
+//! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
+//! "connections". An unknown group answers KEY_ENOENT.
+
+use super::{Next, Responder};
+use crate::node::Node;
+use sluice_proto::Status;
+use std::sync::atomic::Ordering;
+
+pub fn execute(node: &Node, group: &[u8], mut r: Responder<'_>) -> Next {
+    let group = String::from_utf8_lossy(group);
+    let mut words = group.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let vb_filter: Option<u16> = words.next().and_then(|w| w.parse().ok());
+    let Some(stats) = collect(node, name, vb_filter) else {
+        r.error(Status::KeyEnoent, "unknown stat group");
+        return Next::Continue;
+    };
+    for (k, v) in &stats {
+        let p = r
+            .packet(Status::Success)
+            .key(k.as_bytes())
+            .value(v.as_bytes());
+        r.send(p);
+    }
+    let p = r.packet(Status::Success);
+    r.send(p);
+    Next::Continue
+}
+
+/// The (name, value) pairs of a stat group, or `None` for an unknown group. Also used by the
+/// admin HTTP endpoint.
+pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(String, String)>> {
+    let bucket = &node.bucket;
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    match group {
+        "" => {
+            put("pid", std::process::id().to_string());
+            put("uptime", node.started.elapsed().as_secs().to_string());
+            put(
+                "time",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+                    .to_string(),
+            );
+            put("version", super::session_ops::VERSION.to_string());
+            put("bucket", node.config.bucket.clone());
+            put(
+                "bucket_type",
+                format!("{:?}", bucket.config.bucket_type).to_lowercase(),
+            );
+            put(
+                "curr_connections",
+                node.connections_current.load(Ordering::Relaxed).to_string(),
+            );
+            put(
+                "total_connections",
+                node.connections_total.load(Ordering::Relaxed).to_string(),
+            );
+            put(
+                "rejected_conns",
+                node.connections_rejected
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            );
+            for (k, v) in bucket.stats.pairs() {
+                put(k, v.to_string());
+            }
+            for (k, v) in bucket.gauges() {
+                put(k, v.to_string());
+            }
+            put(
+                "ep_write_failure_reason",
+                bucket.write_failure().unwrap_or_default(),
+            );
+        }
+        "memory" => {
+            let m = bucket.memory();
+            put("mem_used", m.used_bytes.to_string());
+            put("ep_max_size", m.quota_bytes.to_string());
+            put("ep_mem_high_wat", m.high_watermark_bytes.to_string());
+            put("ep_mem_low_wat", m.low_watermark_bytes.to_string());
+            put("ep_checkpoint_memory", m.checkpoint_bytes.to_string());
+            put(
+                "ep_checkpoint_memory_quota",
+                m.checkpoint_bytes_max.to_string(),
+            );
+        }
+        "connections" => {
+            put(
+                "curr_connections",
+                node.connections_current.load(Ordering::Relaxed).to_string(),
+            );
+            put("max_connections", node.config.connections_max.to_string());
+        }
+        "vbucket" | "vbucket-seqno" | "failovers" => {
+            for d in bucket.vb_details() {
+                if vb_filter.is_some_and(|f| f != d.vb.0) {
+                    continue;
+                }
+                let p = format!("vb_{}", d.vb.0);
+                match group {
+                    "vbucket" => put(&p, d.state.as_str().to_string()),
+                    "vbucket-seqno" => {
+                        put(&format!("{p}:high_seqno"), d.high_seqno.0.to_string());
+                        put(&format!("{p}:abs_high_seqno"), d.high_seqno.0.to_string());
+                        put(
+                            &format!("{p}:last_persisted_seqno"),
+                            d.persisted_seqno.0.to_string(),
+                        );
+                        put(&format!("{p}:purge_seqno"), d.purge_seqno.0.to_string());
+                        put(&format!("{p}:uuid"), d.uuid.0.to_string());
+                        put(&format!("{p}:items"), d.items.to_string());
+                    }
+                    _ => {
+                        let entries = d.failover_log.entries();
+                        put(&format!("{p}:num_entries"), entries.len().to_string());
+                        for (i, e) in entries.iter().enumerate() {
+                            put(&format!("{p}:{i}:id"), e.uuid.0.to_string());
+                            put(&format!("{p}:{i}:seq"), e.seqno.0.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}

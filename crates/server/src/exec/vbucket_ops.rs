@@ -1,0 +1,86 @@
+//! vbucket and seqno commands: GET_ALL_VB_SEQNOS, OBSERVE_SEQNO, GET_FAILOVER_LOG,
+//! GET_VBUCKET, SEQNO_PERSISTENCE.
+
+use super::kv::engine_error;
+use super::{Next, Responder};
+use crate::node::Node;
+use sluice_proto::request::{Command, Request};
+use sluice_proto::Status;
+use sluice_types::{Seqno, VbState, VbUuid};
+use std::time::Duration;
+
+/// How long SEQNO_PERSISTENCE waits before answering a temporary failure.
+const PERSISTENCE_WAIT_MAX: Duration = Duration::from_secs(30);
+
+pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
+    let bucket = &node.bucket;
+    let vb = req.vb;
+    let result = match &req.command {
+        Command::GetAllVbSeqnos { state } => {
+            let filter = match state {
+                None | Some(0) => None,
+                Some(s) => VbState::from_wire(*s),
+            };
+            let mut value = Vec::new();
+            for (vb, seqno) in bucket.vb_seqnos(filter) {
+                value.extend_from_slice(&vb.0.to_be_bytes());
+                value.extend_from_slice(&seqno.0.to_be_bytes());
+            }
+            let p = r.packet(Status::Success).value(&value);
+            r.send(p);
+            Ok(())
+        }
+        Command::ObserveSeqno { vb_uuid } => bucket.observe_seqno(vb, VbUuid(*vb_uuid)).map(|o| {
+            let mut v = Vec::with_capacity(43);
+            v.push(u8::from(o.failed_over.is_some()));
+            v.extend_from_slice(&vb.0.to_be_bytes());
+            v.extend_from_slice(&o.vb_uuid.0.to_be_bytes());
+            v.extend_from_slice(&o.persisted.0.to_be_bytes());
+            v.extend_from_slice(&o.current.0.to_be_bytes());
+            if let Some((old_uuid, old_seqno)) = o.failed_over {
+                v.extend_from_slice(&old_uuid.0.to_be_bytes());
+                v.extend_from_slice(&old_seqno.0.to_be_bytes());
+            }
+            let p = r.packet(Status::Success).value(&v);
+            r.send(p);
+        }),
+        Command::GetFailoverLog => bucket.failover_log(vb).map(|log| {
+            let mut v = Vec::with_capacity(16 * log.entries().len());
+            for e in log.entries() {
+                v.extend_from_slice(&e.uuid.0.to_be_bytes());
+                v.extend_from_slice(&e.seqno.0.to_be_bytes());
+            }
+            let p = r.packet(Status::Success).value(&v);
+            r.send(p);
+        }),
+        Command::GetVbucket => bucket.vb_state(vb).map(|s| {
+            let v = (s as u32).to_be_bytes();
+            let p = r.packet(Status::Success).value(&v);
+            r.send(p);
+        }),
+        Command::SeqnoPersistence { seqno } => {
+            if let Err(e) = bucket.vb_state(vb) {
+                engine_error(&mut r, &e, node);
+                return Next::Continue;
+            }
+            let mut on_success = Vec::new();
+            let ok = r.packet(Status::Success);
+            r.fork(&mut on_success).send(ok);
+            let mut on_timeout = Vec::new();
+            r.fork(&mut on_timeout)
+                .error(Status::Etmpfail, "not persisted within the wait limit");
+            return Next::AwaitPersistence {
+                vb,
+                seqno: Seqno(*seqno),
+                timeout: PERSISTENCE_WAIT_MAX,
+                on_success,
+                on_timeout,
+            };
+        }
+        other => unreachable!("dispatched to vbucket_ops: {other:?}"),
+    };
+    if let Err(e) = result {
+        engine_error(&mut r, &e, node);
+    }
+    Next::Continue
+}

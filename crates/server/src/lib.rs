@@ -1,0 +1,95 @@
+//! The network front end of a Sluice node. The only crate (with the client) that touches
+//! sockets and the async runtime.
+//!
+//! Layout:
+//! - `config`      — [`ServerConfig`]: ports, data directory, bucket, credentials, limits;
+//! - `node`        — [`Node`]: the bucket, the credential store, the cluster map, counters;
+//! - `cluster_map` — the CCCP cluster-config JSON that SDKs route by;
+//! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
+//! - `connection`  — one task per connection: read, frame, execute, write, in order;
+//! - `session`     — per-connection state: features, user, bucket, SASL exchange;
+//! - `exec/`       — execution per opcode family (`kv`, `session_ops`, `vbucket_ops`, `stats`),
+//!   each a plain function from a validated request to response bytes;
+//! - `admin`       — HTTP: `/health`, `/metrics` (Prometheus), `/api/v1/buckets/{name}/stats`;
+//! - `metrics`     — the Prometheus collector over engine counters.
+#![deny(unsafe_code)]
+
+mod admin;
+mod cluster_map;
+mod config;
+mod connection;
+mod exec;
+mod listener;
+mod metrics;
+mod node;
+mod session;
+
+pub use config::ServerConfig;
+pub use node::Node;
+
+use std::future::Future;
+use std::sync::Arc;
+
+/// A running server: its node and the addresses it actually bound (ports may be 0 in tests).
+pub struct Running {
+    pub node: Arc<Node>,
+    pub kv_addr: std::net::SocketAddr,
+    pub admin_addr: std::net::SocketAddr,
+    pub memcached_addr: Option<std::net::SocketAddr>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Opens the bucket (warmup), binds every port and starts serving.
+pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
+    let node = Arc::new(tokio::task::spawn_blocking(move || Node::open(config)).await??);
+    let cfg = &node.config;
+    let kv = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), cfg.kv_port)).await?;
+    let admin = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), cfg.admin_port)).await?;
+    let kv_addr = kv.local_addr()?;
+    let admin_addr = admin.local_addr()?;
+    node.set_bound_ports(kv_addr.port(), admin_addr.port());
+    let mut tasks = vec![
+        tokio::spawn(listener::serve(node.clone(), kv, listener::Port::Kv)),
+        tokio::spawn(admin::serve(node.clone(), admin)),
+    ];
+    let mut memcached_addr = None;
+    if let Some(port) = cfg.memcached_port {
+        let l = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), port)).await?;
+        memcached_addr = Some(l.local_addr()?);
+        tasks.push(tokio::spawn(listener::serve(
+            node.clone(),
+            l,
+            listener::Port::Memcached,
+        )));
+    }
+    tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
+        "sluice node serving");
+    Ok(Running {
+        node,
+        kv_addr,
+        admin_addr,
+        memcached_addr,
+        tasks,
+    })
+}
+
+impl Running {
+    /// Stops accepting, flushes the bucket and records a clean stop.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let node = self.node.clone();
+        tokio::task::spawn_blocking(move || node.bucket.shutdown()).await??;
+        tracing::info!("sluice node stopped cleanly");
+        Ok(())
+    }
+}
+
+/// Runs a node until `stop` resolves, then shuts it down cleanly.
+pub async fn run_until(config: ServerConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let running = start(config).await?;
+    stop.await;
+    tracing::info!("shutting down: flushing to disk");
+    running.shutdown().await
+}

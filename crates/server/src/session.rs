@@ -1,0 +1,71 @@
+//! Per-connection state: negotiated features, the authenticated user, the selected bucket and
+//! an in-progress SASL exchange.
+
+use sluice_proto::feature::FeatureSet;
+use sluice_proto::{Feature, ValidateCtx};
+use sluice_sasl::ServerSession;
+use sluice_types::Datatype;
+
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// Couchbase KV: HELLO, SASL and SELECT_BUCKET required.
+    Kv,
+    /// Plain memcached binary: no authentication, bound to the bucket from the start.
+    Memcached,
+}
+
+pub struct Session {
+    pub port: Port,
+    pub features: FeatureSet,
+    pub user: Option<String>,
+    pub bucket_selected: bool,
+    pub sasl: Option<ServerSession>,
+    pub agent: String,
+    pub value_bytes_max: usize,
+}
+
+impl Session {
+    pub fn new(port: Port, value_bytes_max: usize) -> Session {
+        let memcached = port == Port::Memcached;
+        Session {
+            port,
+            features: FeatureSet::default(),
+            user: memcached.then(|| "memcached".to_string()),
+            bucket_selected: memcached,
+            sasl: None,
+            agent: String::new(),
+            value_bytes_max,
+        }
+    }
+
+    pub fn has(&self, f: Feature) -> bool {
+        self.features.contains(f)
+    }
+
+    pub fn authenticated(&self) -> bool {
+        self.user.is_some()
+    }
+
+    /// Datatype bits this client may send and receive.
+    pub fn datatype_allowed(&self) -> u8 {
+        let mut bits = 0;
+        if self.has(Feature::Json) {
+            bits |= Datatype::JSON;
+        }
+        if self.has(Feature::Snappy) {
+            bits |= Datatype::SNAPPY;
+        }
+        if self.has(Feature::Xattr) {
+            bits |= Datatype::XATTR;
+        }
+        bits
+    }
+
+    pub fn validate_ctx(&self) -> ValidateCtx {
+        ValidateCtx {
+            datatype_allowed: self.datatype_allowed(),
+            value_bytes_max: self.value_bytes_max,
+        }
+    }
+}
