@@ -393,7 +393,7 @@ fn command<'a>(op: Opcode, f: &Frame<'a>, ctx: &ValidateCtx) -> Result<Command<'
                 key: Part::Optional,
                 value: Part::Optional,
             })?;
-            if f.value.len() % 2 != 0 {
+            if !f.value.len().is_multiple_of(2) {
                 return Err(Status::Einval);
             }
             let features = f
