@@ -166,10 +166,39 @@ impl CheckpointManager {
         }
         open.open = false;
         open.index = HashMap::new();
+        let (closed_id, closed_len) = (open.id, open.items.len());
         let next_start = open.high_seqno.next();
         self.open_checkpoint(next_start);
+        // Cursors that had read all of it belong to the new checkpoint now, so the closed
+        // one can be freed without waiting for their next read.
+        let new_id = self.checkpoints.back().expect("just opened").id;
+        for c in self.cursors.values_mut() {
+            if c.checkpoint_id == closed_id && c.slot >= closed_len {
+                *c = Cursor {
+                    checkpoint_id: new_id,
+                    slot: 0,
+                };
+            }
+        }
         self.free_unreferenced();
         self.mem_bytes as isize - before
+    }
+
+    /// Closes the open checkpoint if every cursor has read all of it (or there are no
+    /// cursors), which frees it at once. The flusher calls this after each read so that
+    /// persisted items do not wait for the checkpoint to fill up. Returns the memory delta.
+    pub fn close_if_fully_read(&mut self) -> isize {
+        let open = self.checkpoints.back().expect("non-empty");
+        let (id, len) = (open.id, open.items.len());
+        let all_read = self
+            .cursors
+            .values()
+            .all(|c| c.checkpoint_id == id && c.slot >= len);
+        if len > 0 && all_read {
+            self.close_open_checkpoint()
+        } else {
+            0
+        }
     }
 
     /// Registers a cursor at the oldest item still in memory.
@@ -397,13 +426,32 @@ mod tests {
     }
 
     #[test]
-    fn without_cursors_closed_checkpoints_go_at_once() {
+    fn a_fully_read_open_checkpoint_is_closed_and_freed() {
+        let mut m = CheckpointManager::new(Seqno(0), 1000);
+        let c = m.register_cursor_at_oldest();
+        m.queue(item("a", 1));
+        m.queue(item("b", 2));
+        assert_eq!(m.close_if_fully_read(), 0, "unread items keep it open");
+        m.read(c, usize::MAX);
+        assert!(m.close_if_fully_read() < 0);
+        assert_eq!(m.mem_bytes(), 0);
+        assert_eq!(m.num_checkpoints(), 1);
+        m.queue(item("a", 3));
+        assert_eq!(seqnos(&m.read(c, usize::MAX).0), vec![3]);
+    }
+
+    #[test]
+    fn without_cursors_nothing_is_kept() {
         let mut m = CheckpointManager::new(Seqno(0), 2);
         for s in 1..=6 {
             m.queue(item(&format!("k{s}"), s));
         }
         assert_eq!(m.num_checkpoints(), 1);
         assert_eq!(m.mem_bytes(), 0);
+        assert!(m.register_cursor_after(Seqno(5)).is_none(), "seqno 6 is not in memory");
+        let c = m.register_cursor_after(Seqno(6)).unwrap();
+        m.queue(item("k7", 7));
+        assert_eq!(seqnos(&m.read(c, usize::MAX).0), vec![7]);
     }
 
     #[test]

@@ -60,6 +60,10 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         };
         let (chunks, delta) = inner.checkpoints.read(cursor, budget - bytes);
         bucket.memory.add_checkpoint(delta);
+        // Persisted-soon items need not sit in a half-empty open checkpoint; once the commit
+        // below succeeds nothing else needs them (other cursors keep it open if they lag).
+        let delta = inner.checkpoints.close_if_fully_read();
+        bucket.memory.add_checkpoint(delta);
         if chunks.is_empty() && !inner.meta_dirty {
             continue;
         }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_sasl::MemoryCredentialStore;
-use sluice_storage::FjallStore;
+use sluice_storage::{FjallStore, StoreMemory};
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -50,7 +50,7 @@ impl Node {
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
         let store: Option<Arc<dyn sluice_storage::Store>> = match config.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
-                FjallStore::open(&bucket_dir.join("store"))
+                FjallStore::open_with(&bucket_dir.join("store"), StoreMemory::for_quota(bc.quota_bytes))
                     .with_context(|| format!("opening storage in {}", bucket_dir.display()))?,
             )),
             BucketType::Ephemeral => None,

@@ -25,6 +25,42 @@ const CLEAN_SHUTDOWN_KEY: &[u8] = b"clean_shutdown";
 const FLAG_CLEAN: &[u8] = &[1];
 const FLAG_RUNNING: &[u8] = &[0];
 
+/// How much memory the storage engine may use for itself, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// Block cache shared by all keyspaces.
+    pub cache_bytes: u64,
+    /// Largest memtable of one keyspace before it is written out (a full one may coexist
+    /// with its successor while it flushes).
+    pub memtable_bytes: u64,
+}
+
+impl Default for StoreMemory {
+    fn default() -> StoreMemory {
+        StoreMemory {
+            cache_bytes: 32 * 1024 * 1024,
+            memtable_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl StoreMemory {
+    /// A budget derived from a bucket quota: an eighth for the cache, a thirty-second per
+    /// memtable, with floors that keep the engine efficient on small quotas.
+    pub fn for_quota(quota_bytes: u64) -> StoreMemory {
+        StoreMemory {
+            cache_bytes: (quota_bytes / 8).max(4 * 1024 * 1024),
+            memtable_bytes: (quota_bytes / 32).max(2 * 1024 * 1024),
+        }
+    }
+
+    /// The most this budget lets the storage engine hold: the cache plus, for each of the
+    /// four keyspaces, an active and a flushing memtable.
+    pub fn bytes_max(&self) -> u64 {
+        self.cache_bytes + 4 * 2 * self.memtable_bytes
+    }
+}
+
 pub struct FjallStore {
     db: Database,
     by_seqno: Keyspace,
@@ -38,12 +74,25 @@ pub struct FjallStore {
 }
 
 impl FjallStore {
-    /// Opens (or creates) the store in `dir`. Fails if another process holds it open.
+    /// Opens (or creates) the store in `dir` with the default memory budget. Fails if
+    /// another process holds it open.
     pub fn open(dir: &Path) -> Result<FjallStore> {
-        let db = Database::builder(dir).open().map_err(io)?;
+        Self::open_with(dir, StoreMemory::default())
+    }
+
+    /// Opens (or creates) the store in `dir`, bounding the engine's own memory (block cache
+    /// and memtables) by `memory`.
+    pub fn open_with(dir: &Path, memory: StoreMemory) -> Result<FjallStore> {
+        let db = Database::builder(dir)
+            .cache_size(memory.cache_bytes)
+            .open()
+            .map_err(io)?;
         let keyspace = |name: &str| {
-            db.keyspace(name, KeyspaceCreateOptions::default)
-                .map_err(io)
+            let memtable = memory.memtable_bytes;
+            db.keyspace(name, move || {
+                KeyspaceCreateOptions::default().max_memtable_size(memtable)
+            })
+            .map_err(io)
         };
         Ok(FjallStore {
             by_seqno: keyspace(BY_SEQNO)?,

@@ -29,7 +29,7 @@ mod plan;
 mod poison;
 
 pub use faulty::{FailedSync, FaultyStore};
-pub use fjall_store::FjallStore;
+pub use fjall_store::{FjallStore, StoreMemory};
 
 use bytes::Bytes;
 use sluice_types::{FailoverLog, ItemMeta, Seqno, VbId, VbState};
