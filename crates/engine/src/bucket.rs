@@ -95,7 +95,7 @@ impl Bucket {
         let items: usize = bucket
             .vbuckets
             .iter()
-            .map(|v| v.inner.lock().ht.live_items())
+            .map(|v| v.inner.lock().num_items)
             .sum();
         BucketStats::add(&bucket.stats.items_warmed_up, items as u64);
         let mut threads = Vec::new();
@@ -226,8 +226,8 @@ impl Bucket {
         out
     }
 
-    /// Reads an evicted value back from disk (outside every lock), so that a retried
-    /// operation finds it resident.
+    /// Reads a key's state back from disk (outside every lock) — an evicted value, or the
+    /// whole entry when metadata was evicted — so that a retried operation finds it resident.
     pub fn fetch(&self, vb: VbId, key: &[u8]) -> Result<(), EngineError> {
         let Some(store) = &self.store else {
             return Ok(());
@@ -236,10 +236,9 @@ impl Bucket {
         let record = store
             .get(vb, key)
             .map_err(|e| EngineError::Storage(e.to_string()))?;
-        if let Some(r) = record {
-            self.with_vb(vb, |inner| inner.restore(key, r.meta.seqno, r.value))?;
-        }
-        Ok(())
+        self.with_vb(vb, |inner| {
+            inner.fetched(key, record.map(|r| (r.meta, r.value)))
+        })
     }
 
     pub fn get_meta(&self, vb: VbId, key: &[u8]) -> Result<GetMetaResult, EngineError> {
@@ -360,6 +359,7 @@ impl Bucket {
         let ctx = self.ctx();
         let mut n = 0;
         for vb in 0..self.num_vbuckets() {
+            self.load_evicted_keys(VbId(vb))?;
             n += self.with_vb(VbId(vb), |inner| {
                 if inner.state == VbState::Active {
                     inner.delete_all(&ctx)
@@ -370,6 +370,29 @@ impl Bucket {
         }
         self.after_write();
         Ok(n)
+    }
+
+    /// Brings every key of `vb` that lives on disk only back into memory (FLUSH must delete
+    /// them too). The disk scan runs outside the lock.
+    fn load_evicted_keys(&self, vb: VbId) -> Result<(), EngineError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if !self.with_vb(vb, |inner| inner.keys_evicted)? {
+            return Ok(());
+        }
+        let mut live = Vec::new();
+        for record in store.scan_vb(vb) {
+            let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
+            if !r.meta.deleted {
+                live.push((r.key, r.meta));
+            }
+        }
+        self.with_vb(vb, |inner| {
+            for (key, meta) in live {
+                inner.insert_metadata(&key, meta);
+            }
+        })
     }
 
     /// (vb, high seqno) for every vbucket in `state` (None = any alive state).
@@ -469,14 +492,18 @@ impl Bucket {
         let mut dirty_queue = 0;
         let mut checkpoints = 0;
         let mut active = 0;
+        let mut keys_evicted = 0;
         for v in self.vbuckets.iter() {
             let inner = v.inner.lock();
-            items += inner.ht.live_items();
+            items += inner.num_items;
             resident += inner.ht.resident_values();
             in_memory += inner.ht.len();
             checkpoints += inner.checkpoints.num_checkpoints();
             if inner.state == VbState::Active {
                 active += 1;
+            }
+            if inner.keys_evicted {
+                keys_evicted += 1;
             }
             if let Some(c) = inner.flusher_cursor {
                 dirty_queue += inner.checkpoints.items_remaining(c);
@@ -490,6 +517,7 @@ impl Bucket {
             ("ep_num_non_resident", (items - resident.min(items)) as u64),
             ("vb_active_perc_mem_resident", resident_ratio_pct as u64),
             ("ep_ht_entries", in_memory as u64),
+            ("ep_vbuckets_metadata_evicted", keys_evicted),
             ("ep_diskqueue_items", dirty_queue as u64),
             ("ep_num_checkpoints", checkpoints as u64),
             ("mem_used", m.used_bytes),
@@ -526,7 +554,7 @@ impl Bucket {
                     },
                     purge_seqno: inner.purge_seqno,
                     uuid: inner.failover.latest().uuid,
-                    items: inner.ht.live_items(),
+                    items: inner.num_items,
                     failover_log: inner.failover.clone(),
                 }
             })

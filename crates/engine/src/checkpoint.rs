@@ -448,7 +448,10 @@ mod tests {
         }
         assert_eq!(m.num_checkpoints(), 1);
         assert_eq!(m.mem_bytes(), 0);
-        assert!(m.register_cursor_after(Seqno(5)).is_none(), "seqno 6 is not in memory");
+        assert!(
+            m.register_cursor_after(Seqno(5)).is_none(),
+            "seqno 6 is not in memory"
+        );
         let c = m.register_cursor_after(Seqno(6)).unwrap();
         m.queue(item("k7", 7));
         assert_eq!(seqnos(&m.read(c, usize::MAX).0), vec![7]);

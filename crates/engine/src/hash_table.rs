@@ -38,8 +38,6 @@ pub fn entry_bytes(key_len: usize, sv: &StoredValue) -> usize {
 #[derive(Debug, Default)]
 pub struct HashTable {
     map: HashMap<Box<[u8]>, StoredValue>,
-    /// Documents that are not tombstones.
-    live_items: usize,
     resident_values: usize,
 }
 
@@ -114,16 +112,9 @@ impl HashTable {
     }
 
     fn count(&mut self, sv: &StoredValue, sign: isize) {
-        if !sv.meta.deleted {
-            self.live_items = self.live_items.wrapping_add_signed(sign);
-        }
         if sv.value.is_some() && !sv.meta.deleted {
             self.resident_values = self.resident_values.wrapping_add_signed(sign);
         }
-    }
-
-    pub fn live_items(&self) -> usize {
-        self.live_items
     }
 
     pub fn resident_values(&self) -> usize {

@@ -36,11 +36,19 @@ pub fn run(bucket: &Bucket) {
     }
 }
 
-/// Evicts until below the low watermark, or until two passes found nothing more to evict.
+/// Evicts until below the low watermark: values first (two passes, so recently read values
+/// get a second chance); if that is not enough, whole clean items (metadata too).
 pub fn evict(bucket: &Bucket) {
     if !bucket.config.is_persistent() {
         return;
     }
+    evict_values(bucket);
+    if bucket.memory.above_low_watermark() {
+        evict_keys(bucket);
+    }
+}
+
+fn evict_values(bucket: &Bucket) {
     for _pass in 0..2 {
         for vbucket in bucket.vbuckets.iter() {
             if !bucket.memory.above_low_watermark() {
@@ -68,6 +76,29 @@ pub fn evict(bucket: &Bucket) {
             };
             bucket.memory.add(-(freed as isize));
         }
+    }
+}
+
+/// Full eviction: drops clean entries (values already gone, tombstones, "known absent"
+/// markers) until below the low watermark. The vbucket then answers misses from disk.
+fn evict_keys(bucket: &Bucket) {
+    for vbucket in bucket.vbuckets.iter() {
+        if !bucket.memory.above_low_watermark() {
+            return;
+        }
+        let (freed, n) = {
+            let mut inner = vbucket.inner.lock();
+            let victims: Vec<Box<[u8]>> = inner
+                .ht
+                .iter()
+                .filter(|(_, sv)| !sv.dirty && (sv.value.is_none() || sv.meta.deleted))
+                .map(|(k, _)| k.into())
+                .collect();
+            let freed: usize = victims.iter().map(|k| inner.evict_key(k)).sum();
+            (freed, victims.len())
+        };
+        BucketStats::add(&bucket.stats.evictions, n as u64);
+        bucket.memory.add(-(freed as isize));
     }
 }
 

@@ -60,6 +60,12 @@ pub struct VbInner {
     pub max_deleted_rev: u64,
     /// State or failover log changed since the flusher last persisted vb_meta.
     pub meta_dirty: bool,
+    /// Some clean items were dropped from memory entirely (metadata too), or never loaded at
+    /// warmup: a key missing from the hash table may still exist on disk, so a miss must be
+    /// answered by a disk read first ([`EngineError::NeedsFetch`]).
+    pub keys_evicted: bool,
+    /// Live documents, resident or not (the hash table may hold fewer).
+    pub num_items: usize,
     /// Memory deltas since the bucket last collected them (hash table, checkpoints).
     pub mem_delta: isize,
     pub checkpoint_delta: isize,
@@ -96,6 +102,8 @@ impl VbInner {
             flusher_cursor: None,
             max_deleted_rev: 0,
             meta_dirty: false,
+            keys_evicted: false,
+            num_items: 0,
             mem_delta: 0,
             checkpoint_delta: 0,
         }
@@ -113,6 +121,16 @@ impl VbInner {
             Ok(())
         } else {
             Err(EngineError::NotMyVbucket)
+        }
+    }
+
+    /// Makes sure the hash table can answer for `key`: when metadata was evicted and the key
+    /// is not in memory, its state is on disk only, and the caller must fetch it first.
+    fn resolve(&self, key: &[u8]) -> Result<(), EngineError> {
+        if self.keys_evicted && self.ht.get(key).is_none() {
+            Err(EngineError::NeedsFetch)
+        } else {
+            Ok(())
         }
     }
 
@@ -137,10 +155,19 @@ impl VbInner {
 
     /// Assigns seqno, CAS and rev to a new version, stores it and queues it.
     fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
-        let rev_seqno = match self.ht.get(key) {
-            Some(old) => old.meta.rev_seqno + 1,
-            None => self.max_deleted_rev + 1,
+        debug_assert!(
+            !self.keys_evicted || self.ht.get(key).is_some(),
+            "callers resolve a non-resident key with a disk read before writing it"
+        );
+        let (rev_seqno, was_live) = match self.ht.get(key) {
+            Some(old) => (old.meta.rev_seqno + 1, !old.meta.deleted),
+            None => (self.max_deleted_rev + 1, false),
         };
+        match (was_live, v.deleted) {
+            (false, false) => self.num_items += 1,
+            (true, true) => self.num_items -= 1,
+            _ => {}
+        }
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
         let cas = self.hlc.next(ctx.now_unix_ns);
@@ -191,6 +218,7 @@ impl VbInner {
 
     pub fn get(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Document, EngineError> {
         self.require_active()?;
+        self.resolve(key)?;
         if self.expire_if_due(key, ctx) {
             return Err(EngineError::KeyNotFound);
         }
@@ -211,7 +239,11 @@ impl VbInner {
     pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
         self.require_active()?;
         self.expire_if_due(key, ctx);
-        Ok(self.ht.get(key).map(|sv| sv.meta))
+        Ok(self
+            .ht
+            .get(key)
+            .filter(|sv| sv.meta.seqno != Seqno::ZERO)
+            .map(|sv| sv.meta))
     }
 
     /// `datatype` is what [`datatype::classify`] decided for the value.
@@ -222,6 +254,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.resolve(req.key)?;
         self.expire_if_due(req.key, ctx);
         let live = self.live(req.key, ctx.now_unix_s).map(|sv| sv.meta);
         match (req.kind, live) {
@@ -253,6 +286,7 @@ impl VbInner {
 
     pub fn delete(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.resolve(key)?;
         self.expire_if_due(key, ctx);
         let live = self
             .live(key, ctx.now_unix_s)
@@ -290,6 +324,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<(u64, Mutation), EngineError> {
         self.require_active()?;
+        self.resolve(key)?;
         self.expire_if_due(key, ctx);
         let (new_value, flags, expiry) = match self.live_body(key, ctx)? {
             None if expiry_wire == u32::MAX || cas != Cas::ZERO => {
@@ -333,6 +368,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.resolve(key)?;
         self.expire_if_due(key, ctx);
         let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
         if cas != Cas::ZERO && meta.cas != cas {
@@ -377,6 +413,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<(Document, Mutation), EngineError> {
         self.require_active()?;
+        self.resolve(key)?;
         self.expire_if_due(key, ctx);
         let sv = self
             .live(key, ctx.now_unix_s)
@@ -468,14 +505,66 @@ impl VbInner {
         }
     }
 
-    /// Restores a value fetched from disk if the key still holds that version.
-    pub fn restore(&mut self, key: &[u8], seqno: Seqno, value: Bytes) -> bool {
-        match self.ht.get(key) {
-            Some(sv) if sv.meta.seqno == seqno => {
-                self.mem_delta += self.ht.restore_value(key, value) as isize;
-                true
+    /// Takes in what a disk read found for a key: its current version (tombstones included),
+    /// or `None` when the key does not exist. A key absent from memory gets an entry (a
+    /// "known absent" marker — a clean tombstone with seqno 0 — when the disk has nothing),
+    /// so the retried operation can answer without another read. An entry written
+    /// meanwhile is newer and is left alone; an evicted value of the same version is restored.
+    pub fn fetched(&mut self, key: &[u8], record: Option<(ItemMeta, Bytes)>) {
+        match (self.ht.get(key), record) {
+            (None, Some((meta, value))) => {
+                let sv = StoredValue {
+                    meta,
+                    value: Some(value),
+                    dirty: false,
+                    referenced: true,
+                };
+                self.mem_delta += self.ht.upsert(key, sv);
             }
-            _ => false,
+            (None, None) => {
+                let sv = StoredValue {
+                    meta: ItemMeta {
+                        deleted: true,
+                        rev_seqno: self.max_deleted_rev,
+                        ..ItemMeta::default()
+                    },
+                    value: Some(Bytes::new()),
+                    dirty: false,
+                    referenced: true,
+                };
+                self.mem_delta += self.ht.upsert(key, sv);
+            }
+            (Some(sv), Some((meta, value)))
+                if sv.meta.seqno == meta.seqno && sv.value.is_none() =>
+            {
+                self.mem_delta += self.ht.restore_value(key, value) as isize;
+            }
+            _ => {}
+        }
+    }
+
+    /// Puts a persisted version's metadata back (value not resident) if the key has no entry.
+    pub fn insert_metadata(&mut self, key: &[u8], meta: ItemMeta) {
+        if self.ht.get(key).is_none() {
+            let sv = StoredValue {
+                meta,
+                value: None,
+                dirty: false,
+                referenced: false,
+            };
+            self.mem_delta += self.ht.upsert(key, sv);
+        }
+    }
+
+    /// Drops a clean entry from memory entirely (metadata and value); its state stays on disk.
+    /// Returns the bytes freed (0 if the entry is dirty or missing).
+    pub fn evict_key(&mut self, key: &[u8]) -> usize {
+        match self.ht.get(key) {
+            Some(sv) if !sv.dirty => {
+                self.keys_evicted = true;
+                self.ht.remove(key)
+            }
+            _ => 0,
         }
     }
 }
@@ -643,6 +732,40 @@ mod tests {
             v.concat(b"missing", true, b"d", Cas::ZERO, &c),
             Err(EngineError::NotStored)
         );
+    }
+
+    #[test]
+    fn evicted_keys_are_resolved_from_disk_before_answering() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let m = v
+            .store(&set(b"k", b"x", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        v.mark_persisted(b"k", m.seqno);
+        let persisted = v.ht.get(b"k").unwrap().meta;
+        assert!(v.evict_key(b"k") > 0);
+        assert_eq!(v.num_items, 1, "an evicted item still counts");
+        assert_eq!(v.get(b"k", &c), Err(EngineError::NeedsFetch));
+        assert_eq!(
+            v.store(&set(b"k", b"y", StoreKind::Add, 0), Datatype::RAW, &c),
+            Err(EngineError::NeedsFetch)
+        );
+        v.fetched(b"k", Some((persisted, Bytes::from_static(b"x"))));
+        assert_eq!(&v.get(b"k", &c).unwrap().value[..], b"x");
+        assert_eq!(
+            v.store(&set(b"k", b"y", StoreKind::Add, 0), Datatype::RAW, &c),
+            Err(EngineError::KeyExists)
+        );
+        // A key the disk does not have: a marker answers without another read.
+        assert_eq!(v.get(b"nope", &c), Err(EngineError::NeedsFetch));
+        v.fetched(b"nope", None);
+        assert_eq!(v.get(b"nope", &c), Err(EngineError::KeyNotFound));
+        assert!(v.get_meta(b"nope", &c).unwrap().is_none());
+        v.store(&set(b"nope", b"z", StoreKind::Add, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(v.num_items, 2);
+        // A dirty entry is never evicted.
+        assert_eq!(v.evict_key(b"nope"), 0);
     }
 
     #[test]

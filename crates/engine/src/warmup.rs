@@ -3,6 +3,7 @@
 //! - vbucket state, failover log, purge seqno and max CAS come from vb_meta;
 //! - every persisted live document is loaded with its metadata; values stay resident while
 //!   memory is below the low watermark, later ones are loaded as evicted (read on demand);
+//!   above the high watermark not even metadata is loaded (the vbucket reads misses from disk);
 //! - persisted tombstones stay on disk (only their highest rev is kept, so a re-created key
 //!   continues its revision history);
 //! - after an unclean stop every vbucket starts a new failover-log branch at its persisted
@@ -91,6 +92,12 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
         inner.hlc.observe(r.meta.cas.0);
         if r.meta.deleted {
             inner.max_deleted_rev = inner.max_deleted_rev.max(r.meta.rev_seqno);
+            continue;
+        }
+        inner.num_items += 1;
+        if memory.above_high_watermark() {
+            // Not even metadata fits: the key stays on disk, found on demand.
+            inner.keys_evicted = true;
             continue;
         }
         let resident = !memory.above_low_watermark();

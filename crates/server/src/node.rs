@@ -50,8 +50,11 @@ impl Node {
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
         let store: Option<Arc<dyn sluice_storage::Store>> = match config.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
-                FjallStore::open_with(&bucket_dir.join("store"), StoreMemory::for_quota(bc.quota_bytes))
-                    .with_context(|| format!("opening storage in {}", bucket_dir.display()))?,
+                FjallStore::open_with(
+                    &bucket_dir.join("store"),
+                    StoreMemory::for_quota(bc.quota_bytes),
+                )
+                .with_context(|| format!("opening storage in {}", bucket_dir.display()))?,
             )),
             BucketType::Ephemeral => None,
         };

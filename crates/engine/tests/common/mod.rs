@@ -1,0 +1,76 @@
+//! Helpers shared by the engine's integration tests (real fjall storage in a temp dir).
+#![allow(dead_code)]
+
+use sluice_engine::{Bucket, BucketConfig, BucketType, StoreKind, StoreRequest, SystemClock};
+use sluice_storage::{FjallStore, Store};
+use sluice_types::{vbucket_of, Cas, Datatype, VbId};
+use std::path::Path;
+use std::sync::Arc;
+
+pub fn config(quota_mb: u64, vbuckets: u16) -> BucketConfig {
+    let mut c = BucketConfig::new("default", BucketType::Couchbase);
+    c.quota_bytes = quota_mb * 1024 * 1024;
+    c.num_vbuckets = vbuckets;
+    c
+}
+
+pub fn open(dir: &Path, config: BucketConfig) -> Arc<Bucket> {
+    let store: Arc<dyn Store> = Arc::new(FjallStore::open(dir).expect("store opens"));
+    Bucket::open(config, Some(store), Arc::new(SystemClock)).expect("bucket opens")
+}
+
+pub fn key(i: usize) -> Vec<u8> {
+    format!("key-{i:08}").into_bytes()
+}
+
+pub fn value(i: usize, len: usize) -> Vec<u8> {
+    let mut v = format!("{i:08}:").into_bytes();
+    v.resize(len, b'v');
+    v
+}
+
+pub fn vb(bucket: &Bucket, key: &[u8]) -> VbId {
+    vbucket_of(key, bucket.num_vbuckets())
+}
+
+/// SET, retrying temporary failures (memory pressure) the way a client would.
+pub fn set(bucket: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation {
+    let req = StoreRequest {
+        kind: StoreKind::Set,
+        key,
+        value,
+        flags: 0,
+        expiry_wire: 0,
+        datatype: Datatype::RAW,
+        cas: Cas::ZERO,
+        preserve_ttl: false,
+    };
+    for _ in 0..10_000 {
+        match bucket.store(vb(bucket, key), &req) {
+            Ok(m) => return m,
+            Err(sluice_engine::EngineError::TempFail) => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(sluice_engine::EngineError::NeedsFetch) => {
+                bucket.fetch(vb(bucket, key), key).unwrap()
+            }
+            Err(e) => panic!("set failed: {e}"),
+        }
+    }
+    panic!("set kept failing temporarily");
+}
+
+/// GET, fetching from disk when the engine asks for it.
+pub fn get(bucket: &Bucket, key: &[u8]) -> Option<Vec<u8>> {
+    for _ in 0..4 {
+        match bucket.get(vb(bucket, key), key) {
+            Ok(doc) => return Some(doc.value.to_vec()),
+            Err(sluice_engine::EngineError::KeyNotFound) => return None,
+            Err(sluice_engine::EngineError::NeedsFetch) => {
+                bucket.fetch(vb(bucket, key), key).unwrap()
+            }
+            Err(e) => panic!("get failed: {e}"),
+        }
+    }
+    panic!("value never became resident");
+}
