@@ -1,0 +1,173 @@
+//! Per-opcode syntax rules: each row is a request and the status validation must give.
+
+use sluice_proto::encode::Packet;
+use sluice_proto::request::{validate, Command, ValidateCtx};
+use sluice_proto::{decode_frame, Decoded, Status};
+
+const CTX: ValidateCtx = ValidateCtx {
+    datatype_allowed: 0x01,
+    value_bytes_max: 1024,
+};
+
+fn check(packet: Packet<'_>) -> Result<Command<'static>, Status> {
+    let bytes: &'static [u8] = Box::leak(packet.to_vec().into_boxed_slice());
+    let Decoded::Frame(frame, _) = decode_frame(bytes, 1 << 20).unwrap() else {
+        panic!("whole packet")
+    };
+    validate(&frame, &CTX).map(|r| r.command)
+}
+
+fn req(op: u8) -> Packet<'static> {
+    Packet::request(op, 0, 1)
+}
+
+#[test]
+fn rejects_what_each_opcode_does_not_allow() {
+    let long_key = [b'k'; 251];
+    let big = [0u8; 1025];
+    let rows: Vec<(&str, Packet<'_>, Status)> = vec![
+        ("get without key", req(0x00), Status::Einval),
+        (
+            "get with extras",
+            req(0x00).key(b"k").extras(&[0; 4]),
+            Status::Einval,
+        ),
+        (
+            "get with value",
+            req(0x00).key(b"k").value(b"v"),
+            Status::Einval,
+        ),
+        ("key of 251 bytes", req(0x00).key(&long_key), Status::Einval),
+        (
+            "set with 7 bytes of extras",
+            req(0x01).key(b"k").extras(&[0; 7]),
+            Status::Einval,
+        ),
+        (
+            "set too large",
+            req(0x01).key(b"k").extras(&[0; 8]).value(&big),
+            Status::E2big,
+        ),
+        (
+            "set with un-negotiated snappy",
+            req(0x01).key(b"k").extras(&[0; 8]).datatype(0x02),
+            Status::Einval,
+        ),
+        (
+            "set with unknown datatype bit",
+            req(0x01).key(b"k").extras(&[0; 8]).datatype(0x08),
+            Status::Einval,
+        ),
+        (
+            "add with a cas",
+            req(0x02).key(b"k").extras(&[0; 8]).cas(5),
+            Status::Einval,
+        ),
+        (
+            "get with a datatype",
+            req(0x00).key(b"k").datatype(0x01),
+            Status::Einval,
+        ),
+        (
+            "incr with short extras",
+            req(0x05).key(b"k").extras(&[0; 8]),
+            Status::Einval,
+        ),
+        ("noop with a key", req(0x0a).key(b"k"), Status::Einval),
+        (
+            "hello with an odd feature list",
+            req(0x1f).value(&[0, 3, 0]),
+            Status::Einval,
+        ),
+        (
+            "error map with no version",
+            req(0xfe).value(&[0, 0]),
+            Status::Einval,
+        ),
+        (
+            "observe seqno with a short uuid",
+            req(0x91).value(&[0; 7]),
+            Status::Einval,
+        ),
+        (
+            "all vb seqnos with a bad state",
+            req(0x48).extras(&[0, 0, 0, 9]),
+            Status::Einval,
+        ),
+        ("unknown opcode", req(0xee), Status::UnknownCommand),
+        (
+            "durability on a get",
+            req(0x00).key(b"k").framing_extras(&[0x11, 0x01]),
+            Status::Einval,
+        ),
+        (
+            "unknown frame info",
+            req(0x00).key(b"k").framing_extras(&[0x30]),
+            Status::UnknownFrameInfo,
+        ),
+        (
+            "bad durability level",
+            req(0x01)
+                .key(b"k")
+                .extras(&[0; 8])
+                .framing_extras(&[0x11, 0x07]),
+            Status::DurabilityInvalidLevel,
+        ),
+    ];
+    for (name, packet, want) in rows {
+        assert_eq!(check(packet).err(), Some(want), "{name}");
+    }
+}
+
+#[test]
+fn accepts_well_formed_requests_with_their_fields() {
+    let extras = [0, 0, 0, 7, 0, 0, 0, 60];
+    let c = check(
+        req(0x01)
+            .key(b"k")
+            .extras(&extras)
+            .value(b"{}")
+            .datatype(0x01),
+    )
+    .unwrap();
+    assert!(matches!(
+        c,
+        Command::Store {
+            flags: 7,
+            expiry: 60,
+            ..
+        }
+    ));
+    let mut arith = Vec::new();
+    arith.extend_from_slice(&5u64.to_be_bytes());
+    arith.extend_from_slice(&9u64.to_be_bytes());
+    arith.extend_from_slice(&u32::MAX.to_be_bytes());
+    let c = check(req(0x06).key(b"n").extras(&arith)).unwrap();
+    assert!(matches!(
+        c,
+        Command::Arithmetic {
+            increment: false,
+            delta: 5,
+            initial: 9,
+            expiry: u32::MAX,
+            ..
+        }
+    ));
+    let c = check(req(0x1f).key(b"agent").value(&[0, 3, 0, 4])).unwrap();
+    assert!(matches!(c, Command::Hello { ref features, .. } if features == &vec![3, 4]));
+    let c = check(req(0xb5).extras(&[0; 16])).unwrap();
+    assert!(matches!(
+        c,
+        Command::GetClusterConfig {
+            known: Some((0, 0))
+        }
+    ));
+    let c = check(
+        req(0x01)
+            .key(b"k")
+            .extras(&[0; 8])
+            .framing_extras(&[0x13, 0x02, 0x01, 0x00]),
+    )
+    .unwrap();
+    assert!(matches!(c, Command::Store { .. }));
+}
