@@ -1,6 +1,6 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
-//! - more arrive with the bench and cluster work.
+//! - `bench`  — load generators and scenarios (`sluice-bench`).
 
 mod server_cmd;
 
@@ -25,6 +25,16 @@ struct Cli {
 enum Command {
     /// Run one Sluice node: KV (Couchbase/memcached binary protocol) and admin HTTP.
     Server(server_cmd::ServerArgs),
+    /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// KV load: get/set mix over the binary protocol, closed or open loop, optionally
+    /// against memcached in the same run, or the engine in-process.
+    Kv(sluice_bench::KvArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +53,9 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Server(args) => server_cmd::run(args),
+        Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(sluice_bench::run_kv(args)),
     }
 }

@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::config::BucketConfig;
 use crate::datatype;
 use crate::error::EngineError;
-use crate::item::{Document, Mutation, StoreRequest};
+use crate::item::{ArithmeticRequest, Document, Mutation, StoreRequest};
 use crate::memory::{Memory, MemorySnapshot};
 use crate::signal::Signal;
 use crate::stats::BucketStats;
@@ -292,21 +292,15 @@ impl Bucket {
         out
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn arithmetic(
         &self,
         vb: VbId,
-        key: &[u8],
-        increment: bool,
-        delta: u64,
-        initial: u64,
-        expiry_wire: u32,
-        cas: Cas,
+        req: &ArithmeticRequest<'_>,
     ) -> Result<(u64, Mutation), EngineError> {
-        let out = self.mutate(vb, key.len() + 20, |inner, ctx| {
-            inner.arithmetic(key, increment, delta, initial, expiry_wire, cas, ctx)
+        let out = self.mutate(vb, req.key.len() + 20, |inner, ctx| {
+            inner.arithmetic(req, ctx)
         });
-        let (hit, miss) = if increment {
+        let (hit, miss) = if req.increment {
             (&self.stats.incr_hits, &self.stats.incr_misses)
         } else {
             (&self.stats.decr_hits, &self.stats.decr_misses)

@@ -27,6 +27,19 @@ pub struct StoreRequest<'a> {
     pub preserve_ttl: bool,
 }
 
+/// INCREMENT / DECREMENT.
+#[derive(Debug, Clone, Copy)]
+pub struct ArithmeticRequest<'a> {
+    pub key: &'a [u8],
+    pub increment: bool,
+    pub delta: u64,
+    /// Created with this value when missing (unless `expiry_wire` is `u32::MAX`).
+    pub initial: u64,
+    pub expiry_wire: u32,
+    /// 0 = no CAS check.
+    pub cas: Cas,
+}
+
 /// The result of a successful mutation: what a mutation token is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mutation {

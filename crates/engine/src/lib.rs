@@ -39,7 +39,7 @@ pub use config::{BucketConfig, BucketType};
 pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;
-pub use item::{Document, Mutation, StoreKind, StoreRequest};
+pub use item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 pub use memory::MemorySnapshot;
 pub use sluice_proto_free::*;
 pub use stats::BucketStats;

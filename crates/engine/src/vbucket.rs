@@ -7,7 +7,7 @@ use crate::datatype;
 use crate::error::EngineError;
 use crate::hash_table::{HashTable, StoredValue};
 use crate::hlc::Hlc;
-use crate::item::{Document, Mutation, StoreKind, StoreRequest};
+use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_types::{Cas, Datatype, Expiry, FailoverLog, ItemMeta, Seqno, VbId, VbState};
@@ -312,17 +312,19 @@ impl VbInner {
         Ok(Some((sv.meta, value)))
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn arithmetic(
         &mut self,
-        key: &[u8],
-        increment: bool,
-        delta: u64,
-        initial: u64,
-        expiry_wire: u32,
-        cas: Cas,
+        req: &ArithmeticRequest<'_>,
         ctx: &OpCtx,
     ) -> Result<(u64, Mutation), EngineError> {
+        let ArithmeticRequest {
+            key,
+            increment,
+            delta,
+            initial,
+            expiry_wire,
+            cas,
+        } = *req;
         self.require_active()?;
         self.resolve(key)?;
         self.expire_if_due(key, ctx);
@@ -697,32 +699,103 @@ mod tests {
         assert_eq!(v.high_seqno, Seqno(2), "the expiration took a seqno");
     }
 
+    fn arith(
+        key: &[u8],
+        increment: bool,
+        delta: u64,
+        initial: u64,
+        expiry_wire: u32,
+    ) -> ArithmeticRequest<'_> {
+        ArithmeticRequest {
+            key,
+            increment,
+            delta,
+            initial,
+            expiry_wire,
+            cas: Cas::ZERO,
+        }
+    }
+
     #[test]
     fn arithmetic_and_concat() {
         let mut v = vb();
         let c = ctx(1000);
         assert_eq!(
-            v.arithmetic(b"n", true, 1, 5, u32::MAX, Cas::ZERO, &c),
+            v.arithmetic(
+                &ArithmeticRequest {
+                    key: b"n",
+                    increment: true,
+                    delta: 1,
+                    initial: 5,
+                    expiry_wire: u32::MAX,
+                    cas: Cas::ZERO
+                },
+                &c
+            ),
             Err(EngineError::KeyNotFound)
         );
         assert_eq!(
-            v.arithmetic(b"n", true, 1, 5, 0, Cas::ZERO, &c).unwrap().0,
+            v.arithmetic(
+                &ArithmeticRequest {
+                    key: b"n",
+                    increment: true,
+                    delta: 1,
+                    initial: 5,
+                    expiry_wire: 0,
+                    cas: Cas::ZERO
+                },
+                &c
+            )
+            .unwrap()
+            .0,
             5
         );
         assert_eq!(
-            v.arithmetic(b"n", true, 10, 0, 0, Cas::ZERO, &c).unwrap().0,
+            v.arithmetic(
+                &ArithmeticRequest {
+                    key: b"n",
+                    increment: true,
+                    delta: 10,
+                    initial: 0,
+                    expiry_wire: 0,
+                    cas: Cas::ZERO
+                },
+                &c
+            )
+            .unwrap()
+            .0,
             15
         );
         assert_eq!(
-            v.arithmetic(b"n", false, 100, 0, 0, Cas::ZERO, &c)
-                .unwrap()
-                .0,
+            v.arithmetic(
+                &ArithmeticRequest {
+                    key: b"n",
+                    increment: false,
+                    delta: 100,
+                    initial: 0,
+                    expiry_wire: 0,
+                    cas: Cas::ZERO
+                },
+                &c
+            )
+            .unwrap()
+            .0,
             0
         );
         v.store(&set(b"s", b"abc", StoreKind::Set, 0), Datatype::RAW, &c)
             .unwrap();
         assert_eq!(
-            v.arithmetic(b"s", true, 1, 0, 0, Cas::ZERO, &c),
+            v.arithmetic(
+                &ArithmeticRequest {
+                    key: b"s",
+                    increment: true,
+                    delta: 1,
+                    initial: 0,
+                    expiry_wire: 0,
+                    cas: Cas::ZERO
+                },
+                &c
+            ),
             Err(EngineError::DeltaBadValue)
         );
         v.concat(b"s", true, b"d", Cas::ZERO, &c).unwrap();

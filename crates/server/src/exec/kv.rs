@@ -3,7 +3,7 @@
 use super::{Next, Responder};
 use crate::node::Node;
 use bytes::Bytes;
-use sluice_engine::{Document, EngineError, Mutation, StoreKind, StoreRequest};
+use sluice_engine::{ArithmeticRequest, Document, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{Command, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
 use sluice_types::{Cas, Datatype, VbId};
@@ -75,7 +75,17 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             initial,
             expiry,
         } => bucket
-            .arithmetic(vb, key, *increment, *delta, *initial, *expiry, cas)
+            .arithmetic(
+                vb,
+                &ArithmeticRequest {
+                    key,
+                    increment: *increment,
+                    delta: *delta,
+                    initial: *initial,
+                    expiry_wire: *expiry,
+                    cas,
+                },
+            )
             .map(|(value, m)| finish_mutation(req, &mut r, m, &value.to_be_bytes())),
         Command::Concat { append, key, value } => bucket
             .concat(vb, key, *append, value, cas)
