@@ -721,81 +721,22 @@ mod tests {
         let mut v = vb();
         let c = ctx(1000);
         assert_eq!(
-            v.arithmetic(
-                &ArithmeticRequest {
-                    key: b"n",
-                    increment: true,
-                    delta: 1,
-                    initial: 5,
-                    expiry_wire: u32::MAX,
-                    cas: Cas::ZERO
-                },
-                &c
-            ),
+            v.arithmetic(&arith(b"n", true, 1, 5, u32::MAX), &c),
             Err(EngineError::KeyNotFound)
         );
+        assert_eq!(v.arithmetic(&arith(b"n", true, 1, 5, 0), &c).unwrap().0, 5);
         assert_eq!(
-            v.arithmetic(
-                &ArithmeticRequest {
-                    key: b"n",
-                    increment: true,
-                    delta: 1,
-                    initial: 5,
-                    expiry_wire: 0,
-                    cas: Cas::ZERO
-                },
-                &c
-            )
-            .unwrap()
-            .0,
-            5
-        );
-        assert_eq!(
-            v.arithmetic(
-                &ArithmeticRequest {
-                    key: b"n",
-                    increment: true,
-                    delta: 10,
-                    initial: 0,
-                    expiry_wire: 0,
-                    cas: Cas::ZERO
-                },
-                &c
-            )
-            .unwrap()
-            .0,
+            v.arithmetic(&arith(b"n", true, 10, 0, 0), &c).unwrap().0,
             15
         );
         assert_eq!(
-            v.arithmetic(
-                &ArithmeticRequest {
-                    key: b"n",
-                    increment: false,
-                    delta: 100,
-                    initial: 0,
-                    expiry_wire: 0,
-                    cas: Cas::ZERO
-                },
-                &c
-            )
-            .unwrap()
-            .0,
+            v.arithmetic(&arith(b"n", false, 100, 0, 0), &c).unwrap().0,
             0
         );
         v.store(&set(b"s", b"abc", StoreKind::Set, 0), Datatype::RAW, &c)
             .unwrap();
         assert_eq!(
-            v.arithmetic(
-                &ArithmeticRequest {
-                    key: b"s",
-                    increment: true,
-                    delta: 1,
-                    initial: 0,
-                    expiry_wire: 0,
-                    cas: Cas::ZERO
-                },
-                &c
-            ),
+            v.arithmetic(&arith(b"s", true, 1, 0, 0), &c),
             Err(EngineError::DeltaBadValue)
         );
         v.concat(b"s", true, b"d", Cas::ZERO, &c).unwrap();
