@@ -1,0 +1,198 @@
+//! `--in-process`: the engine called directly from threads, no sockets, no protocol. What the
+//! engine can do on this machine, as a ceiling for the network numbers.
+
+use serde::Serialize;
+use sluice_engine::{
+    Bucket, BucketConfig, BucketType, Cas, Datatype, EngineError, StoreKind, StoreRequest,
+    SystemClock, VbId,
+};
+use sluice_storage::{FjallStore, Store};
+use sluice_types::vbucket_of;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::BenchError;
+use crate::report::median;
+use crate::workload::{key, Op, Rng, Workload};
+
+/// Operations between two clock reads: keeps `Instant::now()` out of the per-op cost.
+const OPS_PER_CLOCK_READ: u64 = 32;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InProcessResult {
+    pub bucket_type: &'static str,
+    pub threads: usize,
+    /// ops/s of each run.
+    pub runs_ops_per_s: Vec<f64>,
+    pub median_ops_per_s: f64,
+    pub get_misses: u64,
+    pub errors: u64,
+}
+
+pub struct InProcessSpec {
+    /// Bumped by every thread every [`OPS_PER_CLOCK_READ`] operations, for the progress bar.
+    pub completed: Arc<AtomicU64>,
+    pub threads: usize,
+    pub quota_bytes: u64,
+    pub num_vbuckets: u16,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub runs: u32,
+}
+
+/// Runs the load on an ephemeral bucket, then on a couchbase bucket. Blocking: call it from
+/// a blocking thread.
+pub fn run_all(spec: &InProcessSpec, work: &Workload) -> Result<Vec<InProcessResult>, BenchError> {
+    let mut out = Vec::new();
+    for bucket_type in [BucketType::Ephemeral, BucketType::Couchbase] {
+        out.push(run_bucket(spec, work, bucket_type)?);
+    }
+    Ok(out)
+}
+
+fn run_bucket(
+    spec: &InProcessSpec,
+    work: &Workload,
+    bucket_type: BucketType,
+) -> Result<InProcessResult, BenchError> {
+    let dir = tempfile::Builder::new()
+        .prefix("sluice-bench-ip-")
+        .tempdir()?;
+    let mut config = BucketConfig::new("bench", bucket_type);
+    config.quota_bytes = spec.quota_bytes;
+    config.num_vbuckets = spec.num_vbuckets;
+    let store: Option<Arc<dyn Store>> = match bucket_type {
+        BucketType::Couchbase => Some(Arc::new(FjallStore::open(dir.path())?)),
+        BucketType::Ephemeral => None,
+    };
+    let bucket = Bucket::open(config, store, Arc::new(SystemClock))?;
+    prefill(&bucket, work, spec.threads)?;
+    let mut runs = Vec::new();
+    let (mut misses, mut errors) = (0, 0);
+    for run in 0..spec.runs {
+        let t = timed_run(&bucket, work, spec, u64::from(run));
+        runs.push(t.ops as f64 / spec.duration.as_secs_f64());
+        misses += t.misses;
+        errors += t.errors;
+    }
+    bucket.shutdown()?;
+    Ok(InProcessResult {
+        bucket_type: match bucket_type {
+            BucketType::Couchbase => "couchbase",
+            BucketType::Ephemeral => "ephemeral",
+        },
+        threads: spec.threads,
+        median_ops_per_s: median(&runs),
+        runs_ops_per_s: runs,
+        get_misses: misses,
+        errors,
+    })
+}
+
+fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), BenchError> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads as u64)
+            .map(|t| {
+                s.spawn(move || {
+                    for i in (t..work.keys).step_by(threads) {
+                        set(bucket, &key(i), &work.value)?;
+                    }
+                    Ok::<_, EngineError>(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("prefill thread panicked")?;
+        }
+        Ok(())
+    })
+}
+
+#[derive(Default)]
+struct ThreadTally {
+    ops: u64,
+    misses: u64,
+    errors: u64,
+}
+
+fn timed_run(bucket: &Bucket, work: &Workload, spec: &InProcessSpec, run: u64) -> ThreadTally {
+    let start = Instant::now();
+    let measure_from = start + spec.warmup;
+    let end = measure_from + spec.duration;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..spec.threads as u64)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut rng = Rng::new(run * 1_000_003 + t);
+                    let mut tally = ThreadTally::default();
+                    let mut now = Instant::now();
+                    while now < end {
+                        let measuring = now >= measure_from;
+                        for _ in 0..OPS_PER_CLOCK_READ {
+                            let (op, i) = work.next(&mut rng);
+                            let outcome = one_op(bucket, work, op, &key(i));
+                            if measuring {
+                                tally.ops += 1;
+                                match outcome {
+                                    Ok(()) => {}
+                                    Err(EngineError::KeyNotFound) => tally.misses += 1,
+                                    Err(_) => tally.errors += 1,
+                                }
+                            }
+                        }
+                        spec.completed
+                            .fetch_add(OPS_PER_CLOCK_READ, Ordering::Relaxed);
+                        now = Instant::now();
+                    }
+                    tally
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("load thread panicked"))
+            .fold(ThreadTally::default(), |a, b| ThreadTally {
+                ops: a.ops + b.ops,
+                misses: a.misses + b.misses,
+                errors: a.errors + b.errors,
+            })
+    })
+}
+
+fn one_op(bucket: &Bucket, work: &Workload, op: Op, k: &[u8]) -> Result<(), EngineError> {
+    match op {
+        Op::Get => get(bucket, k),
+        Op::Set => set(bucket, k, &work.value),
+    }
+}
+
+fn vb(bucket: &Bucket, k: &[u8]) -> VbId {
+    vbucket_of(k, bucket.num_vbuckets())
+}
+
+fn get(bucket: &Bucket, k: &[u8]) -> Result<(), EngineError> {
+    let vb = vb(bucket, k);
+    match bucket.get(vb, k) {
+        // An evicted value is read back outside the lock, then the get is retried once.
+        Err(EngineError::NeedsFetch) => {
+            bucket.fetch(vb, k)?;
+            bucket.get(vb, k).map(|_| ())
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+fn set(bucket: &Bucket, k: &[u8], value: &[u8]) -> Result<(), EngineError> {
+    let req = StoreRequest {
+        kind: StoreKind::Set,
+        key: k,
+        value,
+        flags: 0,
+        expiry_wire: 0,
+        datatype: Datatype::RAW,
+        cas: Cas::ZERO,
+        preserve_ttl: false,
+    };
+    bucket.store(vb(bucket, k), &req).map(|_| ())
+}

@@ -1,0 +1,101 @@
+//! One timed run: every connection drives the same window; their tallies are merged.
+
+use serde::Serialize;
+use sluice_client::Client;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+use crate::error::BenchError;
+use crate::latency::LatencySummary;
+use crate::load::{drive, Tally, Window};
+use crate::pacer::Pacer;
+use crate::workload::{Rng, Workload};
+
+/// Gives every task time to be scheduled before the first send, so connection 0 does not
+/// start ahead of connection 49.
+const START_DELAY: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec {
+    pub pipeline: usize,
+    /// Total ops/s for the open loop; `None` = closed loop.
+    pub rate_ops_per_s: Option<f64>,
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+/// The measured part of one run, over all connections.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunResult {
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub gets: u64,
+    pub sets: u64,
+    pub get_misses: u64,
+    pub errors: u64,
+    pub behind_schedule: u64,
+    /// From the scheduled send (open loop) or the actual send (closed loop).
+    pub latency: LatencySummary,
+    /// From the actual send.
+    pub service_latency: LatencySummary,
+}
+
+/// Runs `spec` on `clients` (one task each) and gives the clients back for the next run.
+/// `seed` makes each run's key sequence differ while staying reproducible.
+pub async fn run(
+    clients: Vec<Client>,
+    work: Arc<Workload>,
+    spec: RunSpec,
+    seed: u64,
+    completed: Arc<AtomicU64>,
+) -> Result<(Vec<Client>, RunResult), BenchError> {
+    let start = Instant::now() + START_DELAY;
+    let window = Window {
+        measure_from: start + spec.warmup,
+        end: start + spec.warmup + spec.duration,
+    };
+    let n = clients.len() as u64;
+    let mut tasks = JoinSet::new();
+    for (i, mut client) in clients.into_iter().enumerate() {
+        let i = i as u64;
+        let work = work.clone();
+        let completed = completed.clone();
+        let pacer = spec.rate_ops_per_s.map(|r| Pacer::new(start, r, n, i));
+        let rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(i));
+        tasks.spawn(async move {
+            tokio::time::sleep_until(start.into()).await;
+            let tally = drive(
+                &mut client,
+                &work,
+                window,
+                spec.pipeline,
+                pacer,
+                rng,
+                &completed,
+            )
+            .await?;
+            Ok::<_, BenchError>((client, tally))
+        });
+    }
+    let mut clients = Vec::with_capacity(n as usize);
+    let mut total = Tally::default();
+    while let Some(joined) = tasks.join_next().await {
+        let (client, tally) = joined.map_err(|e| BenchError::Io(std::io::Error::other(e)))??;
+        total.merge(&tally);
+        clients.push(client);
+    }
+    let result = RunResult {
+        ops: total.ops,
+        ops_per_s: total.ops as f64 / spec.duration.as_secs_f64(),
+        gets: total.gets,
+        sets: total.sets,
+        get_misses: total.get_misses,
+        errors: total.errors,
+        behind_schedule: total.behind_schedule,
+        latency: total.latency.summary(),
+        service_latency: total.service.summary(),
+    };
+    Ok((clients, result))
+}

@@ -1,0 +1,122 @@
+//! Where the load goes. A [`Target`] is an address plus how to bootstrap a connection there,
+//! and owns the process behind it when the bench started one.
+
+use sluice_client::{Client, ConnectOptions};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+use crate::args::KvArgs;
+use crate::error::BenchError;
+use crate::process::{free_port, loopback_addr, ChildProcess};
+
+/// How long a started server gets to accept connections and serve its bucket.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub struct Target {
+    /// "sluice" or "memcached": the row name in the report.
+    pub name: &'static str,
+    pub addr: SocketAddr,
+    pub options: ConnectOptions,
+    /// The server process and its data directory, when the bench started it.
+    owned: Option<(ChildProcess, TempDir)>,
+}
+
+impl Target {
+    /// Stops the process the bench started, if any.
+    pub async fn stop(self) -> Result<(), BenchError> {
+        if let Some((process, _dir)) = self.owned {
+            process.stop().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Sluice: the server at `--connect`, or one the bench starts from its own executable
+/// (the `sluice` binary, whose `server` subcommand this is).
+pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
+    let options = ConnectOptions::sluice(&args.username, &args.password, &args.bucket);
+    if let Some(addr) = &args.connect {
+        return Ok(Target {
+            name: "sluice",
+            addr: loopback_addr(addr)?,
+            options,
+            owned: None,
+        });
+    }
+    let dir = tempfile::Builder::new().prefix("sluice-bench-").tempdir()?;
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir)?;
+    let (kv_port, admin_port) = (free_port()?, free_port()?);
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("server")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .args(["--kv-port", &kv_port.to_string()])
+        .args(["--admin-port", &admin_port.to_string()])
+        .args(["--bucket-type", args.bucket_type.as_str()])
+        .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
+        .args(["--vbuckets", &args.vbuckets.to_string()])
+        .args(["--bucket", &args.bucket])
+        // Credentials through the environment the server reads, not argv (visible in `ps`).
+        .env("SLUICE_USERNAME", &args.username)
+        .env("SLUICE_PASSWORD", &args.password);
+    let mut process = ChildProcess::spawn("sluice server", cmd, &dir.path().join("server.log"))?;
+    let addr: SocketAddr = ([127, 0, 0, 1], kv_port).into();
+    process.wait_for_port(addr, READY_TIMEOUT).await?;
+    // The port may open before the bucket is served: ready means a full bootstrap works.
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        process.check_running()?;
+        match Client::connect(addr, options.clone()).await {
+            Ok(_) => break,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(last) => {
+                return Err(BenchError::NeverServed {
+                    waited: READY_TIMEOUT,
+                    log: process.log().to_path_buf(),
+                    last,
+                })
+            }
+        }
+    }
+    Ok(Target {
+        name: "sluice",
+        addr,
+        options,
+        owned: Some((process, dir)),
+    })
+}
+
+/// An existing memcached (`--target-memcached`).
+pub fn existing_memcached(addr: &str) -> Result<Target, BenchError> {
+    Ok(Target {
+        name: "memcached",
+        addr: loopback_addr(addr)?,
+        options: ConnectOptions::plain(),
+        owned: None,
+    })
+}
+
+/// A memcached started like the baseline's: `-t 2 -m 2048 -c 1024 -U 0` on loopback.
+pub async fn start_memcached(args: &KvArgs) -> Result<Target, BenchError> {
+    let dir = tempfile::Builder::new()
+        .prefix("sluice-bench-mc-")
+        .tempdir()?;
+    let port = free_port()?;
+    let mut cmd = Command::new(&args.memcached_bin);
+    cmd.args(["-u", "root", "-l", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-t", "2", "-m", "2048", "-c", "1024", "-U", "0"]);
+    let mut process = ChildProcess::spawn("memcached", cmd, &dir.path().join("memcached.log"))?;
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    process.wait_for_port(addr, READY_TIMEOUT).await?;
+    Ok(Target {
+        name: "memcached",
+        addr,
+        options: ConnectOptions::plain(),
+        owned: Some((process, dir)),
+    })
+}

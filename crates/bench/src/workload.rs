@@ -1,0 +1,126 @@
+//! What the load is made of: a key space of 32-byte keys (memaslap's size), one value, the
+//! get/set mix, and a tiny seeded RNG so each connection's sequence is reproducible and costs
+//! a few nanoseconds per operation.
+
+use bytes::Bytes;
+
+/// Every key is this long, like memaslap's default.
+pub const KEY_BYTES: usize = 32;
+const KEY_PREFIX: &[u8] = b"sluice:";
+
+pub type Key = [u8; KEY_BYTES];
+
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub keys: u64,
+    pub get_ratio: f64,
+    pub value: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Get,
+    Set,
+}
+
+impl Workload {
+    pub fn new(keys: u64, get_ratio: f64, value_bytes: usize) -> Workload {
+        // Printable and not JSON, so no server spends time on datatype detection differences.
+        let value: Vec<u8> = (0..value_bytes).map(|i| b'a' + (i % 26) as u8).collect();
+        Workload {
+            keys,
+            get_ratio,
+            value: Bytes::from(value),
+        }
+    }
+
+    /// Picks the next operation and key uniformly over the key space.
+    pub fn next(&self, rng: &mut Rng) -> (Op, u64) {
+        let op = if rng.next_f64() < self.get_ratio {
+            Op::Get
+        } else {
+            Op::Set
+        };
+        (op, rng.next_u64() % self.keys)
+    }
+}
+
+/// Key `i` as `sluice:` followed by zero-padded decimal digits, 32 bytes in all.
+pub fn key(i: u64) -> Key {
+    let mut k = [b'0'; KEY_BYTES];
+    k[..KEY_PREFIX.len()].copy_from_slice(KEY_PREFIX);
+    let mut n = i;
+    let mut pos = KEY_BYTES;
+    while n > 0 && pos > KEY_PREFIX.len() {
+        pos -= 1;
+        k[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    k
+}
+
+/// xorshift64*: not cryptographic, just fast and seedable.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        // A zero state would stay zero; splitmix the seed so nearby seeds diverge at once.
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_32_bytes_distinct_and_readable() {
+        assert_eq!(&key(0), b"sluice:0000000000000000000000000");
+        assert_eq!(&key(42), b"sluice:0000000000000000000000042");
+        assert_eq!(key(u64::MAX).len(), KEY_BYTES);
+        assert_ne!(key(1), key(10));
+    }
+
+    #[test]
+    fn the_mix_follows_the_get_ratio() {
+        let w = Workload::new(1000, 0.9, 16);
+        let mut rng = Rng::new(7);
+        let gets = (0..100_000)
+            .filter(|_| w.next(&mut rng).0 == Op::Get)
+            .count();
+        assert!((89_000..91_000).contains(&gets), "{gets}");
+        let all_sets = Workload::new(10, 0.0, 16);
+        assert!((0..1000).all(|_| all_sets.next(&mut rng).0 == Op::Set));
+        let all_gets = Workload::new(10, 1.0, 16);
+        assert!((0..1000).all(|_| all_gets.next(&mut rng).0 == Op::Get));
+    }
+
+    #[test]
+    fn keys_cover_the_space_and_seeds_differ() {
+        let w = Workload::new(8, 0.5, 16);
+        let mut rng = Rng::new(1);
+        let mut seen = [false; 8];
+        for _ in 0..1000 {
+            seen[w.next(&mut rng).1 as usize] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
+        assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
+        assert_eq!(w.value.len(), 16);
+    }
+}

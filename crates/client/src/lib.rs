@@ -1,0 +1,60 @@
+//! An async (tokio) client for Sluice, and for plain memcached, over the binary protocol.
+//!
+//! Layout:
+//! - `client`          — [`Client`]: connect, opaque assignment, the pipelined low-level API
+//!   ([`Client::send_request`] / [`Client::read_response`]) and the one-request round trip the
+//!   typed operations share;
+//! - `connection`      — bytes ↔ frames on one TCP stream, with a bounded read buffer;
+//! - `bootstrap`       — HELLO, SASL (SCRAM via `sluice-sasl`), SELECT_BUCKET, cluster config;
+//! - `cluster_config`  — the few fields of the cluster map JSON the client needs;
+//! - `kv`              — get / set / add / replace / delete / incr / decr;
+//! - `admin`           — noop, stats, observe_seqno, get_cluster_config;
+//! - `options`, `response`, `results`, `error`.
+//!
+//! The codec is `sluice-proto`'s, shared with the server: this crate only adds I/O.
+//!
+//! ```no_run
+//! use sluice_client::{Client, ConnectOptions, Opcode, Packet, StoreOptions};
+//!
+//! # async fn demo() -> Result<(), sluice_client::ClientError> {
+//! let opts = ConnectOptions::sluice("Administrator", "password", "default");
+//! let mut c = Client::connect("127.0.0.1:11210", opts).await?;
+//! c.set(b"k", b"v", StoreOptions::default()).await?;
+//! assert_eq!(&c.get(b"k").await?.value[..], b"v");
+//!
+//! // Pipelined: several requests in flight, answers read in order.
+//! for key in [&b"a"[..], b"b", b"c"] {
+//!     let vb = c.vbucket_of(key).0;
+//!     c.queue_request(Packet::request(Opcode::Get.byte(), vb, 0).key(key));
+//! }
+//! c.flush().await?;
+//! while c.in_flight() > 0 {
+//!     let answer = c.read_response().await?;
+//!     println!("opaque {} status {:?}", answer.opaque, answer.status());
+//! }
+//! # Ok(())
+//! # }
+//! ```
+#![deny(unsafe_code)]
+
+mod admin;
+mod bootstrap;
+mod client;
+mod cluster_config;
+mod connection;
+mod error;
+mod kv;
+mod options;
+mod response;
+mod results;
+
+pub use client::Client;
+pub use connection::READ_BUFFER_BYTES_MAX;
+pub use error::ClientError;
+pub use options::{ConnectOptions, AGENT, DEFAULT_FEATURES};
+pub use response::Response;
+pub use results::{GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions};
+
+// Re-exported so callers of the low-level API need not depend on the codec crate directly.
+pub use sluice_proto::encode::Packet;
+pub use sluice_proto::{Feature, Opcode, Status};
