@@ -72,7 +72,7 @@ pub struct ServerArgs {
     /// How often the expiry pager removes expired documents, in seconds.
     #[arg(long, env = "SLUICE_EXPIRY_PAGER_INTERVAL_S", default_value_t = 10)]
     pub expiry_pager_interval_s: u64,
-    /// Runtime worker threads (default: one per core).
+    /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
 }
@@ -100,6 +100,9 @@ impl ServerArgs {
         c.connections_max = self.max_connections;
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
+        if let Some(w) = self.workers {
+            c.connection_threads = w.max(1);
+        }
         c
     }
 }
@@ -113,11 +116,12 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.max_connections > 0,
         "--max-connections must be positive"
     );
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(w) = args.workers {
-        rt.worker_threads(w.max(1));
-    }
-    let rt = rt.enable_all().build()?;
+    // The main runtime only accepts, serves admin HTTP and runs blocking disk work; the
+    // connections have their own threads.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
     rt.block_on(sluice_server::run_until(args.to_config(), stop_signal()))
 }
 

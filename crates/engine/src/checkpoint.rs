@@ -156,6 +156,21 @@ impl CheckpointManager {
         self.mem_bytes as isize - before
     }
 
+    /// Whether a queued item would be kept: some cursor may read it, or the open checkpoint
+    /// already holds items. When not, [`Self::skip`] records the seqno without an item.
+    pub fn has_readers(&self) -> bool {
+        !self.cursors.is_empty() || !self.checkpoints.back().is_some_and(|c| c.items.is_empty())
+    }
+
+    /// Moves past a seqno nobody will read (see [`Self::has_readers`]).
+    pub fn skip(&mut self, seqno: Seqno) {
+        debug_assert!(!self.has_readers());
+        let open = self.open_mut();
+        assert!(seqno > open.high_seqno, "seqnos increase");
+        open.snap_start = seqno.next();
+        open.high_seqno = seqno;
+    }
+
     /// Closes the open checkpoint (if it holds anything) and opens a new one; frees what no
     /// cursor needs. Returns the memory delta.
     pub fn close_open_checkpoint(&mut self) -> isize {

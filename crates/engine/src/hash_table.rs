@@ -26,6 +26,11 @@ pub const ENTRY_OVERHEAD_BYTES: usize =
     std::mem::size_of::<(Box<[u8]>, StoredValue)>() * 3 / 2 + 16;
 
 impl StoredValue {
+    /// A live document whose value is in memory.
+    pub fn is_resident_value(&self) -> bool {
+        self.value.is_some() && !self.meta.deleted
+    }
+
     pub fn resident_value_bytes(&self) -> usize {
         self.value.as_ref().map_or(0, |v| v.len())
     }
@@ -48,6 +53,37 @@ impl HashTable {
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut StoredValue> {
         self.map.get_mut(key)
+    }
+
+    /// Replaces the key's entry with `make(previous)`, with one probe of the table; returns
+    /// the byte delta (new − old).
+    pub fn replace_with(
+        &mut self,
+        key: &[u8],
+        make: impl FnOnce(Option<&StoredValue>) -> StoredValue,
+    ) -> isize {
+        let (delta, new_resident, old) = match self.map.entry_ref(key) {
+            hashbrown::hash_map::EntryRef::Occupied(mut o) => {
+                let sv = make(Some(o.get()));
+                let new_bytes = entry_bytes(key.len(), &sv) as isize;
+                let resident = sv.is_resident_value();
+                let old = std::mem::replace(o.get_mut(), sv);
+                let delta = new_bytes - entry_bytes(key.len(), &old) as isize;
+                (delta, resident, Some(old))
+            }
+            hashbrown::hash_map::EntryRef::Vacant(v) => {
+                let sv = make(None);
+                let new_bytes = entry_bytes(key.len(), &sv) as isize;
+                let resident = sv.is_resident_value();
+                v.insert(sv);
+                (new_bytes, resident, None)
+            }
+        };
+        self.count_resident(new_resident, 1);
+        if let Some(old) = old {
+            self.count_resident(old.is_resident_value(), -1);
+        }
+        delta
     }
 
     /// Inserts or replaces; returns the byte delta (new − old).
@@ -111,10 +147,14 @@ impl HashTable {
         n
     }
 
-    fn count(&mut self, sv: &StoredValue, sign: isize) {
-        if sv.value.is_some() && !sv.meta.deleted {
+    fn count_resident(&mut self, resident: bool, sign: isize) {
+        if resident {
             self.resident_values = self.resident_values.wrapping_add_signed(sign);
         }
+    }
+
+    fn count(&mut self, sv: &StoredValue, sign: isize) {
+        self.count_resident(sv.is_resident_value(), sign);
     }
 
     pub fn resident_values(&self) -> usize {

@@ -124,56 +124,45 @@ impl VbInner {
         }
     }
 
-    /// Makes sure the hash table can answer for `key`: when metadata was evicted and the key
-    /// is not in memory, its state is on disk only, and the caller must fetch it first.
-    fn resolve(&self, key: &[u8]) -> Result<(), EngineError> {
-        if self.keys_evicted && self.ht.get(key).is_none() {
-            Err(EngineError::NeedsFetch)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The live (not deleted, not expired) version of a key.
-    fn live(&self, key: &[u8], now_s: u32) -> Option<&StoredValue> {
-        self.ht
-            .get(key)
-            .filter(|sv| !sv.meta.deleted && !sv.meta.expiry.is_expired(now_s))
-    }
-
-    /// Expires the key if its time has passed. Returns whether it did.
-    fn expire_if_due(&mut self, key: &[u8], ctx: &OpCtx) -> bool {
-        let due = self
-            .ht
-            .get(key)
-            .is_some_and(|sv| !sv.meta.deleted && sv.meta.expiry.is_expired(ctx.now_unix_s));
-        if due {
+    /// The key's live version's metadata, with one probe of the table. Expires it first if
+    /// its time has passed (then it is not live). When metadata was evicted and the key is not
+    /// in memory, its state is on disk only: `NeedsFetch`.
+    fn live_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
+        let meta = match self.ht.get(key) {
+            None if self.keys_evicted => return Err(EngineError::NeedsFetch),
+            None => return Ok(None),
+            Some(sv) if sv.meta.deleted => return Ok(None),
+            Some(sv) => sv.meta,
+        };
+        if meta.expiry.is_expired(ctx.now_unix_s) {
             self.write_tombstone(key, ctx, QueueOp::Expiration);
+            return Ok(None);
         }
-        due
+        Ok(Some(meta))
+    }
+
+    /// Like [`Self::live_meta`], with the value (`NeedsFetch` if it is evicted).
+    fn live_value(
+        &mut self,
+        key: &[u8],
+        ctx: &OpCtx,
+    ) -> Result<Option<(ItemMeta, Bytes)>, EngineError> {
+        let Some(meta) = self.live_meta(key, ctx)? else {
+            return Ok(None);
+        };
+        let sv = self.ht.get(key).expect("live_meta found it");
+        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+        Ok(Some((meta, value)))
     }
 
     /// Assigns seqno, CAS and rev to a new version, stores it and queues it.
     fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
-        debug_assert!(
-            !self.keys_evicted || self.ht.get(key).is_some(),
-            "callers resolve a non-resident key with a disk read before writing it"
-        );
-        let (rev_seqno, was_live) = match self.ht.get(key) {
-            Some(old) => (old.meta.rev_seqno + 1, !old.meta.deleted),
-            None => (self.max_deleted_rev + 1, false),
-        };
-        match (was_live, v.deleted) {
-            (false, false) => self.num_items += 1,
-            (true, true) => self.num_items -= 1,
-            _ => {}
-        }
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
         let cas = self.hlc.next(ctx.now_unix_ns);
-        let meta = ItemMeta {
+        let mut meta = ItemMeta {
             seqno,
-            rev_seqno,
+            rev_seqno: 0,
             cas,
             flags: v.flags,
             expiry: v.expiry,
@@ -181,19 +170,37 @@ impl VbInner {
             deleted: v.deleted,
             delete_time: if v.deleted { ctx.now_unix_s } else { 0 },
         };
-        let sv = StoredValue {
-            meta,
-            value: Some(v.value.clone()),
-            dirty: ctx.persistent,
-            referenced: true,
-        };
-        self.mem_delta += self.ht.upsert(key, sv);
-        self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
-            key: Bytes::copy_from_slice(key),
-            meta,
-            value: v.value,
-            op: v.op,
+        let (max_deleted_rev, keys_evicted) = (self.max_deleted_rev, self.keys_evicted);
+        let mut was_live = false;
+        self.mem_delta += self.ht.replace_with(key, |old| {
+            assert!(
+                old.is_some() || !keys_evicted,
+                "a non-resident key is read from disk before it is written"
+            );
+            meta.rev_seqno = old.map_or(max_deleted_rev, |o| o.meta.rev_seqno) + 1;
+            was_live = old.is_some_and(|o| !o.meta.deleted);
+            StoredValue {
+                meta,
+                value: Some(v.value.clone()),
+                dirty: ctx.persistent,
+                referenced: true,
+            }
         });
+        match (was_live, v.deleted) {
+            (false, false) => self.num_items += 1,
+            (true, true) => self.num_items -= 1,
+            _ => {}
+        }
+        if self.checkpoints.has_readers() {
+            self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
+                key: Bytes::copy_from_slice(key),
+                meta,
+                value: v.value,
+                op: v.op,
+            });
+        } else {
+            self.checkpoints.skip(seqno);
+        }
         Mutation {
             cas,
             seqno,
@@ -218,27 +225,33 @@ impl VbInner {
 
     pub fn get(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Document, EngineError> {
         self.require_active()?;
-        self.resolve(key)?;
-        if self.expire_if_due(key, ctx) {
-            return Err(EngineError::KeyNotFound);
+        let keys_evicted = self.keys_evicted;
+        match self.ht.get_mut(key) {
+            None if keys_evicted => Err(EngineError::NeedsFetch),
+            None => Err(EngineError::KeyNotFound),
+            Some(sv) if sv.meta.deleted => Err(EngineError::KeyNotFound),
+            Some(sv) if !sv.meta.expiry.is_expired(ctx.now_unix_s) => {
+                let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+                sv.referenced = true;
+                Ok(Document {
+                    meta: sv.meta,
+                    value,
+                })
+            }
+            Some(_) => {
+                self.write_tombstone(key, ctx, QueueOp::Expiration);
+                Err(EngineError::KeyNotFound)
+            }
         }
-        let sv = self
-            .ht
-            .get_mut(key)
-            .filter(|sv| !sv.meta.deleted)
-            .ok_or(EngineError::KeyNotFound)?;
-        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
-        sv.referenced = true;
-        Ok(Document {
-            meta: sv.meta,
-            value,
-        })
     }
 
     /// Metadata of the key's current version, tombstones included, if it is in memory.
     pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
         self.require_active()?;
-        self.expire_if_due(key, ctx);
+        if self.keys_evicted && self.ht.get(key).is_none() {
+            return Ok(None); // the bucket reads the disk
+        }
+        self.live_meta(key, ctx)?;
         Ok(self
             .ht
             .get(key)
@@ -254,9 +267,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
-        self.resolve(req.key)?;
-        self.expire_if_due(req.key, ctx);
-        let live = self.live(req.key, ctx.now_unix_s).map(|sv| sv.meta);
+        let live = self.live_meta(req.key, ctx)?;
         match (req.kind, live) {
             (StoreKind::Add, Some(_)) => return Err(EngineError::KeyExists),
             (StoreKind::Replace, None) => return Err(EngineError::KeyNotFound),
@@ -286,12 +297,7 @@ impl VbInner {
 
     pub fn delete(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<Mutation, EngineError> {
         self.require_active()?;
-        self.resolve(key)?;
-        self.expire_if_due(key, ctx);
-        let live = self
-            .live(key, ctx.now_unix_s)
-            .map(|sv| sv.meta)
-            .ok_or(EngineError::KeyNotFound)?;
+        let live = self.live_meta(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
         if cas != Cas::ZERO && live.cas != cas {
             return Err(EngineError::KeyExists);
         }
@@ -299,17 +305,20 @@ impl VbInner {
     }
 
     /// The live value as plain bytes (inflated if stored compressed), or `NeedsFetch`.
-    fn live_body(&self, key: &[u8], ctx: &OpCtx) -> Result<Option<(ItemMeta, Bytes)>, EngineError> {
-        let Some(sv) = self.live(key, ctx.now_unix_s) else {
+    fn live_body(
+        &mut self,
+        key: &[u8],
+        ctx: &OpCtx,
+    ) -> Result<Option<(ItemMeta, Bytes)>, EngineError> {
+        let Some((meta, value)) = self.live_value(key, ctx)? else {
             return Ok(None);
         };
-        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
-        let value = if sv.meta.datatype.is_snappy() {
+        let value = if meta.datatype.is_snappy() {
             Bytes::from(datatype::inflate(&value)?)
         } else {
             value
         };
-        Ok(Some((sv.meta, value)))
+        Ok(Some((meta, value)))
     }
 
     pub fn arithmetic(
@@ -326,8 +335,6 @@ impl VbInner {
             cas,
         } = *req;
         self.require_active()?;
-        self.resolve(key)?;
-        self.expire_if_due(key, ctx);
         let (new_value, flags, expiry) = match self.live_body(key, ctx)? {
             None if expiry_wire == u32::MAX || cas != Cas::ZERO => {
                 return Err(EngineError::KeyNotFound)
@@ -370,8 +377,6 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
-        self.resolve(key)?;
-        self.expire_if_due(key, ctx);
         let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
         if cas != Cas::ZERO && meta.cas != cas {
             return Err(EngineError::KeyExists);
@@ -415,13 +420,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<(Document, Mutation), EngineError> {
         self.require_active()?;
-        self.resolve(key)?;
-        self.expire_if_due(key, ctx);
-        let sv = self
-            .live(key, ctx.now_unix_s)
-            .ok_or(EngineError::KeyNotFound)?;
-        let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
-        let meta = sv.meta;
+        let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
         let m = self.write(
             key,
             NewVersion {

@@ -21,6 +21,8 @@ pub struct ServerConfig {
     pub username: String,
     pub password: String,
     pub connections_max: usize,
+    /// Threads serving connections (each a single-threaded runtime).
+    pub connection_threads: usize,
     pub value_bytes_max: usize,
     /// Expiry pager interval, in seconds.
     pub expiry_pager_interval_s: u64,
@@ -43,6 +45,7 @@ impl ServerConfig {
             username: "Administrator".into(),
             password: "password".into(),
             connections_max: 10_000,
+            connection_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
             expiry_pager_interval_s: 10,
         }

@@ -6,6 +6,7 @@
 //! - `node`        — [`Node`]: the bucket, the credential store, the cluster map, counters;
 //! - `cluster_map` — the CCCP cluster-config JSON that SDKs route by;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
+//! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
 //! - `exec/`       — execution per opcode family (`kv`, `session_ops`, `vbucket_ops`, `stats`),
@@ -23,6 +24,7 @@ mod listener;
 mod metrics;
 mod node;
 mod session;
+mod workers;
 
 pub use config::ServerConfig;
 pub use node::Node;
@@ -48,8 +50,17 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
     let kv_addr = kv.local_addr()?;
     let admin_addr = admin.local_addr()?;
     node.set_bound_ports(kv_addr.port(), admin_addr.port());
+    let workers = Arc::new(workers::Workers::start(
+        node.clone(),
+        cfg.connection_threads,
+    )?);
     let mut tasks = vec![
-        tokio::spawn(listener::serve(node.clone(), kv, listener::Port::Kv)),
+        tokio::spawn(listener::serve(
+            node.clone(),
+            kv,
+            listener::Port::Kv,
+            workers.clone(),
+        )),
         tokio::spawn(admin::serve(node.clone(), admin)),
     ];
     let mut memcached_addr = None;
@@ -60,6 +71,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
             node.clone(),
             l,
             listener::Port::Memcached,
+            workers.clone(),
         )));
     }
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,

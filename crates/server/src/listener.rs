@@ -1,15 +1,15 @@
 //! Accept loops. Connections beyond `connections_max` are closed at once and counted.
 
-use crate::connection;
 use crate::node::Node;
 pub use crate::session::Port;
+use crate::workers::Workers;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-pub async fn serve(node: Arc<Node>, listener: TcpListener, port: Port) {
+pub async fn serve(node: Arc<Node>, listener: TcpListener, port: Port, workers: Arc<Workers>) {
     let slots = Arc::new(Semaphore::new(node.config.connections_max));
     loop {
         let (stream, _peer) = match listener.accept().await {
@@ -28,11 +28,6 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, port: Port) {
         };
         node.connections_total.fetch_add(1, Ordering::Relaxed);
         node.connections_current.fetch_add(1, Ordering::Relaxed);
-        let node = node.clone();
-        tokio::spawn(async move {
-            connection::handle(node.clone(), stream, port).await;
-            node.connections_current.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
-        });
+        workers.hand_off(stream, port, permit).await;
     }
 }
