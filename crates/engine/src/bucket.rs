@@ -246,13 +246,14 @@ impl Bucket {
         if let Some(meta) = self.with_vb(vb, |inner| inner.get_meta(key, &ctx))?? {
             return Ok(GetMetaResult { meta });
         }
-        // Persisted tombstones live on disk only.
+        // Not in memory: a persisted tombstone, or a document whose metadata was evicted,
+        // is on disk only.
         let Some(store) = &self.store else {
             return Err(EngineError::KeyNotFound);
         };
         match store.get(vb, key) {
-            Ok(Some(r)) if r.meta.deleted => Ok(GetMetaResult { meta: r.meta }),
-            Ok(_) => Err(EngineError::KeyNotFound),
+            Ok(Some(r)) => Ok(GetMetaResult { meta: r.meta }),
+            Ok(None) => Err(EngineError::KeyNotFound),
             Err(e) => Err(EngineError::Storage(e.to_string())),
         }
     }

@@ -61,6 +61,13 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                         }
                         next = exec::execute(&node, &mut session, &frame, &mut out);
                     }
+                    if let Next::Fetch { .. } = next {
+                        // Evicted again on every attempt (memory pressure): ask for a retry.
+                        let mut r =
+                            exec::Responder::new(&mut out, frame.opcode, frame.opaque, &session);
+                        r.error(sluice_proto::Status::Etmpfail, "value not resident; retry");
+                        next = Next::Continue;
+                    }
                     (used, next)
                 }
             };
@@ -71,11 +78,7 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     wr.write_all(&out).await?;
                     return Ok(());
                 }
-                Next::Fetch { .. } => {
-                    // Evicted again on every attempt: tell the client to retry.
-                    let mut r = exec::Responder::new(&mut out, 0, 0, &session);
-                    r.error(sluice_proto::Status::Etmpfail, "value not resident; retry");
-                }
+                Next::Fetch { .. } => unreachable!("answered above"),
                 Next::AwaitPersistence {
                     vb,
                     seqno,
