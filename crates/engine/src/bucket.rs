@@ -161,8 +161,13 @@ impl Bucket {
         let out = f(&mut inner);
         let (mem, ckpt) = inner.take_deltas();
         drop(inner);
-        self.memory.add(mem);
-        self.memory.add_checkpoint(ckpt);
+        // Reads change nothing: skip the shared counters' cache line entirely.
+        if mem != 0 {
+            self.memory.add(mem);
+        }
+        if ckpt != 0 {
+            self.memory.add_checkpoint(ckpt);
+        }
         Ok(out)
     }
 

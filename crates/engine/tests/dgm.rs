@@ -25,7 +25,10 @@ fn data_greater_than_memory_serves_every_key_across_restarts() {
         // Metadata reads see evicted documents too (from disk), before anything fetches them.
         for i in (0..n).step_by(13) {
             let k = key(i);
-            let meta = b.get_meta(vb(&b, &k), &k).expect("every document has metadata").meta;
+            let meta = b
+                .get_meta(vb(&b, &k), &k)
+                .expect("every document has metadata")
+                .meta;
             assert!(!meta.deleted, "key {i}");
         }
         for i in (0..n).step_by(7) {
