@@ -18,6 +18,7 @@ use std::time::Duration;
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
 pub fn run(bucket: &Bucket) {
+    crate::background::mark_current_thread_as_batch();
     let mut start_vb = 0usize;
     loop {
         let stopping = bucket.shutdown.load(Ordering::SeqCst);

@@ -15,6 +15,7 @@
 //! reads for evicted values are done by the caller outside the lock ([`Bucket::fetch`]).
 #![deny(unsafe_code)]
 
+mod background;
 mod bucket;
 mod checkpoint;
 mod clock;
@@ -32,6 +33,7 @@ mod stats;
 mod vbucket;
 mod warmup;
 
+pub use background::mark_current_thread_as_batch;
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
 pub use checkpoint::{CheckpointManager, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -50,7 +50,7 @@ impl Node {
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
         let store: Option<Arc<dyn sluice_storage::Store>> = match config.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
-                FjallStore::open_with(
+                open_store_in_batch_thread(
                     &bucket_dir.join("store"),
                     StoreMemory::for_quota(bc.quota_bytes),
                 )
@@ -110,6 +110,25 @@ impl Node {
     pub fn global_config_json(&self) -> Vec<u8> {
         cluster_map::global_config(self)
     }
+}
+
+/// Opens the store from a short-lived batch-class thread, so the storage engine's workers
+/// (created during open) inherit the batch scheduling class.
+fn open_store_in_batch_thread(
+    dir: &Path,
+    memory: StoreMemory,
+) -> sluice_storage::Result<FjallStore> {
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        sluice_engine::mark_current_thread_as_batch();
+        FjallStore::open_with(&dir, memory)
+    })
+    .join()
+    .unwrap_or_else(|_| {
+        Err(sluice_storage::StoreError::Io(
+            "storage open panicked".into(),
+        ))
+    })
 }
 
 fn load_or_create_identity(dir: &Path, config: &ServerConfig) -> anyhow::Result<BucketIdentity> {

@@ -11,8 +11,8 @@ use crate::plan::{plan_commit, WritePlan};
 use crate::poison::Poison;
 use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
 use fjall::{
-    Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, OwnedWriteBatch, PersistMode,
-    Readable,
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions,
+    OwnedWriteBatch, PersistMode, Readable,
 };
 use sluice_types::{Seqno, VbId};
 use std::path::Path;
@@ -89,8 +89,11 @@ impl FjallStore {
     /// Opens (or creates) the store in `dir`, bounding the engine's own memory (block cache
     /// and memtables) by `memory`.
     pub fn open_with(dir: &Path, memory: StoreMemory) -> Result<FjallStore> {
+        // One background worker: memtable flushes and compactions run in bursts, and with
+        // two they could take both cores from the connection threads for tens of ms.
         let db = Database::builder(dir)
             .cache_size(memory.cache_bytes)
+            .worker_threads(1)
             .open()
             .map_err(io)?;
         let keyspace = |name: &str| {
@@ -102,8 +105,12 @@ impl FjallStore {
             db.keyspace(name, move || {
                 let opts = KeyspaceCreateOptions::default().max_memtable_size(memtable);
                 if separate {
+                    // No compression of blobs: document values are often compressed already
+                    // (Snappy) and LZ4 showed up as background CPU.
                     opts.with_kv_separation(Some(
-                        KvSeparationOptions::default().separation_threshold(BLOB_THRESHOLD_BYTES),
+                        KvSeparationOptions::default()
+                            .separation_threshold(BLOB_THRESHOLD_BYTES)
+                            .compression(CompressionType::None),
                     ))
                 } else {
                     opts
