@@ -88,20 +88,7 @@ impl HashTable {
 
     /// Inserts or replaces; returns the byte delta (new − old).
     pub fn upsert(&mut self, key: &[u8], sv: StoredValue) -> isize {
-        let new_bytes = entry_bytes(key.len(), &sv) as isize;
-        self.count(&sv, 1);
-        match self.map.get_mut(key) {
-            Some(old) => {
-                let old_bytes = entry_bytes(key.len(), old) as isize;
-                let old = std::mem::replace(old, sv);
-                self.count(&old, -1);
-                new_bytes - old_bytes
-            }
-            None => {
-                self.map.insert(key.into(), sv);
-                new_bytes
-            }
-        }
+        self.replace_with(key, |_| sv)
     }
 
     /// Removes the entry; returns the bytes freed.
