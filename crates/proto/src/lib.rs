@@ -13,6 +13,7 @@
 //! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON).
 #![deny(unsafe_code)]
 
+pub mod dcp;
 pub mod encode;
 pub mod error_map;
 pub mod feature;
