@@ -3,10 +3,20 @@
 //!
 //! Layout:
 //! - `rollback` — does a stream request need a rollback, and to where;
+//! - `stream_request` — accept or refuse a DCP_STREAM_REQ, in the reference order;
 //! - `control` — DCP_CONTROL keys and values, typed;
 //! - `flow_control` — the connection's byte window;
+//! - `noop` — idle noops and dead-connection detection;
+//! - `change` — a change as streams see it;
+//! - `stream` — the active stream state machine (backfill ⇄ memory, markers, ending);
+//! - `producer` — one producer connection: settings, streams, fair and flow-controlled output.
 #![deny(unsafe_code)]
 
+pub mod change;
 pub mod control;
 pub mod flow_control;
+pub mod noop;
+pub mod producer;
 pub mod rollback;
+pub mod stream;
+pub mod stream_request;

@@ -53,6 +53,8 @@ pub struct Bucket {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Tombstone purges found by the pager, committed by the flusher with its next batch.
     pub(crate) pending_purges: Mutex<Vec<(VbId, Bytes, Seqno)>>,
+    /// DCP producers to wake after a write.
+    pub(crate) listeners: crate::listeners::Listeners,
 }
 
 impl Bucket {
@@ -91,6 +93,7 @@ impl Bucket {
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             pending_purges: Mutex::new(Vec::new()),
+            listeners: Default::default(),
         });
         let items: usize = bucket
             .vbuckets
@@ -158,9 +161,15 @@ impl Bucket {
     ) -> Result<T, EngineError> {
         let vbucket = self.vb(vb)?;
         let mut inner = vbucket.inner.lock();
+        let high_before = inner.high_seqno;
         let out = f(&mut inner);
         let (mem, ckpt) = inner.take_deltas();
+        let changed = inner.high_seqno != high_before;
         drop(inner);
+        if changed {
+            // Any path that writes (expiry on read included) wakes the streams.
+            self.listeners.notify(vb);
+        }
         // Reads change nothing: skip the shared counters' cache line entirely.
         if mem != 0 {
             self.memory.add(mem);
@@ -178,6 +187,9 @@ impl Bucket {
             return Err(EngineError::WritesRefused(reason));
         }
         let m = &self.memory;
+        if crate::checkpoint_recovery::needed(self) {
+            self.pager_wake.notify();
+        }
         let refuse = if m.checkpoint_used() > m.checkpoint_bytes_max {
             // Checkpoints are drained by the flusher: give it a nudge and push back.
             self.flusher_wake.notify();
@@ -202,6 +214,11 @@ impl Bucket {
         if self.store.is_some() {
             self.flusher_wake.notify();
         }
+    }
+
+    /// Registers a DCP producer to be told about writes until it is dropped.
+    pub fn add_change_listener(&self, l: &Arc<dyn crate::listeners::ChangeListener>) {
+        self.listeners.add(l);
     }
 
     fn mutate<T>(

@@ -272,6 +272,71 @@ impl CheckpointManager {
         self.mem_bytes as isize - before
     }
 
+    /// Whether `cursor` is still registered (it may have been dropped under memory pressure).
+    pub fn has_cursor(&self, cursor: CursorId) -> bool {
+        self.cursors.contains_key(&cursor)
+    }
+
+    /// Like [`Self::read`], for a cursor that may have been dropped: `None` then.
+    pub fn try_read(
+        &mut self,
+        cursor: CursorId,
+        bytes_max: usize,
+    ) -> Option<(Vec<CursorChunk>, isize)> {
+        self.has_cursor(cursor)
+            .then(|| self.read(cursor, bytes_max))
+    }
+
+    /// Frees the items every cursor has already read in the oldest checkpoint (their slots
+    /// stay, empty, so positions do not move). Returns the memory delta (non-positive).
+    pub fn expel_read_items(&mut self) -> isize {
+        let Some(front) = self.checkpoints.front() else {
+            return 0;
+        };
+        let front_id = front.id;
+        let Some(min_slot) = self
+            .cursors
+            .values()
+            .map(|c| {
+                if c.checkpoint_id == front_id {
+                    c.slot
+                } else {
+                    usize::MAX
+                }
+            })
+            .min()
+        else {
+            return 0;
+        };
+        let front = self.checkpoints.front_mut().expect("checked");
+        let upto = min_slot.min(front.items.len());
+        let mut freed = 0;
+        for slot in &mut front.items[..upto] {
+            if let Some(item) = slot.take() {
+                freed += item.mem_bytes();
+            }
+        }
+        self.mem_bytes -= freed;
+        -(freed as isize)
+    }
+
+    /// The cursor furthest behind, other than `keep` (the flusher), if it points into the
+    /// oldest checkpoint (dropping anyone else frees nothing).
+    pub fn slowest_cursor(&self, keep: Option<CursorId>) -> Option<CursorId> {
+        let front_id = self.checkpoints.front()?.id;
+        self.cursors
+            .iter()
+            .filter(|(id, c)| Some(**id) != keep && c.checkpoint_id == front_id)
+            .min_by_key(|(_, c)| c.slot)
+            .map(|(id, _)| *id)
+    }
+
+    /// First seqno the checkpoints can still deliver: a stream that needs anything older must
+    /// backfill it from disk.
+    pub fn oldest_snap_start(&self) -> Seqno {
+        self.checkpoints.front().expect("non-empty").snap_start
+    }
+
     /// Reads up to `bytes_max` (at least one item if any) for `cursor`, grouped per checkpoint,
     /// and moves the cursor past them. Returns the chunks and the memory delta from freeing.
     pub fn read(&mut self, cursor: CursorId, bytes_max: usize) -> (Vec<CursorChunk>, isize) {
@@ -500,5 +565,29 @@ mod tests {
         let (chunks, _) = m.read(c, 1);
         assert_eq!(seqnos(&chunks), vec![1]);
         assert_eq!(m.items_remaining(c), 9);
+    }
+
+    #[test]
+    fn expel_frees_what_every_cursor_read_and_slowest_is_the_one_behind() {
+        let mut m = CheckpointManager::new(Seqno(0), 100);
+        let flusher = m.register_cursor_at_oldest();
+        let slow = m.register_cursor_at_oldest();
+        for s in 1..=6 {
+            m.queue(item(&format!("k{s}"), s));
+        }
+        m.close_open_checkpoint();
+        m.read(flusher, usize::MAX);
+        m.read(slow, 1); // slow has read seqno 1 only
+        let before = m.mem_bytes();
+        assert!(m.expel_read_items() < 0);
+        assert_eq!(m.mem_bytes(), before - item("k1", 1).mem_bytes());
+        assert_eq!(m.slowest_cursor(Some(flusher)), Some(slow));
+        assert_eq!(seqnos(&m.read(slow, usize::MAX).0), vec![2, 3, 4, 5, 6]);
+        m.remove_cursor(slow);
+        assert!(
+            m.try_read(slow, 1).is_none(),
+            "a dropped cursor reads nothing"
+        );
+        assert_eq!(m.mem_bytes(), 0);
     }
 }

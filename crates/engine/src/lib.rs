@@ -9,6 +9,9 @@
 //! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync;
 //! - `warmup`     — rebuilds vbuckets from storage at start;
 //! - `pager`      — the item pager (evicts clean values) and the expiry pager;
+//! - `stream_source` — what DCP streams read: cursors and backfills;
+//! - `checkpoint_recovery` — keeps checkpoint memory in budget (drops slow cursors);
+//! - `listeners`  — wakes DCP producers when a vbucket changes;
 //! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
 //!
 //! Locking: each vbucket has one mutex; nothing slow (no I/O) ever happens under it. Disk
@@ -18,6 +21,7 @@
 mod background;
 mod bucket;
 mod checkpoint;
+mod checkpoint_recovery;
 mod clock;
 mod config;
 mod datatype;
@@ -26,25 +30,29 @@ mod flusher;
 mod hash_table;
 mod hlc;
 mod item;
+mod listeners;
 mod memory;
 mod pager;
 mod signal;
 mod stats;
+mod stream_source;
 mod vbucket;
 mod warmup;
 
 pub use background::mark_current_thread_as_batch;
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
-pub use checkpoint::{CheckpointManager, CursorId, QueueOp, QueuedItem};
+pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BucketConfig, BucketType};
 pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;
 pub use item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
+pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;
 pub use sluice_proto_free::*;
 pub use stats::BucketStats;
+pub use stream_source::{Backfill, StreamInfo};
 
 /// Re-exports that keep the engine's API free of the wire crate.
 mod sluice_proto_free {

@@ -21,6 +21,7 @@ pub fn run(bucket: &Bucket) {
     let mut last_purge = Instant::now();
     let purge_every = (bucket.config.tombstone_purge_age / 2).max(Duration::from_secs(1));
     while !bucket.shutdown.load(Ordering::SeqCst) {
+        crate::checkpoint_recovery::recover(bucket);
         if bucket.memory.above_high_watermark() {
             evict(bucket);
         }

@@ -59,6 +59,7 @@ counters! {
     incr_misses, decr_misses, cas_hits, cas_badval, cas_misses, cmd_touch, touch_hits,
     touch_misses, bg_fetches, evictions, expired_by_pager, tmp_fails,
     flusher_commits, flusher_items, flusher_bytes, tombstones_purged, items_warmed_up,
+    cursors_dropped,
 }
 
 impl BucketStats {

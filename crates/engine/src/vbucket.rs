@@ -81,6 +81,16 @@ struct NewVersion {
     op: QueueOp,
 }
 
+/// How a stored version reached its state: deletions and expirations are told apart by the
+/// tombstone's expiry (see `write_tombstone`).
+pub fn tombstone_op(meta: &ItemMeta) -> QueueOp {
+    match (meta.deleted, meta.expiry) {
+        (false, _) => QueueOp::Mutation,
+        (true, Expiry::NEVER) => QueueOp::Deletion,
+        (true, _) => QueueOp::Expiration,
+    }
+}
+
 impl VbInner {
     pub fn new(
         id: VbId,
@@ -208,12 +218,23 @@ impl VbInner {
         }
     }
 
+    /// A tombstone records how the document went: an expiration keeps the expiry that
+    /// passed (non-zero), a deletion has none. DCP backfills read it back from disk to send
+    /// EXPIRATION rather than DELETION ([`tombstone_op`]).
     fn write_tombstone(&mut self, key: &[u8], ctx: &OpCtx, op: QueueOp) -> Mutation {
+        let expiry = match op {
+            QueueOp::Expiration => self
+                .ht
+                .get(key)
+                .map_or(Expiry::NEVER, |sv| sv.meta.expiry)
+                .max(Expiry(1)),
+            _ => Expiry::NEVER,
+        };
         self.write(
             key,
             NewVersion {
                 flags: 0,
-                expiry: Expiry::NEVER,
+                expiry,
                 datatype: Datatype::RAW,
                 value: Bytes::new(),
                 deleted: true,

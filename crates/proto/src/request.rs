@@ -1,6 +1,7 @@
 //! Validation: a [`Frame`] → a typed [`Request`], checking syntax only (per-opcode extras,
 //! key and value rules, sizes, datatype bits, frame infos). Semantics are the executor's.
 
+use crate::dcp::{OpenFlags, StreamRequest};
 use crate::frame::Frame;
 use crate::frame_info::{parse_frame_infos, FrameInfos};
 use crate::opcode::Opcode;
@@ -129,6 +130,24 @@ pub enum Command<'a> {
     SeqnoPersistence {
         seqno: u64,
     },
+    /// DCP_OPEN: `name` is the connection name; `flags` decide producer or consumer.
+    DcpOpen {
+        flags: OpenFlags,
+        name: &'a [u8],
+    },
+    DcpControl {
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    /// DCP_STREAM_REQ for the header's vbucket; `value` is the optional JSON filter.
+    DcpStreamReq {
+        req: StreamRequest,
+        value: &'a [u8],
+    },
+    DcpCloseStream,
+    DcpBufferAck {
+        bytes: u32,
+    },
 }
 
 impl Command<'_> {
@@ -242,6 +261,9 @@ fn be64(b: &[u8], at: usize) -> u64 {
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_be_bytes(a)
 }
+
+/// DCP connection names are at most this long (printable ASCII).
+pub const DCP_NAME_BYTES_MAX: usize = 200;
 
 const KEY_ONLY: Shape = Shape {
     extras: &[0],
@@ -506,6 +528,56 @@ fn command<'a>(op: Opcode, f: &Frame<'a>, ctx: &ValidateCtx) -> Result<Command<'
             })?;
             Command::SeqnoPersistence {
                 seqno: be64(f.extras, 0),
+            }
+        }
+        DcpOpen => {
+            shaped(Shape {
+                extras: &[8],
+                key: Part::Required,
+                value: Part::Optional,
+            })?;
+            if f.key.len() > DCP_NAME_BYTES_MAX || !f.key.iter().all(u8::is_ascii_graphic) {
+                return Err(Status::Einval);
+            }
+            Command::DcpOpen {
+                flags: OpenFlags(be32(f.extras, 4)),
+                name: f.key,
+            }
+        }
+        DcpControl => {
+            shaped(Shape {
+                extras: &[0],
+                key: Part::Required,
+                value: Part::Required,
+            })?;
+            Command::DcpControl {
+                key: f.key,
+                value: f.value,
+            }
+        }
+        DcpStreamReq => {
+            shaped(Shape {
+                extras: &[48],
+                key: Part::None,
+                value: Part::Optional,
+            })?;
+            Command::DcpStreamReq {
+                req: StreamRequest::parse(f.extras).ok_or(Status::Einval)?,
+                value: f.value,
+            }
+        }
+        DcpCloseStream => {
+            shaped(EMPTY)?;
+            Command::DcpCloseStream
+        }
+        DcpBufferAck => {
+            shaped(Shape {
+                extras: &[4],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            Command::DcpBufferAck {
+                bytes: be32(f.extras, 0),
             }
         }
         // Known to the codec but not served on a KV session (DCP and vbucket admin are

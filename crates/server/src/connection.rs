@@ -101,6 +101,11 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                         &on_timeout
                     });
                 }
+                Next::DcpProducer { name, flags } => {
+                    wr.write_all(&out).await?;
+                    return crate::dcp::producer::run(node, session, rd, wr, inbuf, name, flags)
+                        .await;
+                }
                 Next::FlushAfter(delay) => {
                     let bucket = node.bucket.clone();
                     tokio::spawn(async move {

@@ -11,6 +11,7 @@
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
 //! - `exec/`       — execution per opcode family (`kv`, `session_ops`, `vbucket_ops`, `stats`),
 //!   each a plain function from a validated request to response bytes;
+//! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops);
 //! - `admin`       — HTTP: `/health`, `/metrics` (Prometheus), `/api/v1/buckets/{name}/stats`;
 //! - `metrics`     — the Prometheus collector over engine counters.
 #![deny(unsafe_code)]
@@ -19,6 +20,7 @@ mod admin;
 mod cluster_map;
 mod config;
 mod connection;
+mod dcp;
 mod exec;
 mod listener;
 mod metrics;

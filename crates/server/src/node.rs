@@ -30,6 +30,8 @@ pub struct Node {
     pub connections_current: AtomicU64,
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
+    /// Open DCP producer connections and their statistics.
+    pub dcp: crate::dcp::DcpRegistry,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
     /// The map never changes while a single node runs: built once, after the ports are bound.
@@ -79,6 +81,7 @@ impl Node {
             connections_current: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
+            dcp: Default::default(),
             bucket_config: OnceLock::new(),
         })
     }

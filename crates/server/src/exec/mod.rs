@@ -40,6 +40,11 @@ pub enum Next {
     },
     /// FLUSH with a delay: flush the bucket later.
     FlushAfter(Duration),
+    /// DCP_OPEN succeeded: the connection becomes a DCP producer.
+    DcpProducer {
+        name: String,
+        flags: sluice_proto::dcp::OpenFlags,
+    },
 }
 
 /// Executes one client frame.
@@ -100,6 +105,14 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         | Command::Arithmetic { .. }
         | Command::Concat { .. }
         | Command::GetMeta { .. } => kv::execute(node, &req, r),
+        Command::DcpOpen { name, flags } => crate::dcp::open::execute(name, *flags, r),
+        Command::DcpControl { .. }
+        | Command::DcpStreamReq { .. }
+        | Command::DcpCloseStream
+        | Command::DcpBufferAck { .. } => {
+            r.error(Status::Einval, "not a DCP connection: send DCP_OPEN first");
+            Next::Continue
+        }
     }
 }
 
@@ -127,5 +140,6 @@ fn needs_bucket(c: &Command<'_>) -> bool {
                 | Command::GetFailoverLog
                 | Command::GetVbucket
                 | Command::SeqnoPersistence { .. }
+                | Command::DcpOpen { .. }
         )
 }

@@ -1,0 +1,238 @@
+//! One producer connection: its settings, its streams, flow control and noops. The server
+//! asks it which messages to write next ([`Producer::fill`]) and tells it what the client
+//! sent; the streams' reads from the engine are driven by the server from
+//! [`crate::stream::StreamAction`]s.
+//!
+//! Fairness: `fill` takes messages round-robin across streams, one at a time, so one busy
+//! vbucket cannot starve the others, and at most `priority.batch()` messages per call, so
+//! one connection cannot starve the others sharing its thread.
+
+use crate::control::{ControlSetting, Priority};
+use crate::flow_control::FlowControl;
+use crate::noop::NoopTimer;
+use crate::stream::{ActiveStream, StreamOptions};
+use sluice_proto::dcp::{DcpMessage, OpenFlags};
+use sluice_types::VbId;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+#[derive(Debug)]
+pub struct Producer {
+    pub name: String,
+    pub flags: OpenFlags,
+    pub flow: FlowControl,
+    pub priority: Priority,
+    pub noop: NoopTimer,
+    cursor_dropping: bool,
+    send_end_on_close: bool,
+    expiry_opcode: bool,
+    streams: BTreeMap<VbId, ActiveStream>,
+    /// Streams with messages waiting, in the order they will be served.
+    rotation: VecDeque<VbId>,
+    /// Opaque of the next DCP_NOOP this producer sends.
+    next_noop_opaque: u32,
+}
+
+impl Producer {
+    pub fn new(name: String, flags: OpenFlags, now: Instant) -> Self {
+        Producer {
+            name,
+            flags,
+            flow: FlowControl::disabled(),
+            priority: Priority::Medium,
+            noop: NoopTimer::new(now),
+            cursor_dropping: false,
+            send_end_on_close: false,
+            expiry_opcode: false,
+            streams: BTreeMap::new(),
+            rotation: VecDeque::new(),
+            next_noop_opaque: 0x1000_0000,
+        }
+    }
+
+    pub fn apply(&mut self, setting: ControlSetting, now: Instant) {
+        match setting {
+            ControlSetting::ConnectionBufferSize(n) => self.flow.set_window(n),
+            ControlSetting::EnableNoop(on) => self.noop.enable(on, now),
+            ControlSetting::NoopInterval(d) => self.noop.set_interval(d),
+            ControlSetting::Priority(p) => self.priority = p,
+            ControlSetting::SupportsCursorDropping(on) => self.cursor_dropping = on,
+            ControlSetting::SendStreamEndOnClientClose(on) => self.send_end_on_close = on,
+            ControlSetting::EnableExpiryOpcode(on) => self.expiry_opcode = on,
+            ControlSetting::ForceValueCompression(_) | ControlSetting::Accepted => {}
+        }
+    }
+
+    /// What new streams on this connection are asked to do.
+    pub fn stream_options(&self) -> StreamOptions {
+        let include_delete_times = self.flags.contains(OpenFlags::INCLUDE_DELETE_TIMES);
+        StreamOptions {
+            no_value: self.flags.contains(OpenFlags::NO_VALUE)
+                || self
+                    .flags
+                    .contains(OpenFlags::NO_VALUE_WITH_UNDERLYING_DATATYPE),
+            include_delete_times,
+            // The expiry opcode carries a delete time: it needs the v2 format.
+            expiry_opcode: self.expiry_opcode && include_delete_times,
+            cursor_dropping: self.cursor_dropping,
+            send_end_on_close: self.send_end_on_close,
+        }
+    }
+
+    /// A live (not finished) stream for `vb` exists.
+    pub fn has_stream(&self, vb: VbId) -> bool {
+        self.streams.get(&vb).is_some_and(|s| !s.is_finished())
+    }
+
+    pub fn add_stream(&mut self, stream: ActiveStream) {
+        let vb = stream.vb;
+        assert!(!self.has_stream(vb), "one live stream per vbucket");
+        self.streams.insert(vb, stream);
+    }
+
+    pub fn stream_mut(&mut self, vb: VbId) -> Option<&mut ActiveStream> {
+        self.streams.get_mut(&vb)
+    }
+
+    pub fn streams(&self) -> impl Iterator<Item = &ActiveStream> {
+        self.streams.values()
+    }
+
+    pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ActiveStream> {
+        self.streams.values_mut()
+    }
+
+    pub fn num_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Marks `vb` as having messages to send (call after feeding its stream).
+    pub fn schedule(&mut self, vb: VbId) {
+        if !self.rotation.contains(&vb) {
+            self.rotation.push_back(vb);
+        }
+    }
+
+    /// Bytes queued in all streams' ready queues.
+    pub fn ready_bytes(&self) -> usize {
+        self.streams.values().map(|s| s.ready_bytes()).sum()
+    }
+
+    /// Encodes up to `priority.batch() * scale` messages into `out` while flow control allows,
+    /// round-robin across streams. Returns how many were written. Finished streams are
+    /// forgotten once their last message is out.
+    pub fn fill(&mut self, out: &mut Vec<u8>, scale: usize, now: Instant) -> usize {
+        let budget = self.priority.batch() * scale.max(1);
+        let mut written = 0;
+        while written < budget && self.flow.can_send() {
+            let Some(vb) = self.rotation.pop_front() else {
+                break;
+            };
+            let Some(stream) = self.streams.get_mut(&vb) else {
+                continue;
+            };
+            let Some(msg) = stream.pop_ready() else {
+                if stream.is_finished() {
+                    self.streams.remove(&vb);
+                }
+                continue;
+            };
+            let n = msg.encode(vb, stream.opaque, out);
+            self.flow.on_sent(n);
+            written += 1;
+            if stream.has_ready() {
+                self.rotation.push_back(vb);
+            } else if stream.is_finished() {
+                self.streams.remove(&vb);
+            }
+        }
+        if written > 0 {
+            self.noop.on_sent(now);
+        }
+        written
+    }
+
+    /// A DCP_NOOP to send now; not counted by flow control.
+    pub fn encode_noop(&mut self, out: &mut Vec<u8>) {
+        let opaque = self.next_noop_opaque;
+        self.next_noop_opaque = self.next_noop_opaque.wrapping_add(1);
+        DcpMessage::Noop.encode(VbId(0), opaque, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{Change, ChangeKind};
+    use bytes::Bytes;
+    use sluice_proto::dcp::StreamEndReason;
+    use sluice_proto::{decode_frame, Decoded};
+    use sluice_types::{ItemMeta, Seqno};
+
+    fn change(seqno: u64) -> Change {
+        Change {
+            key: Bytes::from(format!("k{seqno}")),
+            value: Bytes::from_static(&[7u8; 100]),
+            meta: ItemMeta {
+                seqno: Seqno(seqno),
+                ..Default::default()
+            },
+            kind: ChangeKind::Mutation,
+        }
+    }
+
+    fn decode_all(mut bytes: &[u8]) -> Vec<(VbId, DcpMessage)> {
+        let mut out = Vec::new();
+        while let Ok(Decoded::Frame(f, used)) = decode_frame(bytes, 1 << 20) {
+            out.push((VbId(f.vbucket_or_status), DcpMessage::decode(&f).unwrap()));
+            bytes = &bytes[used..];
+        }
+        out
+    }
+
+    #[test]
+    fn streams_take_turns_and_the_window_is_respected() {
+        let now = Instant::now();
+        let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        p.apply(ControlSetting::ConnectionBufferSize(400), now);
+        p.apply(ControlSetting::Priority(Priority::High), now);
+        for vb in [VbId(1), VbId(2)] {
+            let mut s = ActiveStream::new(vb, 9, Seqno(0), Seqno::MAX, p.stream_options());
+            s.start();
+            s.on_cursor(true);
+            let items: Vec<Change> = (1..=5).map(change).collect();
+            s.on_memory_chunk(1, Seqno(5), &items);
+            p.add_stream(s);
+            p.schedule(vb);
+        }
+        let mut out = Vec::new();
+        let n = p.fill(&mut out, 1, now);
+        assert!(n >= 2 && n < 12, "stopped by the window after {n}");
+        assert!(p.flow.unacked() >= 400);
+        let msgs = decode_all(&out);
+        assert_eq!(msgs[0].0, VbId(1));
+        assert_eq!(msgs[1].0, VbId(2), "round robin");
+        assert_eq!(p.fill(&mut out, 1, now), 0, "window full");
+        p.flow.on_ack(p.flow.unacked() as u32);
+        assert!(p.fill(&mut out, 1, now) > 0);
+    }
+
+    #[test]
+    fn a_finished_stream_is_forgotten_after_its_end_is_sent() {
+        let now = Instant::now();
+        let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        let mut s = ActiveStream::new(VbId(3), 1, Seqno(4), Seqno(4), p.stream_options());
+        s.start();
+        p.add_stream(s);
+        p.schedule(VbId(3));
+        assert!(p.has_stream(VbId(3)), "its end is not sent yet");
+        let mut out = Vec::new();
+        assert_eq!(p.fill(&mut out, 1, now), 1);
+        assert_eq!(
+            decode_all(&out)[0].1,
+            DcpMessage::StreamEnd(StreamEndReason::Ok)
+        );
+        assert!(!p.has_stream(VbId(3)));
+        assert_eq!(p.num_streams(), 0);
+    }
+}

@@ -1,0 +1,409 @@
+//! One active stream: what it has sent, what it sends next and where it reads from.
+//!
+//! ```text
+//!                 start()
+//!   Pending ───────────────► asks RegisterCursor{after}
+//!      │ on_cursor(true)            │ on_cursor(false)
+//!      ▼                            ▼
+//!   InMemory ◄── on_cursor(true) ── Backfilling ◄─┐
+//!      │  ▲                          │ on_backfill_end() asks RegisterCursor{after: end};
+//!      │  └──────────────────────────┘ on_cursor(false) asks for another Backfill
+//!      │ on_cursor_dropped() (client opted in to cursor dropping) ─────┘
+//!      ▼
+//!    Dead  ◄── end seqno reached (Ok) · close() (Closed) · state change (StateChanged)
+//!              · cursor dropped without opt-in (TooSlow) · backfill failed (BackfillFailed)
+//! ```
+//!
+//! The stream takes events and returns [`StreamAction`]s; it never touches the engine. Messages
+//! it produces wait in its ready queue until the connection's flow control lets them out.
+//!
+//! Snapshot markers: each marker's start is the last seqno the stream had sent before it (the
+//! requested start for the first one). Every seqno in the snapshot is above it, and a client
+//! that received the marker but none of its items resumes with `start == snap_start`, which
+//! the rollback check reads as "holds nothing of this snapshot". Clients that keep the marker
+//! bounds they were given therefore always satisfy `snap_start <= start <= snap_end`.
+//!
+//! Handover without gap or duplicate: a backfill covers `(last_read, end]` and the cursor is
+//! then registered after `end`; `last_read` only grows, and memory chunks skip anything at or
+//! below it.
+
+use crate::change::{Change, ChangeKind};
+use bytes::Bytes;
+use sluice_proto::dcp::message::{DcpDocument, SnapshotMarker};
+use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
+use sluice_types::{Datatype, Seqno, VbId};
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamState {
+    Pending,
+    Backfilling,
+    InMemory,
+    Dead,
+}
+
+impl StreamState {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamState::Pending => "pending",
+            StreamState::Backfilling => "backfilling",
+            StreamState::InMemory => "in-memory",
+            StreamState::Dead => "dead",
+        }
+    }
+}
+
+/// What the connection asked for, per stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    pub no_value: bool,
+    pub include_delete_times: bool,
+    pub expiry_opcode: bool,
+    pub cursor_dropping: bool,
+    pub send_end_on_close: bool,
+}
+
+/// What the connection must do for the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamAction {
+    /// Register a checkpoint cursor that next reads the first change after `after`, and
+    /// answer with [`ActiveStream::on_cursor`].
+    RegisterCursor { after: Seqno },
+    /// Start a backfill of everything after `after`; feed its results back.
+    Backfill { after: Seqno },
+    /// The stream no longer needs its cursor (if it has one).
+    ReleaseCursor,
+}
+
+/// Stream statistics (the seeds' "items remaining" comes from `last_read` and the high seqno).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamCounters {
+    pub items_sent: u64,
+    pub bytes_sent: u64,
+    pub backfills: u64,
+    pub cursor_drops: u64,
+}
+
+#[derive(Debug)]
+pub struct ActiveStream {
+    pub vb: VbId,
+    pub opaque: u32,
+    opts: StreamOptions,
+    end_seqno: Seqno,
+    state: StreamState,
+    /// Highest seqno queued for sending (items, or the end of a snapshot announced).
+    last_read: Seqno,
+    /// End of the snapshot being sent, and the checkpoint it came from (memory).
+    snapshot_end: Seqno,
+    snapshot_checkpoint: Option<u64>,
+    /// End of the backfill in progress.
+    backfill_end: Option<Seqno>,
+    ready: VecDeque<DcpMessage>,
+    ready_bytes: usize,
+    end_reason: Option<StreamEndReason>,
+    pub counters: StreamCounters,
+}
+
+impl ActiveStream {
+    /// A stream accepted for `(start, end]`.
+    pub fn new(vb: VbId, opaque: u32, start: Seqno, end: Seqno, opts: StreamOptions) -> Self {
+        ActiveStream {
+            vb,
+            opaque,
+            opts,
+            end_seqno: end,
+            state: StreamState::Pending,
+            last_read: start,
+            snapshot_end: start,
+            snapshot_checkpoint: None,
+            backfill_end: None,
+            ready: VecDeque::new(),
+            ready_bytes: 0,
+            end_reason: None,
+            counters: StreamCounters::default(),
+        }
+    }
+
+    pub fn state(&self) -> StreamState {
+        self.state
+    }
+
+    pub fn last_read(&self) -> Seqno {
+        self.last_read
+    }
+
+    pub fn end_seqno(&self) -> Seqno {
+        self.end_seqno
+    }
+
+    pub fn end_reason(&self) -> Option<StreamEndReason> {
+        self.end_reason
+    }
+
+    pub fn ready_bytes(&self) -> usize {
+        self.ready_bytes
+    }
+
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Dead and nothing left to send: the connection can forget it.
+    pub fn is_finished(&self) -> bool {
+        self.state == StreamState::Dead && self.ready.is_empty()
+    }
+
+    /// Whether the stream wants more changes read for it now.
+    pub fn wants_more(&self, ready_bytes_max: usize) -> bool {
+        matches!(self.state, StreamState::InMemory | StreamState::Backfilling)
+            && self.ready_bytes < ready_bytes_max
+    }
+
+    /// Takes the next message to send.
+    pub fn pop_ready(&mut self) -> Option<DcpMessage> {
+        let m = self.ready.pop_front()?;
+        let len = m.wire_len();
+        self.ready_bytes -= len;
+        self.counters.bytes_sent += len as u64;
+        if matches!(
+            m,
+            DcpMessage::Mutation(_) | DcpMessage::Deletion(_) | DcpMessage::Expiration(_)
+        ) {
+            self.counters.items_sent += 1;
+        }
+        Some(m)
+    }
+
+    fn push(&mut self, m: DcpMessage) {
+        self.ready_bytes += m.wire_len();
+        self.ready.push_back(m);
+    }
+
+    fn end(&mut self, reason: StreamEndReason) -> Vec<StreamAction> {
+        if self.state == StreamState::Dead {
+            return Vec::new();
+        }
+        self.state = StreamState::Dead;
+        self.end_reason = Some(reason);
+        self.push(DcpMessage::StreamEnd(reason));
+        vec![StreamAction::ReleaseCursor]
+    }
+
+    /// After the stream request was answered with SUCCESS.
+    pub fn start(&mut self) -> Vec<StreamAction> {
+        assert_eq!(self.state, StreamState::Pending, "started once");
+        if self.last_read >= self.end_seqno {
+            return self.end(StreamEndReason::Ok);
+        }
+        vec![StreamAction::RegisterCursor {
+            after: self.last_read,
+        }]
+    }
+
+    /// The answer to [`StreamAction::RegisterCursor`].
+    pub fn on_cursor(&mut self, registered: bool) -> Vec<StreamAction> {
+        if self.state == StreamState::Dead {
+            return if registered {
+                vec![StreamAction::ReleaseCursor]
+            } else {
+                Vec::new()
+            };
+        }
+        if registered {
+            self.state = StreamState::InMemory;
+            self.backfill_end = None;
+            Vec::new()
+        } else {
+            self.state = StreamState::Backfilling;
+            self.counters.backfills += 1;
+            vec![StreamAction::Backfill {
+                after: self.last_read,
+            }]
+        }
+    }
+
+    /// A backfill of `(last_read, end]` began: announce it as one disk snapshot.
+    pub fn on_backfill_begin(&mut self, end: Seqno) {
+        if self.state != StreamState::Backfilling {
+            return;
+        }
+        assert!(end >= self.last_read, "a backfill never goes backwards");
+        self.backfill_end = Some(end);
+        if end > self.last_read {
+            self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
+                start: self.last_read,
+                end,
+                flags: SnapshotFlags::DISK,
+            }));
+            self.snapshot_end = end;
+            self.snapshot_checkpoint = None;
+        }
+    }
+
+    /// Items of the backfill in progress, in seqno order.
+    pub fn on_backfill_items(&mut self, items: &[Change]) {
+        if self.state != StreamState::Backfilling {
+            return;
+        }
+        let end = self.backfill_end.expect("begun");
+        for c in items {
+            assert!(
+                c.meta.seqno > self.last_read && c.meta.seqno <= end,
+                "backfill item {} outside ({}, {end}]",
+                c.meta.seqno,
+                self.last_read
+            );
+            self.queue_change(c);
+        }
+    }
+
+    /// The backfill finished: move on to memory, or end if the end seqno was reached.
+    pub fn on_backfill_end(&mut self) -> Vec<StreamAction> {
+        if self.state != StreamState::Backfilling {
+            return Vec::new();
+        }
+        let end = self.backfill_end.take().expect("begun");
+        // Deduplicated keys may leave the tail of the range empty: the snapshot still
+        // covered it.
+        self.last_read = self.last_read.max(end);
+        if self.last_read >= self.end_seqno {
+            return self.end(StreamEndReason::Ok);
+        }
+        vec![StreamAction::RegisterCursor {
+            after: self.last_read,
+        }]
+    }
+
+    pub fn on_backfill_failed(&mut self) -> Vec<StreamAction> {
+        self.end(StreamEndReason::BackfillFailed)
+    }
+
+    /// Items read from the cursor: one checkpoint's snapshot range and its items.
+    pub fn on_memory_chunk(
+        &mut self,
+        checkpoint_id: u64,
+        snap_end: Seqno,
+        items: &[Change],
+    ) -> Vec<StreamAction> {
+        if self.state != StreamState::InMemory {
+            return Vec::new();
+        }
+        let fresh: Vec<&Change> = items
+            .iter()
+            .filter(|c| c.meta.seqno > self.last_read)
+            .collect();
+        let Some(last) = fresh.last() else {
+            return Vec::new();
+        };
+        let snap_end = snap_end.max(last.meta.seqno);
+        let continues = self.snapshot_checkpoint == Some(checkpoint_id)
+            && self.last_read < self.snapshot_end
+            && snap_end <= self.snapshot_end;
+        if !continues {
+            let mut flags = SnapshotFlags::MEMORY;
+            if self.snapshot_checkpoint != Some(checkpoint_id) {
+                flags = flags.with(SnapshotFlags::CHECKPOINT);
+            }
+            self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
+                start: self.last_read,
+                end: snap_end,
+                flags,
+            }));
+            self.snapshot_end = snap_end;
+            self.snapshot_checkpoint = Some(checkpoint_id);
+        }
+        for c in fresh {
+            self.queue_change(c);
+        }
+        if self.last_read >= self.end_seqno && self.last_read >= self.snapshot_end {
+            return self.end(StreamEndReason::Ok);
+        }
+        Vec::new()
+    }
+
+    /// The engine dropped this stream's cursor to free checkpoint memory.
+    pub fn on_cursor_dropped(&mut self) -> Vec<StreamAction> {
+        if self.state != StreamState::InMemory {
+            return Vec::new();
+        }
+        self.counters.cursor_drops += 1;
+        if !self.opts.cursor_dropping {
+            return self.end(StreamEndReason::TooSlow);
+        }
+        self.state = StreamState::Backfilling;
+        self.counters.backfills += 1;
+        // The snapshot being sent is cut short: the backfill's marker starts a new one.
+        self.snapshot_end = self.last_read;
+        self.snapshot_checkpoint = None;
+        vec![StreamAction::Backfill {
+            after: self.last_read,
+        }]
+    }
+
+    /// CLOSE_STREAM from the client: what is queued is dropped.
+    pub fn close(&mut self) -> Vec<StreamAction> {
+        self.clear_ready();
+        if self.opts.send_end_on_close {
+            self.end(StreamEndReason::Closed)
+        } else {
+            let was_dead = self.state == StreamState::Dead;
+            self.state = StreamState::Dead;
+            self.end_reason = Some(StreamEndReason::Closed);
+            if was_dead {
+                Vec::new()
+            } else {
+                vec![StreamAction::ReleaseCursor]
+            }
+        }
+    }
+
+    /// The vbucket left the state this stream needs.
+    pub fn on_state_changed(&mut self) -> Vec<StreamAction> {
+        self.clear_ready();
+        self.end(StreamEndReason::StateChanged)
+    }
+
+    fn clear_ready(&mut self) {
+        self.ready.clear();
+        self.ready_bytes = 0;
+    }
+
+    fn queue_change(&mut self, c: &Change) {
+        debug_assert!(c.meta.seqno > self.last_read);
+        self.last_read = c.meta.seqno;
+        let mut doc = DcpDocument {
+            key: c.key.clone(),
+            value: c.value.clone(),
+            datatype: c.meta.datatype,
+            cas: c.meta.cas,
+            seqno: c.meta.seqno,
+            rev_seqno: c.meta.rev_seqno,
+            flags: 0,
+            expiry: 0,
+            delete_time: None,
+        };
+        let msg = match c.kind {
+            ChangeKind::Mutation => {
+                doc.flags = c.meta.flags;
+                doc.expiry = c.meta.expiry.0;
+                if self.opts.no_value {
+                    doc.value = Bytes::new();
+                    doc.datatype = Datatype::RAW;
+                }
+                DcpMessage::Mutation(doc)
+            }
+            ChangeKind::Deletion | ChangeKind::Expiration => {
+                doc.value = Bytes::new();
+                doc.datatype = Datatype::RAW;
+                if c.kind == ChangeKind::Expiration && self.opts.expiry_opcode {
+                    doc.delete_time = Some(c.meta.delete_time);
+                    DcpMessage::Expiration(doc)
+                } else {
+                    doc.delete_time = self.opts.include_delete_times.then_some(c.meta.delete_time);
+                    DcpMessage::Deletion(doc)
+                }
+            }
+        };
+        self.push(msg);
+    }
+}

@@ -1,0 +1,15 @@
+//! DCP on the server: producer connections that stream a bucket's vbuckets to clients.
+//!
+//! - `registry` — every open DCP connection by name (a reused name kicks the old one off),
+//!   with the statistics STAT `dcp` / `dcpagg` and `/metrics` report;
+//! - `wake`     — the engine's change listener for one connection;
+//! - `producer` — the connection loop: client frames in, stream messages out, backfills,
+//!   cursors, flow control and noops. The decisions are `sluice_dcp`'s; this is the I/O.
+//! - `open`     — DCP_OPEN on an ordinary connection, which then becomes a producer.
+
+pub mod open;
+pub mod producer;
+pub mod registry;
+pub mod wake;
+
+pub use registry::DcpRegistry;
