@@ -207,7 +207,7 @@ mod tests {
         }
         let mut out = Vec::new();
         let n = p.fill(&mut out, 1, now);
-        assert!(n >= 2 && n < 12, "stopped by the window after {n}");
+        assert!((2..12).contains(&n), "stopped by the window after {n}");
         assert!(p.flow.unacked() >= 400);
         let msgs = decode_all(&out);
         assert_eq!(msgs[0].0, VbId(1));

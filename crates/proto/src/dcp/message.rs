@@ -107,6 +107,7 @@ pub enum DecodeError {
 }
 
 impl DcpMessage {
+    /// The opcode this message is sent with.
     pub fn opcode(&self) -> Opcode {
         match self {
             DcpMessage::SnapshotMarker(_) => Opcode::DcpSnapshotMarker,
@@ -225,16 +226,14 @@ impl DcpMessage {
                 document(frame, seqno, rev_seqno, flags, expiry, None).map(DcpMessage::Mutation)
             }
             Opcode::DcpDeletion => {
-                let len = frame.extras.len();
-                let v2 = len == DELETION_V2_EXTRAS_LEN;
-                let mut e = Fields::exact(
-                    frame,
-                    if v2 {
-                        DELETION_V2_EXTRAS_LEN
-                    } else {
-                        DELETION_V1_EXTRAS_LEN
-                    },
-                )?;
+                // v1 and v2 differ only in length; IncludeDeleteTimes picks one per connection.
+                let v2 = frame.extras.len() == DELETION_V2_EXTRAS_LEN;
+                let len = if v2 {
+                    DELETION_V2_EXTRAS_LEN
+                } else {
+                    DELETION_V1_EXTRAS_LEN
+                };
+                let mut e = Fields::exact(frame, len)?;
                 let (seqno, rev_seqno) = (e.u64()?, e.u64()?);
                 let delete_time = if v2 { Some(e.u32()?) } else { None };
                 document(frame, seqno, rev_seqno, 0, 0, delete_time).map(DcpMessage::Deletion)

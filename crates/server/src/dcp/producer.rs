@@ -250,6 +250,26 @@ impl Conn {
                 return true;
             }
         };
+        let delegated = matches!(
+            req.command,
+            Command::Stat { .. }
+                | Command::GetFailoverLog
+                | Command::GetAllVbSeqnos { .. }
+                | Command::GetVbucket
+                | Command::ObserveSeqno { .. }
+                | Command::GetClusterConfig { .. }
+                | Command::GetErrorMap { .. }
+                | Command::Noop
+                | Command::Version
+                | Command::Quit
+        );
+        if delegated {
+            // Session and vbucket queries are answered as on any connection.
+            return !matches!(
+                exec::execute(&self.node, &mut self.session, frame, out),
+                Next::Close
+            );
+        }
         let mut r = Responder::new(out, frame.opcode, frame.opaque, &self.session);
         match &req.command {
             Command::DcpControl { key, value } => {
@@ -289,22 +309,6 @@ impl Conn {
             Command::DcpOpen { .. } => {
                 r.error(Status::Einval, "this connection is already a DCP producer");
                 true
-            }
-            Command::Stat { .. }
-            | Command::GetFailoverLog
-            | Command::GetAllVbSeqnos { .. }
-            | Command::GetVbucket
-            | Command::ObserveSeqno { .. }
-            | Command::GetClusterConfig { .. }
-            | Command::GetErrorMap { .. }
-            | Command::Noop
-            | Command::Version
-            | Command::Quit => {
-                drop(r);
-                !matches!(
-                    exec::execute(&self.node, &mut self.session, frame, out),
-                    Next::Close
-                )
             }
             _ => {
                 r.error(

@@ -1,7 +1,8 @@
 //! STAT: one response per statistic, then an empty terminator with the same opaque.
 //!
 //! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
-//! "connections". An unknown group answers KEY_ENOENT.
+//! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals). An unknown
+//! group answers KEY_ENOENT.
 
 use super::{Next, Responder};
 use crate::node::Node;
@@ -126,6 +127,87 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
                     }
                 }
             }
+        }
+        "dcp" => {
+            // Per connection and stream, named as the reference server names them.
+            for c in node.dcp.snapshot() {
+                let p = format!("eq_dcpq:{}", c.name);
+                put(&format!("{p}:type"), "producer".to_string());
+                put(&format!("{p}:priority"), c.priority.to_string());
+                put(&format!("{p}:max_buffer_bytes"), c.flow_window.to_string());
+                put(&format!("{p}:unacked_bytes"), c.unacked_bytes.to_string());
+                put(&format!("{p}:total_bytes_sent"), c.bytes_sent.to_string());
+                put(&format!("{p}:items_sent"), c.items_sent.to_string());
+                put(
+                    &format!("{p}:backfill_buffer_bytes"),
+                    c.backfill_bytes_buffered.to_string(),
+                );
+                put(
+                    &format!("{p}:backfills_running"),
+                    c.backfills_running.to_string(),
+                );
+                put(&format!("{p}:paused_reason"), c.paused_reason.to_string());
+                put(&format!("{p}:num_streams"), c.streams.len().to_string());
+                for st in &c.streams {
+                    let sp = format!("{p}:stream_{}", st.vb);
+                    put(&format!("{sp}_state"), st.state.to_string());
+                    put(&format!("{sp}_opaque"), st.opaque.to_string());
+                    put(
+                        &format!("{sp}_last_sent_seqno"),
+                        st.last_sent_seqno.to_string(),
+                    );
+                    put(&format!("{sp}_end_seqno"), st.end_seqno.to_string());
+                    put(
+                        &format!("{sp}_items_remaining"),
+                        st.items_remaining.to_string(),
+                    );
+                    put(&format!("{sp}_items_sent"), st.items_sent.to_string());
+                    put(&format!("{sp}_bytes_sent"), st.bytes_sent.to_string());
+                    put(
+                        &format!("{sp}_ready_queue_bytes"),
+                        st.ready_bytes.to_string(),
+                    );
+                    put(&format!("{sp}_backfills"), st.backfills.to_string());
+                    put(
+                        &format!("{sp}_cursors_dropped"),
+                        st.cursor_drops.to_string(),
+                    );
+                }
+            }
+        }
+        "dcpagg" => {
+            let conns = node.dcp.snapshot();
+            let sum = |f: fn(&crate::dcp::registry::ConnStats) -> u64| -> String {
+                conns.iter().map(f).sum::<u64>().to_string()
+            };
+            put("ep_dcp_count", conns.len().to_string());
+            put(
+                "ep_dcp_stream_count",
+                conns
+                    .iter()
+                    .map(|c| c.streams.len() as u64)
+                    .sum::<u64>()
+                    .to_string(),
+            );
+            put("ep_dcp_items_sent", sum(|c| c.items_sent));
+            put("ep_dcp_total_bytes", sum(|c| c.bytes_sent));
+            put("ep_dcp_unacked_bytes", sum(|c| c.unacked_bytes));
+            put(
+                "ep_dcp_items_remaining",
+                sum(|c| c.streams.iter().map(|s| s.items_remaining).sum()),
+            );
+            put(
+                "ep_dcp_backfill_buffer_bytes",
+                sum(|c| c.backfill_bytes_buffered),
+            );
+            put(
+                "ep_dcp_paused_connections",
+                conns
+                    .iter()
+                    .filter(|c| !c.paused_reason.is_empty())
+                    .count()
+                    .to_string(),
+            );
         }
         _ => return None,
     }

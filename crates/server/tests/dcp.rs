@@ -1,0 +1,298 @@
+//! DCP producer over real sockets against an in-process node: the backfill-to-memory handover
+//! under concurrent writes, flow control, cursor dropping under checkpoint pressure, and a
+//! consumer that stops reading.
+
+mod common;
+
+use common::dcp_peer::{high_seqnos, write_all, Consumer};
+use sluice_engine::BucketType;
+use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
+use sluice_server::ServerConfig;
+use std::collections::HashMap;
+use std::time::Duration;
+
+const VBS: u16 = 16;
+
+async fn start(
+    bucket_type: BucketType,
+    quota_mb: u64,
+) -> (sluice_server::Running, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = ServerConfig::new(dir.path());
+    c.kv_port = 0;
+    c.admin_port = 0;
+    c.memcached_port = Some(0);
+    c.vbuckets = VBS;
+    c.memory_quota_mb = quota_mb;
+    c.bucket_type = bucket_type;
+    (sluice_server::start(c).await.unwrap(), dir)
+}
+
+fn batch(prefix: &str, range: std::ops::Range<usize>, value_len: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    range
+        .map(|i| {
+            let mut v = format!("{prefix}-{i}-").into_bytes();
+            v.resize(value_len.max(v.len()), b'x');
+            (format!("key{}", i % 3000).into_bytes(), v)
+        })
+        .collect()
+}
+
+/// The last value written per key.
+fn expected(batches: &[&[(Vec<u8>, Vec<u8>)]]) -> HashMap<Vec<u8>, Vec<u8>> {
+    let mut m = HashMap::new();
+    for b in batches {
+        for (k, v) in b.iter() {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    m
+}
+
+async fn handover_while_writing(bucket_type: BucketType) {
+    let (node, _dir) = start(bucket_type, 256).await;
+    let mc = node.memcached_addr.unwrap();
+    let before = batch("a", 0..20_000, 200);
+    write_all(mc, &before).await;
+    // Let the flusher persist and free the checkpoints, so the stream must backfill.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = Consumer::open(
+        node.kv_addr,
+        "handover",
+        0,
+        &[("connection_buffer_size", "1048576")],
+    )
+    .await;
+    c.auto_ack_at = 200_000;
+    c.stream_all(0..VBS, 0, &HashMap::new()).await;
+    let during = batch("b", 0..20_000, 200);
+    let writer = tokio::spawn({
+        let during = during.clone();
+        async move { write_all(mc, &during).await }
+    });
+    // Read while the writer runs, so backfills and live writes interleave.
+    let reader_deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !writer.is_finished() {
+        assert!(tokio::time::Instant::now() < reader_deadline);
+        tokio::select! {
+            _ = c.step() => {}
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+    writer.await.unwrap();
+    let targets = high_seqnos(node.kv_addr).await;
+    c.read_until(&targets).await;
+    for (vb, high) in &targets {
+        assert_eq!(
+            c.last_seqno(*vb),
+            *high,
+            "vb {vb} streamed to its high seqno"
+        );
+    }
+    let want = expected(&[&before, &during]);
+    let got = c.final_state();
+    assert_eq!(got.len(), want.len(), "every key arrived");
+    for (k, v) in &want {
+        assert_eq!(got[k], (0x57, v.clone()), "newest version of {k:?}");
+    }
+    let markers = c.markers();
+    assert!(
+        markers
+            .iter()
+            .any(|m| m.flags.contains(SnapshotFlags::DISK)),
+        "a backfill happened"
+    );
+    assert!(
+        markers
+            .iter()
+            .any(|m| m.flags.contains(SnapshotFlags::MEMORY)),
+        "and then memory streaming"
+    );
+    assert!(c.ends().is_empty(), "streams to infinity do not end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn couchbase_backfill_hands_over_to_memory_without_gaps_or_duplicates() {
+    handover_while_writing(BucketType::Couchbase).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ephemeral_backfill_hands_over_to_memory_without_gaps_or_duplicates() {
+    handover_while_writing(BucketType::Ephemeral).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_control_window_is_never_exceeded() {
+    let (node, _dir) = start(BucketType::Couchbase, 256).await;
+    let items = batch("w", 0..3000, 1000);
+    write_all(node.memcached_addr.unwrap(), &items).await;
+    let window = 65_536usize;
+    let mut c = Consumer::open(
+        node.kv_addr,
+        "flow",
+        0,
+        &[("connection_buffer_size", &window.to_string())],
+    )
+    .await;
+    c.stream_all(0..VBS, 0, &HashMap::new()).await;
+    let targets = high_seqnos(node.kv_addr).await;
+    let mut stalls = 0;
+    loop {
+        // Read without acking until the producer stops sending.
+        loop {
+            let got = tokio::time::timeout(Duration::from_millis(300), c.step()).await;
+            if got.is_err() {
+                break;
+            }
+            assert!(
+                c.unacked < window + c.largest_message,
+                "unacked {} with window {window} (largest message {})",
+                c.unacked,
+                c.largest_message
+            );
+        }
+        if targets.iter().all(|(vb, t)| c.last_seqno(*vb) >= *t) {
+            break;
+        }
+        assert!(
+            c.unacked >= window,
+            "stopped only because the window was full"
+        );
+        stalls += 1;
+        c.ack().await;
+    }
+    assert!(
+        stalls > 10,
+        "a 3 MB stream through a 64 KiB window stalls often ({stalls})"
+    );
+    assert_eq!(c.final_state().len(), 3000);
+}
+
+/// Fills checkpoint memory behind consumers that stopped reading.
+async fn pressure(node: &sluice_server::Running) {
+    let items = batch("p", 0..12_000, 2000);
+    let tmpfails = write_all(node.memcached_addr.unwrap(), &items).await;
+    eprintln!("writes under checkpoint pressure saw {tmpfails} TMPFAILs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_dropping_backfills_opted_in_streams_and_ends_the_others() {
+    let (node, _dir) = start(BucketType::Couchbase, 32).await;
+    let window = "32768";
+    let mut opted = Consumer::open(
+        node.kv_addr,
+        "opted-in",
+        0,
+        &[
+            ("connection_buffer_size", window),
+            ("supports_cursor_dropping", "true"),
+        ],
+    )
+    .await;
+    let mut plain = Consumer::open(
+        node.kv_addr,
+        "plain",
+        0,
+        &[("connection_buffer_size", window)],
+    )
+    .await;
+    opted.stream_all(0..VBS, 0, &HashMap::new()).await;
+    plain.stream_all(0..VBS, 0, &HashMap::new()).await;
+    // Neither reads nor acks while 24 MB are written into a 32 MB bucket: their cursors
+    // pin checkpoints until the engine drops them.
+    pressure(&node).await;
+    let dropped: u64 = node.node.bucket.stats.cursors_dropped.get();
+    assert!(
+        dropped > 0,
+        "cursors were dropped under checkpoint pressure"
+    );
+    let targets = high_seqnos(node.kv_addr).await;
+    opted.auto_ack_at = 16_384;
+    plain.auto_ack_at = 16_384;
+    opted.ack().await;
+    plain.ack().await;
+    opted.read_until(&targets).await;
+    for (vb, t) in &targets {
+        assert_eq!(
+            opted.last_seqno(*vb),
+            *t,
+            "opted-in vb {vb} caught up by backfilling"
+        );
+    }
+    assert!(opted.ends().is_empty());
+    assert!(
+        opted
+            .markers()
+            .iter()
+            .filter(|m| m.flags.contains(SnapshotFlags::DISK))
+            .count()
+            > 0,
+        "the dropped streams went back to disk"
+    );
+    assert_eq!(opted.final_state().len(), 3000);
+    plain.read_until(&targets).await;
+    let too_slow: Vec<_> = plain
+        .ends()
+        .into_iter()
+        .filter(|(_, r)| *r == StreamEndReason::TooSlow)
+        .collect();
+    assert!(
+        !too_slow.is_empty(),
+        "streams without the opt-in end as too slow"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_reading_stalls_neither_writes_nor_others() {
+    let (node, _dir) = start(BucketType::Couchbase, 64).await;
+    // The stalled consumer never reads its socket again once streams are open.
+    let mut stalled = Consumer::open(node.kv_addr, "stalled", 0, &[]).await;
+    stalled.stream_all(0..VBS, 0, &HashMap::new()).await;
+    let mut healthy = Consumer::open(
+        node.kv_addr,
+        "healthy",
+        0,
+        &[("connection_buffer_size", "1048576")],
+    )
+    .await;
+    healthy.auto_ack_at = 200_000;
+    healthy.stream_all(0..VBS, 0, &HashMap::new()).await;
+    let mc = node.memcached_addr.unwrap();
+    let items = batch("s", 0..30_000, 1000);
+    let writer = tokio::spawn({
+        let items = items.clone();
+        async move { write_all(mc, &items).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while !writer.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "writes finish");
+        tokio::select! {
+            _ = healthy.step() => {}
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+    writer.await.unwrap();
+    let targets = high_seqnos(node.kv_addr).await;
+    healthy.read_until(&targets).await;
+    assert_eq!(healthy.final_state().len(), 3000);
+    // Persistence kept up too.
+    for (vb, t) in &targets {
+        let persisted = node
+            .node
+            .bucket
+            .persisted_seqno(sluice_types::VbId(*vb))
+            .unwrap();
+        let ok = persisted.0 >= *t
+            || node
+                .node
+                .bucket
+                .wait_persisted(
+                    sluice_types::VbId(*vb),
+                    sluice_types::Seqno(*t),
+                    Duration::from_secs(10),
+                )
+                .unwrap();
+        assert!(ok, "vb {vb} persisted");
+    }
+    drop(stalled);
+}
