@@ -79,11 +79,15 @@ impl Producer {
         }
     }
 
-    /// A live (not finished) stream for `vb` exists.
+    /// A live (not dead) stream for `vb` exists.
     pub fn has_stream(&self, vb: VbId) -> bool {
-        self.streams.get(&vb).is_some_and(|s| !s.is_finished())
+        self.streams
+            .get(&vb)
+            .is_some_and(|s| s.state() != crate::stream::StreamState::Dead)
     }
 
+    /// Adds a stream; a dead one for the same vbucket is replaced (with whatever it had not
+    /// sent yet: the client asked for a new stream, so the old one's end is moot).
     pub fn add_stream(&mut self, stream: ActiveStream) {
         let vb = stream.vb;
         assert!(!self.has_stream(vb), "one live stream per vbucket");

@@ -296,3 +296,116 @@ async fn a_consumer_that_stops_reading_stalls_neither_writes_nor_others() {
     }
     drop(stalled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_requests_are_validated_and_roll_back_to_the_closest_point() {
+    use sluice_proto::dcp::{StreamFlags, StreamRequest};
+    use sluice_proto::encode::Packet;
+    use sluice_types::{Seqno, VbUuid};
+    let (node, _dir) = start(BucketType::Couchbase, 64).await;
+    write_all(node.memcached_addr.unwrap(), &batch("r", 0..500, 10)).await;
+    let highs = high_seqnos(node.kv_addr).await;
+    let mut c = Consumer::open(
+        node.kv_addr,
+        "validate",
+        0,
+        &[("send_stream_end_on_client_close_stream", "true")],
+    )
+    .await;
+    let (status, log) = c.call(Packet::request(0x54, 3, 9)).await;
+    assert_eq!(status, 0);
+    let uuid = u64::from_be_bytes(log[0..8].try_into().unwrap());
+    let high = highs[&3];
+    let req = |start: u64, uuid: u64, snap: (u64, u64)| StreamRequest {
+        flags: StreamFlags(0),
+        start: Seqno(start),
+        end: Seqno::MAX,
+        vb_uuid: VbUuid(uuid),
+        snap_start: Seqno(snap.0),
+        snap_end: Seqno(snap.1),
+    };
+    let ask = |r: StreamRequest| Packet::request(0x53, 3, 77).extras(&r.encode()).to_vec();
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        (
+            "start above end",
+            {
+                let mut r = req(5, uuid, (5, 5));
+                r.end = Seqno(4);
+                ask(r)
+            },
+            0x22,
+        ),
+        (
+            "snapshot does not hold start",
+            ask(req(5, uuid, (6, 9))),
+            0x22,
+        ),
+        // The client is ahead of this history: it rolls back to our high seqno (the reference
+        // order checks rollback before the range).
+        (
+            "start above the high seqno",
+            ask(req(high + 10, uuid, (high + 10, high + 10))),
+            0x23,
+        ),
+        (
+            "unknown uuid: no common history",
+            ask(req(5, 0xdead, (5, 5))),
+            0x23,
+        ),
+        (
+            "unknown flags",
+            {
+                let mut r = req(0, 0, (0, 0));
+                r.flags = StreamFlags(0x8000);
+                ask(r)
+            },
+            0x04,
+        ),
+    ];
+    for (name, packet, want) in cases {
+        let (status, value) = {
+            c.send_raw(&packet).await;
+            c.recv_response().await
+        };
+        assert_eq!(status, want, "{name}");
+        if name.starts_with("unknown uuid") {
+            assert_eq!(value, 0u64.to_be_bytes(), "{name}: roll back to 0");
+        } else if want == 0x23 {
+            assert_eq!(
+                value,
+                high.to_be_bytes(),
+                "{name}: roll back to the high seqno"
+            );
+        }
+    }
+    // "From now" with the current uuid streams without a rollback, then close and reopen.
+    let (status, _) = {
+        c.send_raw(&ask(req(high, uuid, (high, high)))).await;
+        c.recv_response().await
+    };
+    assert_eq!(status, 0, "from now: no rollback");
+    let (status, _) = {
+        c.send_raw(&ask(req(high, uuid, (high, high)))).await;
+        c.recv_response().await
+    };
+    assert_eq!(
+        status, 0x02,
+        "a second live stream for the vbucket is refused"
+    );
+    c.send_raw(&Packet::request(0x52, 3, 78).to_vec()).await;
+    let (status, _) = c.recv_response().await;
+    assert_eq!(status, 0, "close");
+    let (status, _) = {
+        c.send_raw(&ask(req(0, 0, (0, 0)))).await;
+        c.recv_response().await
+    };
+    assert_eq!(status, 0, "reopened at once after a close");
+    while c.last_seqno(3) < high {
+        c.step().await;
+    }
+    assert!(
+        c.ends().contains(&(3, StreamEndReason::Closed)),
+        "the closed stream ended with reason Closed"
+    );
+    assert_eq!(c.last_seqno(3), high);
+}

@@ -158,6 +158,34 @@ impl Consumer {
         }
     }
 
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).await.unwrap();
+    }
+
+    /// Handles stream messages until a response arrives: (status, value).
+    pub async fn recv_response(&mut self) -> (u16, Vec<u8>) {
+        loop {
+            let used = match decode_frame(&self.buf, 1 << 26).unwrap() {
+                Decoded::Frame(_, used) => used,
+                Decoded::Incomplete { .. } => {
+                    self.fill().await;
+                    continue;
+                }
+            };
+            let bytes: Vec<u8> = self.buf.drain(..used).collect();
+            let Ok(Decoded::Frame(f, _)) = decode_frame(&bytes, 1 << 26) else {
+                unreachable!("decoded above")
+            };
+            if f.magic == Magic::ClientResponse {
+                return (f.vbucket_or_status, f.value.to_vec());
+            }
+            let out = self.handle(&f, used);
+            if let Some(reply) = out.1 {
+                self.s.write_all(&reply).await.unwrap();
+            }
+        }
+    }
+
     async fn fill(&mut self) {
         let mut chunk = [0u8; 65536];
         let n = tokio::time::timeout(TIMEOUT, self.s.read(&mut chunk))
