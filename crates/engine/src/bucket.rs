@@ -53,6 +53,8 @@ pub struct Bucket {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Tombstone purges found by the pager, committed by the flusher with its next batch.
     pub(crate) pending_purges: Mutex<Vec<(VbId, Bytes, Seqno)>>,
+    /// Held by the flusher for a whole round, and by a vbucket reset.
+    pub(crate) flush_lock: Mutex<()>,
     /// DCP producers to wake after a write.
     pub(crate) listeners: crate::listeners::Listeners,
 }
@@ -94,6 +96,7 @@ impl Bucket {
             threads: Mutex::new(Vec::new()),
             pending_purges: Mutex::new(Vec::new()),
             listeners: Default::default(),
+            flush_lock: Mutex::new(()),
         });
         let items: usize = bucket
             .vbuckets
@@ -181,7 +184,7 @@ impl Bucket {
     }
 
     /// Whether a write of about `incoming` bytes may proceed now.
-    fn admit_write(&self, incoming: usize) -> Result<(), EngineError> {
+    pub(crate) fn admit_write(&self, incoming: usize) -> Result<(), EngineError> {
         if self.writes_refused.load(Ordering::Acquire) {
             let reason = self.write_failure.lock().clone().unwrap_or_default();
             return Err(EngineError::WritesRefused(reason));

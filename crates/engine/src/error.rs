@@ -30,6 +30,8 @@ pub enum EngineError {
     Storage(String),
     #[error("unknown vbucket uuid")]
     UnknownUuid,
+    #[error("replica change at seqno {got} does not follow the high seqno {high}")]
+    SeqnoNotIncreasing { got: Seqno, high: Seqno },
     #[error("seqno {0} is not yet persisted")]
     NotPersisted(Seqno),
 }

@@ -45,6 +45,8 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     let Some(store) = &bucket.store else {
         return Ok(false);
     };
+    // A vbucket reset must not fall between reading the cursors and committing.
+    let _round = bucket.flush_lock.lock();
     let n = bucket.vbuckets.len();
     let mut batch = FlushBatch::default();
     let mut flushed = Vec::new();

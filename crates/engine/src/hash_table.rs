@@ -152,6 +152,12 @@ impl HashTable {
         self.map.len()
     }
 
+    /// Empties the table; returns the bytes it held.
+    pub fn clear(&mut self) -> usize {
+        let keys: Vec<Box<[u8]>> = self.map.keys().cloned().collect();
+        keys.iter().map(|k| self.remove(k)).sum()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &StoredValue)> {
         self.map.iter().map(|(k, v)| (&**k, v))
     }

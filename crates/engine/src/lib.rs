@@ -12,6 +12,7 @@
 //! - `stream_source` — what DCP streams read: cursors and backfills;
 //! - `checkpoint_recovery` — keeps checkpoint memory in budget (drops slow cursors);
 //! - `listeners`  — wakes DCP producers when a vbucket changes;
+//! - `replica`    — replica vbuckets: applying a producer's changes, resets;
 //! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
 //!
 //! Locking: each vbucket has one mutex; nothing slow (no I/O) ever happens under it. Disk
@@ -33,6 +34,7 @@ mod item;
 mod listeners;
 mod memory;
 mod pager;
+mod replica;
 mod signal;
 mod stats;
 mod stream_source;
@@ -50,6 +52,7 @@ pub use hash_table::StoredValue;
 pub use item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;
+pub use replica::{ReplicaChange, ReplicaPosition};
 pub use sluice_proto_free::*;
 pub use stats::BucketStats;
 pub use stream_source::{Backfill, StreamInfo};

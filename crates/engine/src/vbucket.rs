@@ -69,6 +69,8 @@ pub struct VbInner {
     /// Memory deltas since the bucket last collected them (hash table, checkpoints).
     pub mem_delta: isize,
     pub checkpoint_delta: isize,
+    /// Replicas: the producer's last snapshot marker (start, end).
+    pub replica_snapshot: (Seqno, Seqno),
 }
 
 /// A new version to write, before seqno, CAS and rev are assigned.
@@ -116,6 +118,7 @@ impl VbInner {
             num_items: 0,
             mem_delta: 0,
             checkpoint_delta: 0,
+            replica_snapshot: (Seqno::ZERO, Seqno::ZERO),
         }
     }
 

@@ -118,4 +118,8 @@ impl<S: Store> Store for FaultyStore<S> {
     fn disk_bytes(&self) -> u64 {
         self.inner.disk_bytes()
     }
+
+    fn reset_vb(&self, vb: VbId) -> Result<()> {
+        self.inner.reset_vb(vb)
+    }
 }

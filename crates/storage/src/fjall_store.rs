@@ -284,6 +284,21 @@ impl Store for FjallStore {
         self.set_node_flag(FLAG_CLEAN)
     }
 
+    fn reset_vb(&self, vb: VbId) -> Result<()> {
+        let _writer = self.lock_writes();
+        self.poison.check()?;
+        let mut batch = self.db.batch();
+        let seqnos = codec::seqno_key(vb, Seqno::ZERO)..=codec::seqno_key(vb, Seqno::MAX);
+        for kv in self.by_seqno.range(seqnos) {
+            batch.remove(&self.by_seqno, kv.key().map_err(io)?);
+        }
+        for kv in self.by_key.prefix(codec::vb_key(vb)) {
+            batch.remove(&self.by_key, kv.key().map_err(io)?);
+        }
+        batch.remove(&self.vb_meta, codec::vb_key(vb));
+        self.write_durably(batch)
+    }
+
     fn disk_bytes(&self) -> u64 {
         // The journal part can fail to be measured (its lock); the tables part cannot.
         self.db.disk_space().unwrap_or_else(|_| {

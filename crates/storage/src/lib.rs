@@ -117,4 +117,7 @@ pub trait Store: Send + Sync {
     fn mark_clean_shutdown(&self) -> Result<()>;
     /// Approximate bytes on disk.
     fn disk_bytes(&self) -> u64;
+    /// Removes everything stored for `vb` (records, key index, metadata) in one atomic,
+    /// durable write: a replica that must roll back further than it can undo starts over.
+    fn reset_vb(&self, vb: VbId) -> Result<()>;
 }

@@ -39,7 +39,10 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             r.success(p);
             Next::Continue
         }),
-        Command::GetReplica { .. } => Err(EngineError::NotMyVbucket),
+        Command::GetReplica { key } => bucket.get_replica(vb, key).map(|doc| {
+            send_document(&mut r, &doc, None);
+            Next::Continue
+        }),
         Command::Store {
             op,
             key,
@@ -260,6 +263,7 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
         EngineError::Storage(_) => (Status::Einternal, "storage error (see the server log)"),
         EngineError::UnknownUuid => (Status::KeyEnoent, "unknown vbucket uuid"),
         EngineError::NotPersisted(_) => (Status::Etmpfail, "not persisted yet"),
+        EngineError::SeqnoNotIncreasing { .. } => (Status::Erange, "seqno does not increase"),
     };
     if let EngineError::Storage(msg) | EngineError::WritesRefused(msg) = e {
         tracing::warn!(error = %msg, "request failed on storage");

@@ -1,0 +1,219 @@
+//! Replica vbuckets: applying a producer's changes as they are, and starting over.
+//!
+//! A replica keeps the producer's seqno, CAS, rev seqno, expiry and flags for every change,
+//! queues it into its own checkpoints (its flusher persists it, and it can be streamed from
+//! in turn) and never assigns seqnos itself. Seqnos must increase: a change at or below the
+//! replica's high seqno is refused (`ERANGE` on the wire), since applying it would fork the
+//! histories.
+//!
+//! Rollback: storage keeps one version per key, so a replica cannot undo changes above a
+//! rollback point exactly. When the producer asks it to roll back below its high seqno, the
+//! replica vbucket starts over from 0 and streams everything again ([`Bucket::reset_vbucket`]).
+
+use crate::bucket::Bucket;
+use crate::checkpoint::{QueueOp, QueuedItem};
+use crate::error::EngineError;
+use crate::hash_table::StoredValue;
+use crate::vbucket::VbInner;
+use bytes::Bytes;
+use sluice_types::{FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
+use std::sync::atomic::Ordering;
+
+/// One change as a producer sent it.
+#[derive(Debug, Clone)]
+pub struct ReplicaChange {
+    pub key: Bytes,
+    pub value: Bytes,
+    /// Exactly the producer's (tombstones have `deleted` set).
+    pub meta: ItemMeta,
+    pub op: QueueOp,
+}
+
+/// Where a replica vbucket stands, to ask its producer for what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaPosition {
+    pub vb_uuid: VbUuid,
+    pub high_seqno: Seqno,
+    pub snap_start: Seqno,
+    pub snap_end: Seqno,
+}
+
+impl VbInner {
+    fn apply_replica(&mut self, c: ReplicaChange, persistent: bool) -> Result<(), EngineError> {
+        if !matches!(self.state, VbState::Replica | VbState::Pending) {
+            return Err(EngineError::NotMyVbucket);
+        }
+        let seqno = c.meta.seqno;
+        if seqno <= self.high_seqno {
+            return Err(EngineError::SeqnoNotIncreasing {
+                got: seqno,
+                high: self.high_seqno,
+            });
+        }
+        let mut was_live = false;
+        let meta = c.meta;
+        let value = c.value.clone();
+        self.mem_delta += self.ht.replace_with(&c.key, |old| {
+            was_live = old.is_some_and(|o| !o.meta.deleted);
+            StoredValue {
+                meta,
+                value: Some(value),
+                dirty: persistent,
+                referenced: true,
+            }
+        });
+        match (was_live, meta.deleted) {
+            (false, false) => self.num_items += 1,
+            (true, true) => self.num_items = self.num_items.saturating_sub(1),
+            _ => {}
+        }
+        self.hlc.observe(meta.cas.0);
+        self.high_seqno = seqno;
+        if self.checkpoints.has_readers() {
+            self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
+                key: c.key,
+                meta,
+                value: c.value,
+                op: c.op,
+            });
+        } else {
+            self.checkpoints.skip(seqno);
+        }
+        Ok(())
+    }
+}
+
+impl VbInner {
+    fn get_replica(
+        &mut self,
+        key: &[u8],
+        now_unix_s: u32,
+    ) -> Result<crate::item::Document, EngineError> {
+        if self.state != VbState::Replica {
+            return Err(EngineError::NotMyVbucket);
+        }
+        let keys_evicted = self.keys_evicted;
+        match self.ht.get(key) {
+            None if keys_evicted => Err(EngineError::NeedsFetch),
+            None => Err(EngineError::KeyNotFound),
+            // A replica never expires items itself (the active sends the expiration), but
+            // it does not serve one whose time has passed either.
+            Some(sv) if sv.meta.deleted || sv.meta.expiry.is_expired(now_unix_s) => {
+                Err(EngineError::KeyNotFound)
+            }
+            Some(sv) => Ok(crate::item::Document {
+                meta: sv.meta,
+                value: sv.value.clone().ok_or(EngineError::NeedsFetch)?,
+            }),
+        }
+    }
+}
+
+impl Bucket {
+    /// GET_REPLICA: a document from a replica vbucket.
+    pub fn get_replica(&self, vb: VbId, key: &[u8]) -> Result<crate::item::Document, EngineError> {
+        let now = self.ctx().now_unix_s;
+        self.with_vb(vb, |inner| inner.get_replica(key, now))?
+    }
+
+    /// Sets a vbucket's state. Becoming active starts a new failover-log branch at the high
+    /// seqno: from here on this node writes history.
+    pub fn set_vbucket_state(&self, vb: VbId, state: VbState) -> Result<(), EngineError> {
+        self.with_vb(vb, |inner| {
+            if inner.state == state {
+                return;
+            }
+            if state == VbState::Active {
+                let high = inner.high_seqno;
+                inner.failover.new_branch(crate::warmup::new_uuid(), high);
+            }
+            inner.state = state;
+            inner.meta_dirty = true;
+        })?;
+        self.flusher_wake.notify();
+        Ok(())
+    }
+
+    /// Applies one change from a producer to a replica vbucket.
+    pub fn apply_replica(&self, vb: VbId, c: ReplicaChange) -> Result<(), EngineError> {
+        self.admit_write(c.key.len() + c.value.len())?;
+        let persistent = self.config.is_persistent();
+        self.with_vb(vb, |inner| inner.apply_replica(c, persistent))??;
+        if self.store.is_some() {
+            self.flusher_wake.notify();
+        }
+        Ok(())
+    }
+
+    /// A snapshot marker from the producer: remembered so a reconnect can say which
+    /// snapshot the replica was in.
+    pub fn replica_snapshot(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<(), EngineError> {
+        self.with_vb(vb, |inner| inner.replica_snapshot = (start, end))
+    }
+
+    /// Takes the producer's failover log (from its stream-request answer), so both sides
+    /// share one history.
+    pub fn set_failover_log(&self, vb: VbId, log: FailoverLog) -> Result<(), EngineError> {
+        self.with_vb(vb, |inner| {
+            inner.failover = log;
+            inner.meta_dirty = true;
+        })?;
+        self.flusher_wake.notify();
+        Ok(())
+    }
+
+    /// What to ask a producer for next.
+    pub fn replica_position(&self, vb: VbId) -> Result<ReplicaPosition, EngineError> {
+        self.with_vb(vb, |inner| {
+            let high = inner.high_seqno;
+            let (s, e) = inner.replica_snapshot;
+            // A snapshot that ended (or was never seen since a restart) counts as complete.
+            let (snap_start, snap_end) = if s <= high && high < e {
+                (s, e)
+            } else {
+                (high, high)
+            };
+            ReplicaPosition {
+                vb_uuid: if high == Seqno::ZERO {
+                    VbUuid(0)
+                } else {
+                    inner.failover.latest().uuid
+                },
+                high_seqno: high,
+                snap_start,
+                snap_end,
+            }
+        })
+    }
+
+    /// Empties a vbucket in memory and on disk (a replica that must roll back). The
+    /// flusher is held off meanwhile, so no batch read before the reset is committed after it.
+    pub fn reset_vbucket(&self, vb: VbId) -> Result<(), EngineError> {
+        let _no_flush = self.flush_lock.lock();
+        self.with_vb(vb, |inner| {
+            inner.mem_delta -= inner.ht.clear() as isize;
+            inner.checkpoint_delta += inner.checkpoints.reset(Seqno::ZERO);
+            inner.high_seqno = Seqno::ZERO;
+            inner.purge_seqno = Seqno::ZERO;
+            inner.num_items = 0;
+            inner.max_deleted_rev = 0;
+            inner.keys_evicted = false;
+            inner.replica_snapshot = (Seqno::ZERO, Seqno::ZERO);
+            let oldest = *inner.failover.entries().last().expect("never empty");
+            inner.failover = FailoverLog::from_entries(vec![FailoverEntry {
+                uuid: oldest.uuid,
+                seqno: Seqno::ZERO,
+            }]);
+            inner.meta_dirty = true;
+        })?;
+        let vbucket = &self.vbuckets[usize::from(vb.0)];
+        vbucket.persisted_seqno.store(0, Ordering::Release);
+        if let Some(store) = &self.store {
+            store
+                .reset_vb(vb)
+                .map_err(|e| EngineError::Storage(e.to_string()))?;
+        }
+        self.flusher_wake.notify();
+        Ok(())
+    }
+}
