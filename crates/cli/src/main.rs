@@ -1,8 +1,10 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
-//! - `bench`  — load generators and scenarios (`sluice-bench`).
+//! - `bench`  — load generators and scenarios (`sluice-bench`);
+//! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod server_cmd;
+mod watch_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +30,9 @@ enum Command {
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Follow a bucket's changes (DCP): one JSON line per mutation, deletion or expiration
+    /// on stdout, resumable from a position file.
+    Watch(watch_cmd::WatchArgs),
 }
 
 #[derive(Subcommand)]
@@ -53,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Server(args) => server_cmd::run(args),
+        Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?

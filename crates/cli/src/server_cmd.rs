@@ -125,8 +125,8 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     rt.block_on(sluice_server::run_until(args.to_config(), stop_signal()))
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn stop_signal() {
+/// Resolves on Ctrl-C or SIGTERM (also `sluice watch`'s clean exit).
+pub(crate) async fn stop_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

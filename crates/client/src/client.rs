@@ -140,6 +140,12 @@ impl Client {
         Ok(resp)
     }
 
+    /// Gives up the connection after the bootstrap, for DCP, whose server-initiated
+    /// requests the response-only reader here would reject.
+    pub(crate) fn into_parts(self) -> (TcpStream, bytes::BytesMut) {
+        self.conn.into_parts()
+    }
+
     pub(crate) fn set_negotiated(&mut self, features: Vec<Feature>) {
         self.features = features;
     }

@@ -34,6 +34,12 @@ impl Connection {
         }
     }
 
+    /// The socket and any bytes already read past the last frame, for a protocol that takes
+    /// the connection over after the bootstrap (DCP). Unsent writes are dropped: flush first.
+    pub(crate) fn into_parts(self) -> (TcpStream, BytesMut) {
+        (self.stream, self.read_buf)
+    }
+
     /// Appends a packet to the write buffer; nothing is sent until [`Connection::flush`].
     pub(crate) fn queue(&mut self, packet: &Packet<'_>) {
         packet.encode_into(&mut self.write_buf);

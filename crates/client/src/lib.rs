@@ -9,6 +9,8 @@
 //! - `cluster_config`  — the few fields of the cluster map JSON the client needs;
 //! - `kv`              — get / set / add / replace / delete / incr / decr;
 //! - `admin`           — noop, stats, observe_seqno, get_cluster_config;
+//! - `dcp`             — a DCP consumer ([`dcp::DcpStream`]): positions, flow control, noops,
+//!   rollbacks, reconnects;
 //! - `options`, `response`, `results`, `error`.
 //!
 //! The codec is `sluice-proto`'s, shared with the server: this crate only adds I/O.
@@ -42,6 +44,7 @@ mod bootstrap;
 mod client;
 mod cluster_config;
 mod connection;
+pub mod dcp;
 mod error;
 mod kv;
 mod options;

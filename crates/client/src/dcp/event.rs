@@ -1,0 +1,77 @@
+//! What a [`DcpStream`](super::DcpStream) delivers to the application, in stream order.
+
+use bytes::Bytes;
+use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
+use sluice_types::{Cas, Datatype, Seqno, VbId};
+
+/// One document change as the producer sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcpItem {
+    pub vb: VbId,
+    pub key: Bytes,
+    /// Empty for deletions and expirations, and for mutations on a no-value stream.
+    pub value: Bytes,
+    pub cas: Cas,
+    pub seqno: Seqno,
+    pub rev_seqno: u64,
+    /// Mutations only (0 otherwise).
+    pub flags: u32,
+    /// Mutations only: absolute unix seconds, 0 = never.
+    pub expiry: u32,
+    /// Describes `value` as sent (JSON, and SNAPPY if HELLO negotiated it).
+    pub datatype: Datatype,
+    /// Deletions and expirations: when the document was deleted (0 when the producer does
+    /// not know, e.g. deletes still in memory).
+    pub delete_time: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DcpEvent {
+    Mutation(DcpItem),
+    Deletion(DcpItem),
+    /// A document removed because its expiry passed (only a deletion to clients that did not
+    /// ask for the expiry opcode).
+    Expiration(DcpItem),
+    /// Every item until the next marker of `vb` has a seqno in `start..=end`. A consumer
+    /// that must not expose partial snapshots applies the items once the next marker (or a
+    /// stream end) arrives.
+    SnapshotMarker {
+        vb: VbId,
+        start: Seqno,
+        end: Seqno,
+        flags: SnapshotFlags,
+    },
+    /// The stream of `vb` ended. With `ok` (end seqno reached) or `closed` (the client
+    /// closed it) nothing more comes for it; with any other reason the client has already
+    /// asked for it again from its position.
+    StreamEnd {
+        vb: VbId,
+        reason: StreamEndReason,
+    },
+    /// The producer does not share the client's history of `vb` past `to`: the application
+    /// must discard what it holds of `vb` above `to`. The client has already moved its
+    /// position to `to` and asked again; changes after `to` follow.
+    Rollback {
+        vb: VbId,
+        to: Seqno,
+    },
+}
+
+impl DcpEvent {
+    pub fn vb(&self) -> VbId {
+        match self {
+            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => i.vb,
+            DcpEvent::SnapshotMarker { vb, .. }
+            | DcpEvent::StreamEnd { vb, .. }
+            | DcpEvent::Rollback { vb, .. } => *vb,
+        }
+    }
+
+    /// The document change, for mutations, deletions and expirations.
+    pub fn item(&self) -> Option<&DcpItem> {
+        match self {
+            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => Some(i),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Failover logs as the producer sends them: `u64 uuid, u64 seqno` pairs, newest first
+//! (the STREAM_REQ success value and GET_FAILOVER_LOG's answer).
+
+use sluice_types::{FailoverEntry, Seqno, VbUuid};
+
+/// Parses a failover log. `None` unless the value is a non-empty list of 16-byte entries.
+pub(crate) fn parse(value: &[u8]) -> Option<Vec<FailoverEntry>> {
+    if value.is_empty() || !value.len().is_multiple_of(16) {
+        return None;
+    }
+    let u64_at = |c: &[u8], at: usize| u64::from_be_bytes(c[at..at + 8].try_into().expect("8"));
+    Some(
+        value
+            .chunks_exact(16)
+            .map(|c| FailoverEntry {
+                uuid: VbUuid(u64_at(c, 0)),
+                seqno: Seqno(u64_at(c, 8)),
+            })
+            .collect(),
+    )
+}
+
+/// The uuid of the branch that holds `seqno`: the newest entry that began at or below it.
+/// Asking with it and `seqno` is a request the producer accepts without another rollback.
+/// 0 (no history) when no entry is that old.
+pub(crate) fn uuid_covering(log: &[FailoverEntry], seqno: Seqno) -> VbUuid {
+    log.iter()
+        .find(|e| e.seqno <= seqno)
+        .map_or(VbUuid(0), |e| e.uuid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(entries: &[(u64, u64)]) -> Vec<u8> {
+        entries
+            .iter()
+            .flat_map(|(u, s)| [u.to_be_bytes(), s.to_be_bytes()].concat())
+            .collect()
+    }
+
+    #[test]
+    fn parses_and_picks_the_covering_branch() {
+        let entries = parse(&log(&[(30, 900), (20, 500), (10, 0)])).unwrap();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(uuid_covering(&entries, Seqno(1000)), VbUuid(30));
+        assert_eq!(uuid_covering(&entries, Seqno(900)), VbUuid(30));
+        assert_eq!(uuid_covering(&entries, Seqno(899)), VbUuid(20));
+        assert_eq!(uuid_covering(&entries, Seqno(0)), VbUuid(10));
+        let no_zero = parse(&log(&[(30, 900)])).unwrap();
+        assert_eq!(uuid_covering(&no_zero, Seqno(5)), VbUuid(0));
+    }
+
+    #[test]
+    fn rejects_empty_and_ragged_logs() {
+        assert!(parse(&[]).is_none());
+        assert!(parse(&[0; 17]).is_none());
+    }
+}
