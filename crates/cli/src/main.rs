@@ -8,6 +8,22 @@ mod watch_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc rather than glibc's malloc: see docs/architecture.md ("Memory"). Under many
+/// concurrent DCP backfills glibc kept freed memory in per-thread arenas; jemalloc returns
+/// it to the OS after a short decay.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at start. Streams read values at hundreds of MB/s and free
+/// them as soon as they are sent; with the default 10 s decay the freed pages stayed resident
+/// (RSS grew by ~30 MB/s during ten backfills). Freed pages go back to the OS after 250 ms,
+/// from jemalloc's own background threads.
+// SAFETY: jemalloc reads this symbol as a NUL-terminated C string; the array is 'static,
+// immutable, NUL-terminated, and a `&[u8; N]` is a plain pointer.
+#[allow(unsafe_code)]
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &[u8; 59] = b"background_thread:true,dirty_decay_ms:250,muzzy_decay_ms:0\0";
+
 #[derive(Parser)]
 #[command(
     name = "sluice",

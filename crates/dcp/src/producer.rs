@@ -31,6 +31,10 @@ pub struct Producer {
     rotation: VecDeque<VbId>,
     /// Opaque of the next DCP_NOOP this producer sends.
     next_noop_opaque: u32,
+    /// Everything this connection sent (streams come and go; these do not reset).
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    pub items_sent: u64,
 }
 
 impl Producer {
@@ -47,6 +51,9 @@ impl Producer {
             streams: BTreeMap::new(),
             rotation: VecDeque::new(),
             next_noop_opaque: 0x1000_0000,
+            messages_sent: 0,
+            bytes_sent: 0,
+            items_sent: 0,
         }
     }
 
@@ -122,13 +129,19 @@ impl Producer {
         self.streams.values().map(|s| s.ready_bytes()).sum()
     }
 
-    /// Encodes up to `priority.batch() * scale` messages into `out` while flow control allows,
-    /// round-robin across streams. Returns how many were written. Finished streams are
-    /// forgotten once their last message is out.
-    pub fn fill(&mut self, out: &mut Vec<u8>, scale: usize, now: Instant) -> usize {
+    /// Encodes up to `priority.batch() * scale` messages into `out` while flow control allows
+    /// and `out` is under `out_bytes_max`, round-robin across streams. Returns how many were
+    /// written. Finished streams are forgotten once their last message is out.
+    pub fn fill(
+        &mut self,
+        out: &mut Vec<u8>,
+        scale: usize,
+        out_bytes_max: usize,
+        now: Instant,
+    ) -> usize {
         let budget = self.priority.batch() * scale.max(1);
         let mut written = 0;
-        while written < budget && self.flow.can_send() {
+        while written < budget && self.flow.can_send() && out.len() < out_bytes_max {
             let Some(vb) = self.rotation.pop_front() else {
                 break;
             };
@@ -143,6 +156,14 @@ impl Producer {
             };
             let n = msg.encode(vb, stream.opaque, out);
             self.flow.on_sent(n);
+            self.messages_sent += 1;
+            self.bytes_sent += n as u64;
+            if matches!(
+                msg,
+                DcpMessage::Mutation(_) | DcpMessage::Deletion(_) | DcpMessage::Expiration(_)
+            ) {
+                self.items_sent += 1;
+            }
             written += 1;
             if stream.has_ready() {
                 self.rotation.push_back(vb);
@@ -210,15 +231,15 @@ mod tests {
             p.schedule(vb);
         }
         let mut out = Vec::new();
-        let n = p.fill(&mut out, 1, now);
+        let n = p.fill(&mut out, 1, usize::MAX, now);
         assert!((2..12).contains(&n), "stopped by the window after {n}");
         assert!(p.flow.unacked() >= 400);
         let msgs = decode_all(&out);
         assert_eq!(msgs[0].0, VbId(1));
         assert_eq!(msgs[1].0, VbId(2), "round robin");
-        assert_eq!(p.fill(&mut out, 1, now), 0, "window full");
+        assert_eq!(p.fill(&mut out, 1, usize::MAX, now), 0, "window full");
         p.flow.on_ack(p.flow.unacked() as u32);
-        assert!(p.fill(&mut out, 1, now) > 0);
+        assert!(p.fill(&mut out, 1, usize::MAX, now) > 0);
     }
 
     #[test]
@@ -231,7 +252,7 @@ mod tests {
         p.schedule(VbId(3));
         assert!(p.has_stream(VbId(3)), "its end is not sent yet");
         let mut out = Vec::new();
-        assert_eq!(p.fill(&mut out, 1, now), 1);
+        assert_eq!(p.fill(&mut out, 1, usize::MAX, now), 1);
         assert_eq!(
             decode_all(&out)[0].1,
             DcpMessage::StreamEnd(StreamEndReason::Ok)

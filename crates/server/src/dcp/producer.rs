@@ -13,8 +13,9 @@
 //! Reading and writing are both always armed, so a client that writes while it is not
 //! reading cannot deadlock the connection.
 //!
-//! Memory bound per connection, in bytes: the backfill buffer (default 20 MiB) for queued
-//! messages, plus one backfill chunk per read in flight, plus the output buffer.
+//! Memory bound per connection, in bytes: the backfill buffer (default 20 MiB) holds queued
+//! messages and the backfill chunks being read, give or take one item; the output buffer
+//! adds at most twice `OUT_HIGH_BYTES` plus one message.
 
 use super::registry::{ConnShared, ConnStats, StreamStats};
 use super::wake::ConnWake;
@@ -47,6 +48,9 @@ pub const BACKFILL_BUFFER_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
 const BACKFILL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// Backfill reads running at once for one connection (interleaving its vbuckets).
 const BACKFILLS_IN_FLIGHT_MAX: usize = 2;
+/// Backfills started (holding a storage snapshot) and not finished, per connection. The
+/// reference server settled on tens (a single one per connection cut index throughput 4×).
+const BACKFILLS_OPEN_MAX: usize = 16;
 /// One cursor read returns about this much.
 const CURSOR_READ_BYTES: usize = 512 * 1024;
 /// A stream's ready queue is topped up from its cursor while below this.
@@ -393,7 +397,8 @@ impl Conn {
         self.read_cursors();
         self.schedule_backfills();
         if out.len() < OUT_HIGH_BYTES {
-            self.producer.fill(out, PASS_SCALE, Instant::now());
+            self.producer
+                .fill(out, PASS_SCALE, OUT_HIGH_BYTES, Instant::now());
         }
     }
 
@@ -444,15 +449,13 @@ impl Conn {
     }
 
     fn read_cursors(&mut self) {
-        let queued = self.producer.ready_bytes();
-        if queued >= self.backfill_buffer_bytes {
-            // Nothing more is read until the client drains: look again later.
-            for vb in self.wake.take_dirty() {
-                self.wake.mark_dirty(vb);
-            }
-            return;
-        }
+        let mut queued = self.producer.ready_bytes();
         for vb in self.wake.take_dirty() {
+            if queued >= self.backfill_buffer_bytes {
+                // Nothing more is read until the client drains: look again later.
+                self.wake.mark_dirty(vb);
+                continue;
+            }
             let Some(&cursor) = self.cursors.get(&vb) else {
                 continue;
             };
@@ -472,6 +475,7 @@ impl Conn {
                 .read_stream_cursor(vb, cursor, CURSOR_READ_BYTES)
             {
                 Ok(Some(chunks)) => {
+                    let before = stream.ready_bytes();
                     let mut any = false;
                     let mut actions = Vec::new();
                     for chunk in &chunks {
@@ -487,6 +491,7 @@ impl Conn {
                             &items,
                         ));
                     }
+                    queued += stream.ready_bytes().saturating_sub(before);
                     if any {
                         // There may be more than one read's worth.
                         self.wake.mark_dirty(vb);
@@ -511,7 +516,15 @@ impl Conn {
 
     fn schedule_backfills(&mut self) {
         while self.in_flight.len() < BACKFILLS_IN_FLIGHT_MAX {
-            if let Some((vb, after)) = self.backfill_starts.pop_front() {
+            // Every started backfill holds a storage snapshot until it is done: start a new
+            // one only while few are open (the rest wait their turn, in request order).
+            let open = self.backfills.len() + self.in_flight.len();
+            let start = if open < BACKFILLS_OPEN_MAX {
+                self.backfill_starts.pop_front()
+            } else {
+                None
+            };
+            if let Some((vb, after)) = start {
                 let Some(&stream_id) = self.stream_ids.get(&vb) else {
                     continue;
                 };
@@ -524,7 +537,10 @@ impl Conn {
                     });
                 continue;
             }
-            if self.producer.ready_bytes() >= self.backfill_buffer_bytes {
+            // Chunks in flight count against the buffer too: queued plus arriving bytes stay
+            // within it (give or take one item).
+            let arriving = (self.in_flight.len() + 1) * BACKFILL_CHUNK_BYTES;
+            if self.producer.ready_bytes() + arriving > self.backfill_buffer_bytes {
                 return;
             }
             let Some(vb) = self.backfill_turns.pop_front() else {
@@ -670,10 +686,10 @@ impl Conn {
             },
             ..Default::default()
         };
+        stats.bytes_sent = p.bytes_sent;
+        stats.items_sent = p.items_sent;
         for s in p.streams() {
             let high = highs.get(&s.vb).copied().unwrap_or(0);
-            stats.bytes_sent += s.counters.bytes_sent;
-            stats.items_sent += s.counters.items_sent;
             stats.streams.push(StreamStats {
                 vb: s.vb.0,
                 state: s.state().name(),
