@@ -75,6 +75,11 @@ pub struct ServerArgs {
     /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
+    /// Keep this node's bucket a replica of another node's (its KV address, host:port):
+    /// every vbucket follows that node over DCP, with the same credentials and bucket
+    /// name. Reads from it with GET_REPLICA; writes get NOT_MY_VBUCKET.
+    #[arg(long, env = "SLUICE_REPLICA_OF", value_name = "HOST:PORT")]
+    pub replica_of: Option<String>,
 }
 
 impl ServerArgs {
@@ -100,6 +105,7 @@ impl ServerArgs {
         c.connections_max = self.max_connections;
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
+        c.replica_of = self.replica_of.clone();
         if let Some(w) = self.workers {
             c.connection_threads = w.max(1);
         }

@@ -29,6 +29,7 @@ mod session;
 mod workers;
 
 pub use config::ServerConfig;
+pub use dcp::replication::{Replication, ReplicationSpec};
 pub use node::Node;
 
 use std::future::Future;
@@ -41,6 +42,7 @@ pub struct Running {
     pub admin_addr: std::net::SocketAddr,
     pub memcached_addr: Option<std::net::SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    replication: Option<Replication>,
 }
 
 /// Opens the bucket (warmup), binds every port and starts serving.
@@ -76,20 +78,35 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
             workers.clone(),
         )));
     }
+    let replication = cfg.replica_of.as_ref().map(|source| {
+        let spec = ReplicationSpec {
+            source: source.clone(),
+            username: cfg.username.clone(),
+            password: cfg.password.clone(),
+            bucket: cfg.bucket.clone(),
+            vbuckets: (0..cfg.vbuckets).map(sluice_types::VbId).collect(),
+            name: format!("replication:{kv_addr}<-{source}:{}", cfg.bucket),
+        };
+        Replication::start(node.clone(), spec)
+    });
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
-        "sluice node serving");
+        replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {
         node,
         kv_addr,
         admin_addr,
         memcached_addr,
         tasks,
+        replication,
     })
 }
 
 impl Running {
     /// Stops accepting, flushes the bucket and records a clean stop.
-    pub async fn shutdown(self) -> anyhow::Result<()> {
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        if let Some(r) = self.replication.take() {
+            r.stop().await;
+        }
         for t in &self.tasks {
             t.abort();
         }

@@ -24,9 +24,9 @@ pub(crate) fn open_flags(opts: &DcpOptions) -> OpenFlags {
 /// The controls, in the order they are sent. Every one is required: without noops a dead
 /// connection goes unnoticed, without the window memory is unbounded, without the
 /// stream-end on close a closed vbucket would look like a stalled one.
-fn controls(opts: &DcpOptions) -> [(&'static str, String); 5] {
+fn controls(opts: &DcpOptions) -> Vec<(&'static str, String)> {
     let noop = opts.noop_interval;
-    [
+    let mut c = vec![
         ("enable_noop", "true".into()),
         (
             "set_noop_interval",
@@ -35,7 +35,11 @@ fn controls(opts: &DcpOptions) -> [(&'static str, String); 5] {
         ("connection_buffer_size", opts.window_bytes.to_string()),
         ("send_stream_end_on_client_close_stream", "true".into()),
         ("enable_expiry_opcode", "true".into()),
-    ]
+    ];
+    if let Some(p) = opts.priority {
+        c.push(("set_priority", p.into()));
+    }
+    c
 }
 
 pub(crate) async fn run(client: &mut Client, opts: &DcpOptions) -> Result<(), DcpError> {

@@ -13,6 +13,7 @@ use super::error::DcpError;
 use super::event::{DcpEvent, DcpItem};
 use super::failover;
 use super::link::Inbound;
+use super::options::RollbackMode;
 use super::position::DcpPosition;
 use super::stream::{DcpStream, Pending, VbStream, ROLLBACKS_IN_A_ROW_MAX};
 
@@ -177,6 +178,7 @@ impl DcpStream {
                     .get_mut(vb)
                     .expect("requested vbuckets have positions");
                 pos.vb_uuid = log[0].uuid;
+                self.opened.insert(vb, log);
                 let e = self.vbs.get_mut(&vb).expect("requested");
                 e.state = VbStream::Streaming { opaque };
                 e.rollbacks = 0;
@@ -198,6 +200,10 @@ impl DcpStream {
                     return Err(DcpError::RollbackLoop { vb, count });
                 }
                 tracing::info!(%vb, to = to.0, "producer asked for a rollback");
+                if self.opts.rollback == RollbackMode::Report {
+                    e.state = VbStream::Parked;
+                    return Ok(Some(DcpEvent::Rollback { vb, to }));
+                }
                 if to == Seqno::ZERO {
                     self.positions.insert(DcpPosition::zero(vb));
                     self.request(vb);

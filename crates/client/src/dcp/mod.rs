@@ -59,7 +59,7 @@ mod stream;
 pub use error::DcpError;
 pub use event::{DcpEvent, DcpItem};
 pub use options::{
-    DcpOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NOOP_INTERVAL, DEFAULT_WINDOW_BYTES,
+    DcpOptions, RollbackMode, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NOOP_INTERVAL, DEFAULT_WINDOW_BYTES,
 };
 pub use position::{DcpPosition, StreamPositions};
 pub use reconnect::ReconnectingStream;

@@ -15,6 +15,19 @@ pub const DEFAULT_WINDOW_BYTES: u32 = 10 * 1024 * 1024;
 pub const DEFAULT_NOOP_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the stream does when the producer answers a stream request with ROLLBACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RollbackMode {
+    /// Move the vbucket's position back to the rollback point and ask again, then tell the
+    /// application with a `Rollback` event (it truncates its own copy).
+    #[default]
+    Follow,
+    /// Only tell the application (`Rollback` event) and wait: it decides where to resume
+    /// and calls [`DcpStream::restart`](super::DcpStream::restart). A replica that cannot
+    /// undo changes exactly starts over from 0, for example.
+    Report,
+}
+
 #[derive(Debug, Clone)]
 pub struct DcpOptions {
     /// Bootstrap: credentials, bucket, HELLO features. A bucket is needed to start from the
@@ -39,6 +52,10 @@ pub struct DcpOptions {
     /// wait, doubled after each failed attempt up to `reconnect_delay_max`.
     pub reconnect_delay_min: Duration,
     pub reconnect_delay_max: Duration,
+    pub rollback: RollbackMode,
+    /// `set_priority` (high / medium / low); `None` leaves the producer's default. Replication
+    /// connections ask for high.
+    pub priority: Option<&'static str>,
 }
 
 impl DcpOptions {
@@ -53,6 +70,8 @@ impl DcpOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             reconnect_delay_min: Duration::from_millis(100),
             reconnect_delay_max: Duration::from_secs(5),
+            rollback: RollbackMode::Follow,
+            priority: None,
         }
     }
 

@@ -27,9 +27,10 @@ use super::event::DcpEvent;
 use super::handshake;
 use super::link::Link;
 use super::options::DcpOptions;
-use super::position::StreamPositions;
+use super::position::{DcpPosition, StreamPositions};
 use crate::client::Client;
 use crate::error::ClientError;
+use sluice_types::FailoverEntry;
 
 /// A producer that keeps answering ROLLBACK to the point it named itself is broken; stop
 /// instead of looping.
@@ -54,6 +55,9 @@ pub(super) enum VbStream {
     Streaming { opaque: u32 },
     /// ROLLBACK answered; waiting for the failover log to pick the uuid to go back with.
     FetchingLog,
+    /// ROLLBACK reported to the application ([`RollbackMode::Report`](super::RollbackMode::Report)); waiting for
+    /// [`DcpStream::restart`].
+    Parked,
     /// Ended (ok / closed) or refused: nothing more will come.
     Done,
 }
@@ -84,6 +88,9 @@ pub struct DcpStream {
     pub(super) acks: Acks,
     /// Vbuckets not `Done`.
     pub(super) live: usize,
+    /// The producer's failover log of each vbucket whose stream it accepted, until the
+    /// application takes them ([`DcpStream::take_opened`]).
+    pub(super) opened: BTreeMap<VbId, Vec<FailoverEntry>>,
 }
 
 impl std::fmt::Debug for DcpStream {
@@ -190,6 +197,7 @@ impl DcpStream {
             next_opaque: 1,
             live: 0,
             positions,
+            opened: BTreeMap::new(),
         };
         let vbs: Vec<VbId> = stream.positions.iter().map(|p| p.vb).collect();
         for vb in vbs {
@@ -271,6 +279,28 @@ impl DcpStream {
         self.link
             .send(Packet::request(Opcode::DcpCloseStream.byte(), vb.0, opaque).to_vec());
         self.pending.insert(opaque, Pending::CloseStream(vb));
+        true
+    }
+
+    /// The producer's failover logs for the streams it accepted since the last call, newest
+    /// entry first. A replica stores them, so that its history and the producer's agree.
+    pub fn take_opened(&mut self) -> BTreeMap<VbId, Vec<FailoverEntry>> {
+        std::mem::take(&mut self.opened)
+    }
+
+    /// Requests `pos.vb` again from `pos`: after a reported rollback
+    /// ([`RollbackMode::Report`](super::RollbackMode::Report)), or to restart a finished vbucket. `false` if the vbucket
+    /// is still streaming or being requested.
+    pub fn restart(&mut self, pos: DcpPosition) -> bool {
+        let vb = pos.vb;
+        let state = self.vbs.get(&vb).map(|e| e.state);
+        match state {
+            Some(VbStream::Parked) => {}
+            Some(VbStream::Done) | None => self.live += 1,
+            Some(_) => return false,
+        }
+        self.positions.insert(pos);
+        self.request(vb);
         true
     }
 

@@ -5,11 +5,13 @@
 //! - `wake`     — the engine's change listener for one connection;
 //! - `producer` — the connection loop: client frames in, stream messages out, backfills,
 //!   cursors, flow control and noops. The decisions are `sluice_dcp`'s; this is the I/O.
-//! - `open`     — DCP_OPEN on an ordinary connection, which then becomes a producer.
+//! - `open`     — DCP_OPEN on an ordinary connection, which then becomes a producer;
+//! - `replication` — the consumer side: follow another node's vbuckets into local replicas.
 
 pub mod open;
 pub mod producer;
 pub mod registry;
+pub mod replication;
 pub mod wake;
 
 pub use registry::DcpRegistry;

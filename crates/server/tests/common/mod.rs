@@ -1,1 +1,2 @@
 pub mod dcp_peer;
+pub mod kv_peer;

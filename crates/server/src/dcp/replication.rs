@@ -1,0 +1,209 @@
+//! The consumer side: a node following another node's vbuckets over DCP, applying every
+//! change into local replica vbuckets.
+//!
+//! ```text
+//!   connect (backoff 100 ms → 5 s) ─► resume every vbucket from the replica's own position
+//!        ▲                               │
+//!        │ connection lost               ▼
+//!        └──────────────────────── apply changes (seqno, CAS, rev as sent)
+//!                                        │ ROLLBACK(to): to ≥ our high seqno → ask again
+//!                                        │   from it; below it → reset the vbucket, from 0
+//!                                        ▼
+//!                                  TMPFAIL (replica out of memory) → wait and retry the same
+//!                                  change; nothing more is read meanwhile, so no more is acked
+//! ```
+//!
+//! Backpressure is the flow-control window: the client acks what it delivered, and this loop
+//! takes the next change only after the previous one was applied. The window is 5 % of the
+//! bucket quota (at least 1 MiB), as replicas of the reference server size theirs.
+//!
+//! The stream is the client crate's [`DcpStream`] (acks, noops, failover logs), in
+//! [`RollbackMode::Report`]: storage keeps one version per key, so the replica decides how to
+//! roll back (see `engine/src/replica.rs`).
+
+use crate::node::Node;
+use sluice_client::dcp::{
+    DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
+};
+use sluice_client::ConnectOptions;
+use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, VbId, VbState};
+use sluice_types::FailoverLog;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Pause before retrying a change the replica had no memory for.
+const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
+
+/// What to follow, and from where.
+#[derive(Debug, Clone)]
+pub struct ReplicationSpec {
+    /// The producer node's KV address (host:port).
+    pub source: String,
+    pub username: String,
+    pub password: String,
+    pub bucket: String,
+    pub vbuckets: Vec<VbId>,
+    /// DCP_OPEN name, e.g. `replication:<from>-><to>:<bucket>`.
+    pub name: String,
+}
+
+/// A running replication; dropping it does not stop it, [`Replication::stop`] does.
+pub struct Replication {
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Replication {
+    pub fn start(node: Arc<Node>, spec: ReplicationSpec) -> Replication {
+        let stop = Arc::new(Notify::new());
+        let task = tokio::spawn(run(node, spec, stop.clone()));
+        Replication { stop, task }
+    }
+
+    pub async fn stop(self) {
+        self.stop.notify_one();
+        let _ = self.task.await;
+    }
+}
+
+async fn run(node: Arc<Node>, spec: ReplicationSpec, stop: Arc<Notify>) {
+    for &vb in &spec.vbuckets {
+        if let Err(e) = node.bucket.set_vbucket_state(vb, VbState::Replica) {
+            tracing::error!(%vb, error = %e, "cannot make the vbucket a replica");
+            return;
+        }
+    }
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let began = std::time::Instant::now();
+        let outcome = tokio::select! {
+            _ = stop.notified() => return,
+            r = follow(&node, &spec) => r,
+        };
+        let Err(e) = outcome;
+        tracing::warn!(source = %spec.source, error = %e,
+            "replication stream lost; reconnecting");
+        if began.elapsed() > BACKOFF_MAX * 2 {
+            // It ran for a while: this is a new failure, not a repeat of the last one.
+            backoff = BACKOFF_MIN;
+        }
+        tokio::select! {
+            _ = stop.notified() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
+    let mut opts = DcpOptions::new(ConnectOptions::sluice(
+        &spec.username,
+        &spec.password,
+        &spec.bucket,
+    ));
+    opts.name = spec.name.clone();
+    let quota = node.bucket.config.quota_bytes;
+    opts.window_bytes = (quota / 20).clamp(1 << 20, u64::from(u32::MAX)) as u32;
+    opts.rollback = RollbackMode::Report;
+    opts.priority = Some("high");
+    opts
+}
+
+fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, EngineError> {
+    let mut out = Vec::with_capacity(spec.vbuckets.len());
+    for &vb in &spec.vbuckets {
+        let p = node.bucket.replica_position(vb)?;
+        out.push(DcpPosition {
+            vb,
+            vb_uuid: p.vb_uuid,
+            seqno: p.high_seqno,
+            snap_start: p.snap_start,
+            snap_end: p.snap_end,
+        });
+    }
+    Ok(StreamPositions::from_positions(out))
+}
+
+/// One connection's life: returns when it is lost (the caller reconnects).
+async fn follow(
+    node: &Arc<Node>,
+    spec: &ReplicationSpec,
+) -> anyhow::Result<std::convert::Infallible> {
+    let start = positions(node, spec)?;
+    let mut stream = DcpStream::resume(&spec.source, options(node, spec), start).await?;
+    tracing::info!(source = %spec.source, vbuckets = spec.vbuckets.len(), name = %spec.name,
+        "replication stream open");
+    loop {
+        let event = stream.next().await?;
+        for (vb, log) in stream.take_opened() {
+            node.bucket
+                .set_failover_log(vb, FailoverLog::from_entries(log))?;
+        }
+        match event {
+            DcpEvent::Mutation(i) => apply(node, i, QueueOp::Mutation).await?,
+            DcpEvent::Deletion(i) => apply(node, i, QueueOp::Deletion).await?,
+            DcpEvent::Expiration(i) => apply(node, i, QueueOp::Expiration).await?,
+            DcpEvent::SnapshotMarker { vb, start, end, .. } => {
+                node.bucket.replica_snapshot(vb, start, end)?;
+            }
+            DcpEvent::Rollback { vb, to } => {
+                let pos = node.bucket.replica_position(vb)?;
+                let restart = if to >= pos.high_seqno {
+                    // Nothing to discard: ask again holding a complete snapshot.
+                    DcpPosition {
+                        vb,
+                        vb_uuid: pos.vb_uuid,
+                        seqno: pos.high_seqno,
+                        snap_start: pos.high_seqno,
+                        snap_end: pos.high_seqno,
+                    }
+                } else {
+                    tracing::warn!(%vb, to = to.0, high = pos.high_seqno.0,
+                        "replica rolls back: starting the vbucket over from 0");
+                    let bucket = node.bucket.clone();
+                    tokio::task::spawn_blocking(move || bucket.reset_vbucket(vb)).await??;
+                    DcpPosition::zero(vb)
+                };
+                stream.restart(restart);
+            }
+            DcpEvent::StreamEnd { vb, reason } => {
+                tracing::info!(%vb, reason = reason.name(), "replication stream ended");
+            }
+        }
+    }
+}
+
+/// Applies one change, waiting out temporary memory pressure.
+async fn apply(node: &Arc<Node>, item: DcpItem, op: QueueOp) -> anyhow::Result<()> {
+    let deleted = op != QueueOp::Mutation;
+    let change = ReplicaChange {
+        meta: ItemMeta {
+            seqno: item.seqno,
+            rev_seqno: item.rev_seqno,
+            cas: item.cas,
+            flags: item.flags,
+            expiry: match op {
+                QueueOp::Mutation => Expiry(item.expiry),
+                // A tombstone from an expiry keeps a non-zero expiry (see the engine).
+                QueueOp::Expiration => Expiry(1),
+                QueueOp::Deletion => Expiry::NEVER,
+            },
+            datatype: item.datatype,
+            deleted,
+            delete_time: item.delete_time.unwrap_or(0),
+        },
+        key: item.key,
+        value: item.value,
+        op,
+    };
+    loop {
+        match node.bucket.apply_replica(item.vb, change.clone()) {
+            Ok(()) => return Ok(()),
+            Err(EngineError::TempFail) => tokio::time::sleep(TEMPFAIL_WAIT).await,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

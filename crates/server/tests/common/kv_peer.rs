@@ -1,0 +1,85 @@
+//! A plain authenticated KV connection for tests: one request, one answer.
+
+#![allow(dead_code)]
+
+use sluice_proto::encode::Packet;
+use sluice_proto::{decode_frame, Decoded};
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Answer {
+    pub status: u16,
+    pub cas: u64,
+    pub value: Vec<u8>,
+}
+
+pub struct Kv {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Kv {
+    pub async fn open(addr: SocketAddr) -> Kv {
+        let mut kv = Kv {
+            s: TcpStream::connect(addr).await.unwrap(),
+            buf: Vec::new(),
+        };
+        let auth = kv
+            .call(
+                Packet::request(0x21, 0, 1)
+                    .key(b"PLAIN")
+                    .value(b"\0Administrator\0password"),
+            )
+            .await;
+        assert_eq!(auth.status, 0);
+        assert_eq!(
+            kv.call(Packet::request(0x89, 0, 2).key(b"default"))
+                .await
+                .status,
+            0
+        );
+        kv
+    }
+
+    pub async fn call(&mut self, p: Packet<'_>) -> Answer {
+        self.s.write_all(&p.to_vec()).await.unwrap();
+        loop {
+            if let Decoded::Frame(f, used) = decode_frame(&self.buf, 1 << 26).unwrap() {
+                let a = Answer {
+                    status: f.vbucket_or_status,
+                    cas: f.cas,
+                    value: f.value.to_vec(),
+                };
+                self.buf.drain(..used);
+                return a;
+            }
+            let mut chunk = [0u8; 65536];
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(10), self.s.read(&mut chunk))
+                    .await
+                    .expect("answer within 10 s")
+                    .unwrap();
+            assert!(n > 0, "server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub async fn get(&mut self, key: &[u8], vb: u16) -> Answer {
+        self.call(Packet::request(0x00, vb, 9).key(key)).await
+    }
+
+    pub async fn get_replica(&mut self, key: &[u8], vb: u16) -> Answer {
+        self.call(Packet::request(0x83, vb, 9).key(key)).await
+    }
+
+    pub async fn set(&mut self, key: &[u8], value: &[u8], vb: u16) -> Answer {
+        self.call(
+            Packet::request(0x01, vb, 9)
+                .key(key)
+                .extras(&[0u8; 8])
+                .value(value),
+        )
+        .await
+    }
+}

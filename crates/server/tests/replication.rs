@@ -1,0 +1,135 @@
+//! Replication over DCP between two in-process nodes: a replica applies its producer's
+//! changes exactly (seqno, CAS, history), resumes after a restart from where it stopped, and
+//! starts a vbucket over when a producer with another history asks it to roll back.
+
+mod common;
+
+use common::dcp_peer::{high_seqnos, write_all};
+use common::kv_peer::Kv;
+use sluice_engine::BucketType;
+use sluice_server::ServerConfig;
+use sluice_types::vbucket_of;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+const VBS: u16 = 16;
+
+async fn node(dir: &Path, replica_of: Option<std::net::SocketAddr>) -> sluice_server::Running {
+    let mut c = ServerConfig::new(dir);
+    c.kv_port = 0;
+    c.admin_port = 0;
+    c.memcached_port = Some(0);
+    c.vbuckets = VBS;
+    c.memory_quota_mb = 64;
+    c.bucket_type = BucketType::Couchbase;
+    c.replica_of = replica_of.map(|a| a.to_string());
+    sluice_server::start(c).await.unwrap()
+}
+
+fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("key{}", i % 2000).into_bytes(),
+                format!("{prefix}-{i}").into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the replica's high seqnos equal the active's.
+async fn caught_up(active: &sluice_server::Running, replica: &sluice_server::Running) {
+    let want = high_seqnos(active.kv_addr).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let have: HashMap<u16, u64> = replica
+            .node
+            .bucket
+            .vb_seqnos(None)
+            .into_iter()
+            .map(|(vb, s)| (vb.0, s.0))
+            .collect();
+        if have == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replica caught up: want {want:?}, have {have:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every key reads the same from the replica (GET_REPLICA) as from the active: value and CAS.
+async fn same_documents(active: &sluice_server::Running, replica: &sluice_server::Running) {
+    let mut a = Kv::open(active.kv_addr).await;
+    let mut r = Kv::open(replica.kv_addr).await;
+    for i in 0..2000 {
+        let key = format!("key{i}").into_bytes();
+        let vb = vbucket_of(&key, VBS).0;
+        let x = a.get(&key, vb).await;
+        let y = r.get_replica(&key, vb).await;
+        assert_eq!(
+            (x.status, x.cas, &x.value),
+            (y.status, y.cas, &y.value),
+            "key{i}"
+        );
+    }
+    for vb in 0..VBS {
+        let vb = sluice_types::VbId(vb);
+        assert_eq!(
+            active.node.bucket.failover_log(vb).unwrap(),
+            replica.node.bucket.failover_log(vb).unwrap(),
+            "{vb}: one history on both sides"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_follows_resumes_and_rolls_back() {
+    let (da, db, dc) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let active = node(da.path(), None).await;
+    write_all(active.memcached_addr.unwrap(), &items("a", 6000)).await;
+    let replica = node(db.path(), Some(active.kv_addr)).await;
+    caught_up(&active, &replica).await;
+    same_documents(&active, &replica).await;
+
+    // Writes on a replica are refused; deletes replicate too.
+    let mut r = Kv::open(replica.kv_addr).await;
+    let key = b"key7";
+    assert_eq!(r.set(key, b"x", vbucket_of(key, VBS).0).await.status, 0x07);
+    let mut a = Kv::open(active.kv_addr).await;
+    let del = a
+        .call(sluice_proto::encode::Packet::request(0x04, vbucket_of(key, VBS).0, 1).key(key))
+        .await;
+    assert_eq!(del.status, 0);
+    caught_up(&active, &replica).await;
+    assert_eq!(
+        r.get_replica(key, vbucket_of(key, VBS).0).await.status,
+        0x01
+    );
+
+    // A restarted replica resumes from its own position, without starting over.
+    replica.shutdown().await.unwrap();
+    write_all(active.memcached_addr.unwrap(), &items("b", 3000)).await;
+    let replica = node(db.path(), Some(active.kv_addr)).await;
+    caught_up(&active, &replica).await;
+    same_documents(&active, &replica).await;
+
+    // Pointed at a node with another history, the replica is told to roll back: it starts
+    // its vbuckets over and ends up a copy of the new producer.
+    replica.shutdown().await.unwrap();
+    let other = node(dc.path(), None).await;
+    write_all(other.memcached_addr.unwrap(), &items("c", 2500)).await;
+    let replica = node(db.path(), Some(other.kv_addr)).await;
+    caught_up(&other, &replica).await;
+    same_documents(&other, &replica).await;
+    replica.shutdown().await.unwrap();
+    other.shutdown().await.unwrap();
+    active.shutdown().await.unwrap();
+}
