@@ -97,9 +97,11 @@ pub struct Consumer {
 
 impl Consumer {
     pub async fn open(addr: SocketAddr, name: &str, flags: u32, controls: &[(&str, &str)]) -> Self {
+        // The same login as any KV connection; then the stream keeps the socket.
+        let (s, buf) = super::kv_peer::Kv::open(addr).await.into_parts();
         let mut c = Consumer {
-            s: TcpStream::connect(addr).await.unwrap(),
-            buf: Vec::new(),
+            s,
+            buf,
             events: BTreeMap::new(),
             last: HashMap::new(),
             marker: HashMap::new(),
@@ -110,18 +112,6 @@ impl Consumer {
             auto_ack_at: 0,
             noops_answered: 0,
         };
-        let auth = c
-            .call(
-                Packet::request(0x21, 0, 1)
-                    .key(b"PLAIN")
-                    .value(b"\0Administrator\0password"),
-            )
-            .await;
-        assert_eq!(auth.0, 0, "auth");
-        assert_eq!(
-            c.call(Packet::request(0x89, 0, 2).key(b"default")).await.0,
-            0
-        );
         let mut e = [0u8; 8];
         e[4..].copy_from_slice(&(flags | 1).to_be_bytes());
         let open = c
@@ -394,29 +384,11 @@ impl Consumer {
 
 /// vb → high seqno, via GET_ALL_VB_SEQNOS on a fresh authenticated connection.
 pub async fn high_seqnos(addr: SocketAddr) -> HashMap<u16, u64> {
-    let mut c = Consumer {
-        s: TcpStream::connect(addr).await.unwrap(),
-        buf: Vec::new(),
-        events: BTreeMap::new(),
-        last: HashMap::new(),
-        marker: HashMap::new(),
-        unacked: 0,
-        max_unacked_seen: 0,
-        largest_message: 0,
-        window: 0,
-        auto_ack_at: 0,
-        noops_answered: 0,
-    };
-    c.call(
-        Packet::request(0x21, 0, 1)
-            .key(b"PLAIN")
-            .value(b"\0Administrator\0password"),
-    )
-    .await;
-    c.call(Packet::request(0x89, 0, 2).key(b"default")).await;
-    let (status, v) = c.call(Packet::request(0x48, 0, 3)).await;
-    assert_eq!(status, 0);
-    v.chunks(10)
+    let mut kv = super::kv_peer::Kv::open(addr).await;
+    let a = kv.call(Packet::request(0x48, 0, 3)).await;
+    assert_eq!(a.status, 0);
+    a.value
+        .chunks(10)
         .map(|c| {
             (
                 u16::from_be_bytes([c[0], c[1]]),

@@ -42,6 +42,11 @@ impl Kv {
         kv
     }
 
+    /// The socket and what was read past the last answer.
+    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        (self.s, self.buf)
+    }
+
     pub async fn call(&mut self, p: Packet<'_>) -> Answer {
         self.s.write_all(&p.to_vec()).await.unwrap();
         loop {
