@@ -242,7 +242,9 @@ fn render(ev: &DcpEvent, no_value: bool) -> Option<String> {
             seqno: to.0,
             ..Line::empty()
         },
-        DcpEvent::SnapshotMarker { .. } | DcpEvent::StreamEnd { .. } => return None,
+        DcpEvent::SnapshotMarker { .. }
+        | DcpEvent::StreamEnd { .. }
+        | DcpEvent::VbucketState { .. } => return None,
     };
     Some(serde_json::to_string(&line).expect("lines always serialize"))
 }

@@ -123,6 +123,7 @@ impl Replica {
                 self.marker.remove(vb);
             }
             DcpEvent::StreamEnd { .. } => self.stream_ends += 1,
+            DcpEvent::VbucketState { vb, state } => panic!("{vb}: no takeover asked ({state:?})"),
             DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => {
                 let vb = i.vb;
                 let last = self.last_seqno.get(&vb).copied().unwrap_or(Seqno::ZERO);

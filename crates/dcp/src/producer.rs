@@ -250,7 +250,10 @@ mod tests {
         s.start();
         p.add_stream(s);
         p.schedule(VbId(3));
-        assert!(!p.has_stream(VbId(3)), "dead at once: a new request may replace it");
+        assert!(
+            !p.has_stream(VbId(3)),
+            "dead at once: a new request may replace it"
+        );
         assert_eq!(p.num_streams(), 1, "kept until its end is sent");
         let mut out = Vec::new();
         assert_eq!(p.fill(&mut out, 1, usize::MAX, now), 1);

@@ -9,6 +9,16 @@
 //!      │  ▲                          │ on_backfill_end() asks RegisterCursor{after: end};
 //!      │  └──────────────────────────┘ on_cursor(false) asks for another Backfill
 //!      │ on_cursor_dropped() (client opted in to cursor dropping) ─────┘
+//!      │
+//!      │ takeover streams only, once everything is sent (on_drained):
+//!      ▼
+//!   TakeoverWait ── SET_VBUCKET_STATE(pending) sent, waiting for the consumer's answer
+//!      │ on_vb_state_ack(): asks SetVbucketDead (no more writes here)
+//!      ▼
+//!   TakeoverSend ── the rest, up to the last write before the vbucket died
+//!      │ on_drained(): SET_VBUCKET_STATE(active) sent
+//!      ▼
+//!   TakeoverWait ── on_vb_state_ack(): STREAM_END(ok)
 //!      ▼
 //!    Dead  ◄── end seqno reached (Ok) · close() (Closed) · state change (StateChanged)
 //!              · cursor dropped without opt-in (TooSlow) · backfill failed (BackfillFailed)
@@ -31,7 +41,7 @@ use crate::change::{Change, ChangeKind};
 use bytes::Bytes;
 use sluice_proto::dcp::message::{DcpDocument, SnapshotMarker};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
-use sluice_types::{Datatype, Seqno, VbId};
+use sluice_types::{Datatype, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +49,10 @@ pub enum StreamState {
     Pending,
     Backfilling,
     InMemory,
+    /// Takeover: the producer's vbucket is dead; sending what remains.
+    TakeoverSend,
+    /// Takeover: waiting for the consumer to answer SET_VBUCKET_STATE.
+    TakeoverWait,
     Dead,
 }
 
@@ -48,6 +62,8 @@ impl StreamState {
             StreamState::Pending => "pending",
             StreamState::Backfilling => "backfilling",
             StreamState::InMemory => "in-memory",
+            StreamState::TakeoverSend => "takeover-send",
+            StreamState::TakeoverWait => "takeover-wait",
             StreamState::Dead => "dead",
         }
     }
@@ -73,6 +89,19 @@ pub enum StreamAction {
     Backfill { after: Seqno },
     /// The stream no longer needs its cursor (if it has one).
     ReleaseCursor,
+    /// Takeover: set the producer's vbucket dead (writes stop here), then keep reading.
+    SetVbucketDead,
+}
+
+/// Where a takeover stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takeover {
+    /// Catching up like any stream.
+    Catching,
+    WaitPending,
+    /// The vbucket is dead here; sending the rest.
+    Draining,
+    WaitActive,
 }
 
 /// Stream statistics (the seeds' "items remaining" comes from `last_read` and the high seqno).
@@ -101,6 +130,7 @@ pub struct ActiveStream {
     ready: VecDeque<DcpMessage>,
     ready_bytes: usize,
     end_reason: Option<StreamEndReason>,
+    takeover: Option<Takeover>,
     pub counters: StreamCounters,
 }
 
@@ -120,7 +150,58 @@ impl ActiveStream {
             ready: VecDeque::new(),
             ready_bytes: 0,
             end_reason: None,
+            takeover: None,
             counters: StreamCounters::default(),
+        }
+    }
+
+    /// A takeover stream: after catching up it hands the vbucket over to the consumer.
+    pub fn with_takeover(mut self) -> Self {
+        self.takeover = Some(Takeover::Catching);
+        self.end_seqno = Seqno::MAX;
+        self
+    }
+
+    pub fn is_takeover(&self) -> bool {
+        self.takeover.is_some()
+    }
+
+    /// Reading memory in a phase where running dry means the next takeover step.
+    pub fn takeover_reading(&self) -> bool {
+        matches!(
+            self.state,
+            StreamState::InMemory | StreamState::TakeoverSend
+        ) && matches!(
+            self.takeover,
+            Some(Takeover::Catching) | Some(Takeover::Draining)
+        )
+    }
+
+    /// Takeover: the cursor has nothing more and everything read has been sent.
+    pub fn on_drained(&mut self) -> Vec<StreamAction> {
+        if !self.takeover_reading() || !self.ready.is_empty() {
+            return Vec::new();
+        }
+        let (phase, state) = match self.takeover {
+            Some(Takeover::Catching) => (Takeover::WaitPending, VbState::Pending),
+            _ => (Takeover::WaitActive, VbState::Active),
+        };
+        self.takeover = Some(phase);
+        self.state = StreamState::TakeoverWait;
+        self.push(DcpMessage::SetVbucketState(state));
+        Vec::new()
+    }
+
+    /// The consumer answered SET_VBUCKET_STATE.
+    pub fn on_vb_state_ack(&mut self) -> Vec<StreamAction> {
+        match self.takeover {
+            Some(Takeover::WaitPending) => {
+                self.takeover = Some(Takeover::Draining);
+                self.state = StreamState::TakeoverSend;
+                vec![StreamAction::SetVbucketDead]
+            }
+            Some(Takeover::WaitActive) => self.end(StreamEndReason::Ok),
+            _ => Vec::new(),
         }
     }
 
@@ -155,8 +236,10 @@ impl ActiveStream {
 
     /// Whether the stream wants more changes read for it now.
     pub fn wants_more(&self, ready_bytes_max: usize) -> bool {
-        matches!(self.state, StreamState::InMemory | StreamState::Backfilling)
-            && self.ready_bytes < ready_bytes_max
+        matches!(
+            self.state,
+            StreamState::InMemory | StreamState::Backfilling | StreamState::TakeoverSend
+        ) && self.ready_bytes < ready_bytes_max
     }
 
     /// Takes the next message to send.
@@ -210,7 +293,11 @@ impl ActiveStream {
             };
         }
         if registered {
-            self.state = StreamState::InMemory;
+            self.state = if self.takeover == Some(Takeover::Draining) {
+                StreamState::TakeoverSend
+            } else {
+                StreamState::InMemory
+            };
             self.backfill_end = None;
             Vec::new()
         } else {
@@ -285,7 +372,10 @@ impl ActiveStream {
         snap_end: Seqno,
         items: &[Change],
     ) -> Vec<StreamAction> {
-        if self.state != StreamState::InMemory {
+        if !matches!(
+            self.state,
+            StreamState::InMemory | StreamState::TakeoverSend
+        ) {
             return Vec::new();
         }
         let fresh: Vec<&Change> = items
@@ -323,11 +413,15 @@ impl ActiveStream {
 
     /// The engine dropped this stream's cursor to free checkpoint memory.
     pub fn on_cursor_dropped(&mut self) -> Vec<StreamAction> {
-        if self.state != StreamState::InMemory {
+        if !matches!(
+            self.state,
+            StreamState::InMemory | StreamState::TakeoverSend
+        ) {
             return Vec::new();
         }
         self.counters.cursor_drops += 1;
-        if !self.opts.cursor_dropping {
+        // A takeover must finish: it backfills whether or not the client opted in.
+        if !self.opts.cursor_dropping && self.takeover.is_none() {
             return self.end(StreamEndReason::TooSlow);
         }
         self.state = StreamState::Backfilling;

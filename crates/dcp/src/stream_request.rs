@@ -73,10 +73,10 @@ pub fn decide_stream_request(
             "vbucket is not in a streamable state",
         ));
     }
-    if flags.contains(StreamFlags::TAKEOVER) {
+    if flags.contains(StreamFlags::TAKEOVER) && vb.state != VbState::Active {
         return Err(Refused::Status(
-            Status::NotSupported,
-            "takeover streams are not supported yet",
+            Status::NotMyVbucket,
+            "only an active vbucket can be taken over",
         ));
     }
     let mut req = *req;

@@ -31,6 +31,8 @@ enum Ev {
     Memory(u64, u64, &'static [u64]),
     Dropped,
     Close,
+    Drained,
+    VbAck,
 }
 
 /// What the queue should hold, in order, in a compact form.
@@ -39,6 +41,7 @@ enum Out {
     Marker(u64, u64, u32),
     Item(u64),
     End(StreamEndReason),
+    VbState(u8),
 }
 
 struct Case {
@@ -46,6 +49,7 @@ struct Case {
     start: u64,
     end: u64,
     opts: StreamOptions,
+    takeover: bool,
     events: &'static [Ev],
     /// Actions asked for, in order, over the whole script.
     actions: Vec<StreamAction>,
@@ -53,9 +57,39 @@ struct Case {
     state: StreamState,
 }
 
+/// Sends everything queued (pops the ready queue), checking the byte accounting.
+fn send_all(s: &mut ActiveStream, name: &str, out: &mut Vec<Out>) {
+    while let Some(m) = {
+        let before = s.ready_bytes();
+        let m = s.pop_ready();
+        if let Some(m) = &m {
+            assert_eq!(
+                before - s.ready_bytes(),
+                m.wire_len(),
+                "{name}: ready bytes"
+            );
+        }
+        m
+    } {
+        out.push(match m {
+            DcpMessage::SnapshotMarker(m) => Out::Marker(m.start.0, m.end.0, m.flags.0),
+            DcpMessage::Mutation(d) | DcpMessage::Deletion(d) | DcpMessage::Expiration(d) => {
+                Out::Item(d.seqno.0)
+            }
+            DcpMessage::StreamEnd(r) => Out::End(r),
+            DcpMessage::SetVbucketState(st) => Out::VbState(st as u8),
+            other => panic!("{name}: unexpected {other:?}"),
+        });
+    }
+}
+
 fn run(c: &Case) {
     let mut s = ActiveStream::new(VbId(0), 1, Seqno(c.start), Seqno(c.end), c.opts);
+    if c.takeover {
+        s = s.with_takeover();
+    }
     let mut actions = Vec::new();
+    let mut out = Vec::new();
     for ev in c.events {
         match *ev {
             Ev::Start => actions.extend(s.start()),
@@ -72,35 +106,16 @@ fn run(c: &Case) {
             }
             Ev::Dropped => actions.extend(s.on_cursor_dropped()),
             Ev::Close => actions.extend(s.close()),
-        }
-    }
-    let mut out = Vec::new();
-    let mut total = 0;
-    while let Some(m) = {
-        let before = s.ready_bytes();
-        let m = s.pop_ready();
-        if let Some(m) = &m {
-            assert_eq!(
-                before - s.ready_bytes(),
-                m.wire_len(),
-                "{}: ready bytes",
-                c.name
-            );
-            total += m.wire_len();
-        }
-        m
-    } {
-        out.push(match m {
-            DcpMessage::SnapshotMarker(m) => Out::Marker(m.start.0, m.end.0, m.flags.0),
-            DcpMessage::Mutation(d) | DcpMessage::Deletion(d) | DcpMessage::Expiration(d) => {
-                Out::Item(d.seqno.0)
+            // The connection only reports "drained" once everything queued went out.
+            Ev::Drained => {
+                send_all(&mut s, c.name, &mut out);
+                actions.extend(s.on_drained());
             }
-            DcpMessage::StreamEnd(r) => Out::End(r),
-            other => panic!("{}: unexpected {other:?}", c.name),
-        });
+            Ev::VbAck => actions.extend(s.on_vb_state_ack()),
+        }
     }
+    send_all(&mut s, c.name, &mut out);
     assert_eq!(s.ready_bytes(), 0);
-    assert_eq!(s.counters.bytes_sent as usize, total);
     assert_eq!(actions, c.actions, "{}: actions", c.name);
     assert_eq!(out, c.out, "{}: messages", c.name);
     assert_eq!(s.state(), c.state, "{}: final state", c.name);
@@ -126,7 +141,7 @@ fn run(c: &Case) {
                 );
                 last = *n;
             }
-            Out::End(_) => {}
+            Out::End(_) | Out::VbState(_) => {}
         }
     }
 }
@@ -153,6 +168,7 @@ fn stream_scripts() {
             name: "memory only: one marker per checkpoint, checkpoint flag on a new one",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -176,6 +192,7 @@ fn stream_scripts() {
             name: "a checkpoint read in two parts keeps one marker",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -197,6 +214,7 @@ fn stream_scripts() {
             name: "the open checkpoint growing gets a memory marker per read",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[Start, Cursor(true), Memory(1, 1, &[1]), Memory(1, 2, &[2])],
             actions: vec![RegisterCursor { after: Seqno(0) }],
@@ -212,6 +230,7 @@ fn stream_scripts() {
             name: "backfill, then memory: no gap, no duplicate (memory repeats 7 and 8)",
             start: 2,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -244,6 +263,7 @@ fn stream_scripts() {
             name: "deduplicated tail: the backfill's end counts even without items there",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -275,6 +295,7 @@ fn stream_scripts() {
             name: "end seqno inside a backfill: the whole snapshot, then ok",
             start: 0,
             end: 5,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -301,6 +322,7 @@ fn stream_scripts() {
             name: "nothing to send: start == end ends at once",
             start: 7,
             end: 7,
+            takeover: false,
             opts: opts(false, false),
             events: &[Start],
             actions: vec![ReleaseCursor],
@@ -311,6 +333,7 @@ fn stream_scripts() {
             name: "cursor dropped with the opt-in: back to disk from the last seqno",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(true, false),
             events: &[
                 Start,
@@ -346,6 +369,7 @@ fn stream_scripts() {
             name: "cursor dropped without the opt-in: ends as too slow",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[Start, Cursor(true), Memory(1, 2, &[1, 2]), Dropped],
             actions: vec![RegisterCursor { after: Seqno(0) }, ReleaseCursor],
@@ -361,6 +385,7 @@ fn stream_scripts() {
             name: "close with stream-end on close: queued items dropped, end(closed)",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, true),
             events: &[Start, Cursor(true), Memory(1, 2, &[1, 2]), Close],
             actions: vec![RegisterCursor { after: Seqno(0) }, ReleaseCursor],
@@ -371,6 +396,7 @@ fn stream_scripts() {
             name: "close without it: silent",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[Start, Cursor(true), Close],
             actions: vec![RegisterCursor { after: Seqno(0) }, ReleaseCursor],
@@ -381,6 +407,7 @@ fn stream_scripts() {
             name: "events after death are ignored (a late backfill result)",
             start: 0,
             end: FOREVER,
+            takeover: false,
             opts: opts(false, false),
             events: &[
                 Start,
@@ -396,6 +423,40 @@ fn stream_scripts() {
                 ReleaseCursor,
             ],
             out: vec![],
+            state: StreamState::Dead,
+        },
+        Case {
+            name: "takeover: catch up, pending, (vbucket dead) the rest, active, end ok",
+            start: 0,
+            end: 0,
+            takeover: true,
+            opts: opts(false, false),
+            events: &[
+                Start,
+                Cursor(true),
+                Memory(1, 2, &[1, 2]),
+                Drained,
+                // The connection reads nothing while waiting for the answer.
+                VbAck,
+                Memory(1, 3, &[3]),
+                Drained,
+                VbAck,
+            ],
+            actions: vec![
+                RegisterCursor { after: Seqno(0) },
+                SetVbucketDead,
+                ReleaseCursor,
+            ],
+            out: vec![
+                Out::Marker(0, 2, MEM_CKPT),
+                Out::Item(1),
+                Out::Item(2),
+                Out::VbState(3),
+                Out::Marker(2, 3, MEM),
+                Out::Item(3),
+                Out::VbState(1),
+                Out::End(StreamEndReason::Ok),
+            ],
             state: StreamState::Dead,
         },
     ];

@@ -102,6 +102,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
 }
 
 impl Running {
+    /// The replication this node runs (`replica_of`), if any.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.replication.as_ref()
+    }
+
     /// Stops accepting, flushes the bucket and records a clean stop.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         if let Some(r) = self.replication.take() {

@@ -133,3 +133,101 @@ async fn a_replica_follows_resumes_and_rolls_back() {
     other.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
+    use sluice_types::{VbId, VbState};
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let active = node(da.path(), None).await;
+    write_all(active.memcached_addr.unwrap(), &items("a", 3000)).await;
+    let replica = node(db.path(), Some(active.kv_addr)).await;
+    caught_up(&active, &replica).await;
+    let vb = 3u16;
+    let keys: Vec<Vec<u8>> = (0..100_000)
+        .map(|i| format!("t{i}").into_bytes())
+        .filter(|k| vbucket_of(k, VBS).0 == vb)
+        .take(2000)
+        .collect();
+    // Writes to the vbucket go on while it moves; each acknowledged one must arrive.
+    let writer = tokio::spawn({
+        let addr = active.kv_addr;
+        let keys = keys.clone();
+        async move {
+            let mut kv = Kv::open(addr).await;
+            let mut acked = Vec::new();
+            for k in &keys {
+                let a = kv.set(k, k, vb).await;
+                match a.status {
+                    0 => acked.push((k.clone(), a.cas)),
+                    0x07 => break, // the vbucket is no longer active there
+                    s => panic!("write failed with 0x{s:x}"),
+                }
+            }
+            acked
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    replica.replication().unwrap().takeover(VbId(vb));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while replica.node.bucket.vb_state(VbId(vb)).unwrap() != VbState::Active {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the takeover finished"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        active.node.bucket.vb_state(VbId(vb)).unwrap(),
+        VbState::Dead
+    );
+    let acked = writer.await.unwrap();
+    assert!(!acked.is_empty());
+    let mut r = Kv::open(replica.kv_addr).await;
+    for (k, cas) in &acked {
+        let got = r.get(k, vb).await;
+        assert_eq!(
+            (got.status, got.cas),
+            (0, *cas),
+            "{k:?} acknowledged by the old active"
+        );
+    }
+    // The new active takes writes and has started its own branch of history.
+    assert_eq!(r.set(b"after", b"x", vb).await.status, 0);
+    let old = active.node.bucket.failover_log(VbId(vb)).unwrap();
+    let new = replica.node.bucket.failover_log(VbId(vb)).unwrap();
+    assert_eq!(
+        &new.entries()[1..],
+        old.entries(),
+        "the new branch sits on the old history"
+    );
+    // The other vbuckets keep replicating.
+    write_all(
+        active.memcached_addr.unwrap(),
+        &items("z", 500)
+            .into_iter()
+            .filter(|(k, _)| vbucket_of(k, VBS).0 != vb)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let want = high_seqnos(active.kv_addr).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let have: HashMap<u16, u64> = replica
+            .node
+            .bucket
+            .vb_seqnos(None)
+            .into_iter()
+            .map(|(v, s)| (v.0, s.0))
+            .collect();
+        if want.iter().all(|(v, s)| *v == vb || have.get(v) == Some(s)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "other vbuckets caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    replica.shutdown().await.unwrap();
+    active.shutdown().await.unwrap();
+}

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
-use sluice_types::{Cas, Datatype, Seqno, VbId};
+use sluice_types::{Cas, Datatype, Seqno, VbId, VbState};
 
 /// One document change as the producer sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +55,15 @@ pub enum DcpEvent {
         vb: VbId,
         to: Seqno,
     },
+    /// Takeover ([`DcpStream::takeover`](super::DcpStream::takeover)): the producer hands
+    /// `vb` over. First `pending` (the producer stops taking writes next), then, once
+    /// everything was sent, `active`: the application now owns the vbucket. The client
+    /// answers the producer when the application asks for the next event, i.e. after it has
+    /// handled this one.
+    VbucketState {
+        vb: VbId,
+        state: VbState,
+    },
 }
 
 impl DcpEvent {
@@ -63,7 +72,8 @@ impl DcpEvent {
             DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => i.vb,
             DcpEvent::SnapshotMarker { vb, .. }
             | DcpEvent::StreamEnd { vb, .. }
-            | DcpEvent::Rollback { vb, .. } => *vb,
+            | DcpEvent::Rollback { vb, .. }
+            | DcpEvent::VbucketState { vb, .. } => *vb,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use sluice_proto::dcp::message::DcpDocument;
-use sluice_proto::dcp::{DcpMessage, StreamEndReason};
+use sluice_proto::dcp::{DcpMessage, StreamEndReason, StreamFlags};
 use sluice_proto::encode::Packet;
 use sluice_proto::{Opcode, Status};
 use sluice_types::{Seqno, VbId, VbUuid};
@@ -114,7 +114,11 @@ impl DcpStream {
                 self.on_stream_end(vb, reason);
                 Some(DcpEvent::StreamEnd { vb, reason })
             }
-            DcpMessage::SetVbucketState(_) | DcpMessage::Noop => None,
+            DcpMessage::SetVbucketState(state) => {
+                self.vb_state_answers.push(opaque);
+                Some(DcpEvent::VbucketState { vb, state })
+            }
+            DcpMessage::Noop => None,
         }
     }
 
@@ -125,6 +129,11 @@ impl DcpStream {
     /// from the position of the last delivered event, which is exactly what it holds;
     /// a rollback, if needed, is then negotiated as usual.
     fn on_stream_end(&mut self, vb: VbId, reason: StreamEndReason) {
+        if reason == StreamEndReason::Closed && self.takeovers.remove(&vb) {
+            // Closed to be asked for again as a takeover (DcpStream::takeover).
+            self.request_with(vb, StreamFlags::TAKEOVER);
+            return;
+        }
         match reason {
             StreamEndReason::Ok
             | StreamEndReason::Closed

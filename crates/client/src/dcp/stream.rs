@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
+use sluice_proto::dcp::StreamFlags;
 use sluice_proto::encode::Packet;
 use sluice_proto::Opcode;
 use sluice_types::{Seqno, VbId};
@@ -91,6 +92,10 @@ pub struct DcpStream {
     /// The producer's failover log of each vbucket whose stream it accepted, until the
     /// application takes them ([`DcpStream::take_opened`]).
     pub(super) opened: BTreeMap<VbId, Vec<FailoverEntry>>,
+    /// SET_VBUCKET_STATE requests delivered as events, to answer on the next `next()`.
+    pub(super) vb_state_answers: Vec<u32>,
+    /// Vbuckets closed to be requested again as takeovers.
+    pub(super) takeovers: BTreeSet<VbId>,
 }
 
 impl std::fmt::Debug for DcpStream {
@@ -198,6 +203,8 @@ impl DcpStream {
             live: 0,
             positions,
             opened: BTreeMap::new(),
+            vb_state_answers: Vec::new(),
+            takeovers: BTreeSet::new(),
         };
         let vbs: Vec<VbId> = stream.positions.iter().map(|p| p.vb).collect();
         for vb in vbs {
@@ -236,6 +243,16 @@ impl DcpStream {
             }
             if let Some(ack) = self.acks.due(Instant::now()) {
                 self.link.send(ack);
+            }
+            for opaque in std::mem::take(&mut self.vb_state_answers) {
+                // The application handled the state change it was given: the producer
+                // may go on with the takeover.
+                let answer = Packet::response(
+                    Opcode::DcpSetVbucketState.byte(),
+                    sluice_proto::Status::Success,
+                    opaque,
+                );
+                self.link.send(answer.to_vec());
             }
             let inbound = self.link.recv().await?;
             if let Some(event) = self.handle(inbound)? {
@@ -304,6 +321,18 @@ impl DcpStream {
         true
     }
 
+    /// Asks the producer to hand `vb` over to this client (a takeover stream): the stream is
+    /// closed and requested again with the takeover flag from the current position. The
+    /// producer sends everything, then `VbucketState` events (pending, then active) and a
+    /// `StreamEnd` ok. `false` if `vb` is not streaming.
+    pub fn takeover(&mut self, vb: VbId) -> bool {
+        if !self.close_stream(vb) {
+            return false;
+        }
+        self.takeovers.insert(vb);
+        true
+    }
+
     /// The DCP_OPEN name of this connection.
     pub fn name(&self) -> &str {
         &self.opts.name
@@ -317,12 +346,19 @@ impl DcpStream {
 
     /// Sends a stream request for `vb` from its current position.
     pub(super) fn request(&mut self, vb: VbId) {
+        self.request_with(vb, StreamFlags(0));
+    }
+
+    /// [`Self::request`] with stream flags (a takeover).
+    pub(super) fn request_with(&mut self, vb: VbId, flags: StreamFlags) {
         let pos = *self
             .positions
             .get(vb)
             .expect("every streamed vbucket has a position");
         let opaque = self.take_opaque();
-        let extras = pos.stream_request(self.opts.end).encode();
+        let mut req = pos.stream_request(self.opts.end);
+        req.flags = flags;
+        let extras = req.encode();
         let bytes = Packet::request(Opcode::DcpStreamReq.byte(), vb.0, opaque)
             .extras(&extras)
             .to_vec();

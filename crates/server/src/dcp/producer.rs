@@ -34,7 +34,7 @@ use sluice_proto::dcp::OpenFlags;
 use sluice_proto::request::{validate, Command};
 use sluice_proto::{decode_frame, Decoded, Feature, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
-use sluice_types::{Datatype, VbId};
+use sluice_types::{Datatype, VbId, VbState};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -237,9 +237,12 @@ impl Conn {
 
     fn handle_frame(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) -> bool {
         if frame.magic == Magic::ClientResponse {
-            // The consumer's answers to our requests: noops (and nothing else yet).
+            // The consumer's answers to our requests: noops, and SET_VBUCKET_STATE during a
+            // takeover (matched by the stream's opaque).
             if frame.opcode == Opcode::DcpNoop as u8 {
                 self.producer.noop.on_response();
+            } else if frame.opcode == Opcode::DcpSetVbucketState as u8 {
+                self.on_vb_state_answer(frame.opaque, frame.vbucket_or_status);
             }
             return true;
         }
@@ -378,6 +381,13 @@ impl Conn {
                     accepted.end,
                     self.producer.stream_options(),
                 );
+                if sreq
+                    .flags
+                    .contains(sluice_proto::dcp::StreamFlags::TAKEOVER)
+                {
+                    tracing::info!(%vb, name = %self.producer.name, "takeover stream requested");
+                    stream = stream.with_takeover();
+                }
                 let actions = stream.start();
                 self.producer.add_stream(stream);
                 self.stream_ids.insert(vb, self.next_stream_id);
@@ -388,12 +398,40 @@ impl Conn {
         }
     }
 
+    fn on_vb_state_answer(&mut self, opaque: u32, status: u16) {
+        let Some(vb) = self
+            .producer
+            .streams()
+            .find(|s| s.opaque == opaque && s.state() == StreamState::TakeoverWait)
+            .map(|s| s.vb)
+        else {
+            tracing::debug!(opaque, "SET_VBUCKET_STATE answer for no waiting takeover");
+            return;
+        };
+        let stream = self.producer.stream_mut(vb).expect("found");
+        let actions = if status == Status::Success.code() {
+            stream.on_vb_state_ack()
+        } else {
+            tracing::warn!(%vb, status, "the consumer refused the takeover's state change");
+            stream.on_state_changed()
+        };
+        self.push_actions(vb, actions);
+        self.producer.schedule(vb);
+    }
+
     fn push_actions(&mut self, vb: VbId, actions: Vec<StreamAction>) {
         self.actions.extend(actions.into_iter().map(|a| (vb, a)));
     }
 
     fn pump(&mut self, out: &mut Vec<u8>) {
         self.run_actions();
+        // Takeover streams that sent everything read so far look at their cursor again
+        // (a write may not have woken them: the last one may predate the read).
+        for s in self.producer.streams() {
+            if s.takeover_reading() && !s.has_ready() {
+                self.wake.mark_dirty(s.vb);
+            }
+        }
         self.read_cursors();
         self.schedule_backfills();
         if out.len() < OUT_HIGH_BYTES {
@@ -425,6 +463,17 @@ impl Conn {
                 }
                 StreamAction::Backfill { after } => {
                     self.backfill_starts.push_back((vb, after));
+                }
+                StreamAction::SetVbucketDead => {
+                    // From here on writes to the vbucket get NOT_MY_VBUCKET; what was
+                    // written before is still in the cursor's way, and is sent next.
+                    if let Err(e) = self.node.bucket.set_vbucket_state(vb, VbState::Dead) {
+                        tracing::warn!(%vb, error = %e, "takeover: cannot set the vbucket dead");
+                        self.stream_failed(vb);
+                        continue;
+                    }
+                    tracing::info!(%vb, "takeover: vbucket dead here, sending the rest");
+                    self.wake.mark_dirty(vb);
                 }
                 StreamAction::ReleaseCursor => {
                     self.wake.watch(vb, false);
@@ -462,7 +511,10 @@ impl Conn {
             let Some(stream) = self.producer.stream_mut(vb) else {
                 continue;
             };
-            if stream.state() != StreamState::InMemory {
+            if !matches!(
+                stream.state(),
+                StreamState::InMemory | StreamState::TakeoverSend
+            ) {
                 continue;
             }
             if !stream.wants_more(STREAM_READY_BYTES_MAX) {
@@ -495,6 +547,9 @@ impl Conn {
                     if any {
                         // There may be more than one read's worth.
                         self.wake.mark_dirty(vb);
+                    } else if stream.takeover_reading() && !stream.has_ready() {
+                        // A takeover stream that has sent everything moves to its next step.
+                        actions.extend(stream.on_drained());
                     }
                     self.push_actions(vb, actions);
                     self.producer.schedule(vb);

@@ -13,6 +13,10 @@
 //!                                  change; nothing more is read meanwhile, so no more is acked
 //! ```
 //!
+//! Takeover ([`Replication::takeover`]): the vbucket's stream is closed and requested again
+//! with the takeover flag; the producer sends the rest, sets its copy dead, and the replica
+//! follows its SET_VBUCKET_STATE messages (pending, then active).
+//!
 //! Backpressure is the flow-control window: the client acks what it delivered, and this loop
 //! takes the next change only after the previous one was applied. The window is 5 % of the
 //! bucket quota (at least 1 MiB), as replicas of the reference server size theirs.
@@ -23,14 +27,15 @@
 
 use crate::node::Node;
 use sluice_client::dcp::{
-    DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
+    DcpError, DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
 };
 use sluice_client::ConnectOptions;
 use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, VbId, VbState};
 use sluice_types::FailoverLog;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -53,14 +58,32 @@ pub struct ReplicationSpec {
 /// A running replication; dropping it does not stop it, [`Replication::stop`] does.
 pub struct Replication {
     stop: Arc<Notify>,
+    takeovers: mpsc::UnboundedSender<VbId>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Replication {
     pub fn start(node: Arc<Node>, spec: ReplicationSpec) -> Replication {
         let stop = Arc::new(Notify::new());
-        let task = tokio::spawn(run(node, spec, stop.clone()));
-        Replication { stop, task }
+        let (takeovers, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(node, spec, stop.clone(), rx));
+        Replication {
+            stop,
+            takeovers,
+            task,
+        }
+    }
+
+    /// Takes `vb` over from the producer: it streams the rest, stops taking writes, and this
+    /// node's replica becomes active (with a new failover branch). The vbucket then leaves
+    /// the replication.
+    pub fn takeover(&self, vb: VbId) {
+        let _ = self.takeovers.send(vb);
+    }
+
+    /// Whether the replication task is still running (it ends once nothing is left to follow).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
     }
 
     pub async fn stop(self) {
@@ -69,7 +92,12 @@ impl Replication {
     }
 }
 
-async fn run(node: Arc<Node>, spec: ReplicationSpec, stop: Arc<Notify>) {
+async fn run(
+    node: Arc<Node>,
+    spec: ReplicationSpec,
+    stop: Arc<Notify>,
+    mut takeovers: mpsc::UnboundedReceiver<VbId>,
+) {
     for &vb in &spec.vbuckets {
         if let Err(e) = node.bucket.set_vbucket_state(vb, VbState::Replica) {
             tracing::error!(%vb, error = %e, "cannot make the vbucket a replica");
@@ -77,15 +105,21 @@ async fn run(node: Arc<Node>, spec: ReplicationSpec, stop: Arc<Notify>) {
         }
     }
     let mut backoff = BACKOFF_MIN;
+    let mut wanted: BTreeSet<VbId> = BTreeSet::new();
     loop {
         let began = std::time::Instant::now();
         let outcome = tokio::select! {
             _ = stop.notified() => return,
-            r = follow(&node, &spec) => r,
+            r = follow(&node, &spec, &mut takeovers, &mut wanted) => r,
         };
-        let Err(e) = outcome;
-        tracing::warn!(source = %spec.source, error = %e,
-            "replication stream lost; reconnecting");
+        match outcome {
+            Ok(()) => {
+                tracing::info!(source = %spec.source, "no replica vbuckets left to follow");
+                return;
+            }
+            Err(e) => tracing::warn!(source = %spec.source, error = %e,
+                "replication stream lost; reconnecting"),
+        }
         if began.elapsed() > BACKOFF_MAX * 2 {
             // It ran for a while: this is a new failure, not a repeat of the last one.
             backoff = BACKOFF_MIN;
@@ -112,9 +146,16 @@ fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
     opts
 }
 
+/// Every vbucket of the spec that is still a replica here (one taken over is active now).
 fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, EngineError> {
     let mut out = Vec::with_capacity(spec.vbuckets.len());
     for &vb in &spec.vbuckets {
+        if !matches!(
+            node.bucket.vb_state(vb)?,
+            VbState::Replica | VbState::Pending
+        ) {
+            continue;
+        }
         let p = node.bucket.replica_position(vb)?;
         out.push(DcpPosition {
             vb,
@@ -127,17 +168,48 @@ fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, Eng
     Ok(StreamPositions::from_positions(out))
 }
 
-/// One connection's life: returns when it is lost (the caller reconnects).
+/// One connection's life: `Ok` when nothing is left to follow, `Err` when the connection
+/// is lost (the caller reconnects). `wanted` holds takeovers asked for and not yet started.
 async fn follow(
     node: &Arc<Node>,
     spec: &ReplicationSpec,
-) -> anyhow::Result<std::convert::Infallible> {
+    takeovers: &mut mpsc::UnboundedReceiver<VbId>,
+    wanted: &mut BTreeSet<VbId>,
+) -> anyhow::Result<()> {
     let start = positions(node, spec)?;
+    if start.is_empty() {
+        return Ok(());
+    }
     let mut stream = DcpStream::resume(&spec.source, options(node, spec), start).await?;
     tracing::info!(source = %spec.source, vbuckets = spec.vbuckets.len(), name = %spec.name,
         "replication stream open");
+    // The sender goes away with the `Replication` handle; then stop polling it.
+    let mut asking = true;
     loop {
-        let event = stream.next().await?;
+        // A takeover starts once its vbucket is streaming.
+        wanted.retain(|&vb| !stream.takeover(vb));
+        let event = tokio::select! {
+            vb = takeovers.recv(), if asking => {
+                match vb {
+                    Some(vb) => {
+                        wanted.insert(vb);
+                    }
+                    None => asking = false,
+                }
+                continue;
+            }
+            e = stream.next() => e,
+        };
+        let event = match event {
+            Ok(e) => e,
+            Err(DcpError::AllStreamsEnded) => return Ok(()),
+            Err(DcpError::StreamRequest { vb, status }) => {
+                // One vbucket refused (e.g. no longer active there): the others go on.
+                tracing::warn!(%vb, ?status, "replication stream request refused");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         for (vb, log) in stream.take_opened() {
             node.bucket
                 .set_failover_log(vb, FailoverLog::from_entries(log))?;
@@ -168,6 +240,11 @@ async fn follow(
                     DcpPosition::zero(vb)
                 };
                 stream.restart(restart);
+            }
+            DcpEvent::VbucketState { vb, state } => {
+                // Takeover: pending while the producer sends the rest, then active here.
+                tracing::info!(%vb, state = state.as_str(), "takeover: vbucket state from the producer");
+                node.bucket.set_vbucket_state(vb, state)?;
             }
             DcpEvent::StreamEnd { vb, reason } => {
                 tracing::info!(%vb, reason = reason.name(), "replication stream ended");
