@@ -80,6 +80,11 @@ pub struct ServerArgs {
     /// name. Reads from it with GET_REPLICA; writes get NOT_MY_VBUCKET.
     #[arg(long, env = "SLUICE_REPLICA_OF", value_name = "HOST:PORT")]
     pub replica_of: Option<String>,
+    /// Memory each DCP connection may hold for its streams (backfilled items and items read
+    /// from memory, not yet sent), in MiB. At least 8.
+    #[arg(long, env = "SLUICE_DCP_BACKFILL_BUFFER_MB", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(8..=4096))]
+    pub dcp_backfill_buffer_mb: u64,
 }
 
 impl ServerArgs {
@@ -106,6 +111,7 @@ impl ServerArgs {
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
         c.replica_of = self.replica_of.clone();
+        c.dcp_backfill_buffer_bytes = (self.dcp_backfill_buffer_mb as usize) << 20;
         if let Some(w) = self.workers {
             c.connection_threads = w.max(1);
         }

@@ -29,6 +29,9 @@ pub struct ServerConfig {
     /// Follow another node's bucket (KV address host:port): every vbucket here becomes a
     /// replica of that node's, streamed over DCP with the same credentials and bucket name.
     pub replica_of: Option<String>,
+    /// Bytes a DCP producer connection may hold queued for its streams (backfilled items
+    /// and items read from memory not yet sent).
+    pub dcp_backfill_buffer_bytes: usize,
 }
 
 impl ServerConfig {
@@ -52,6 +55,7 @@ impl ServerConfig {
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
             expiry_pager_interval_s: 10,
             replica_of: None,
+            dcp_backfill_buffer_bytes: 20 * 1024 * 1024,
         }
     }
 }

@@ -13,7 +13,8 @@
 //! Reading and writing are both always armed, so a client that writes while it is not
 //! reading cannot deadlock the connection.
 //!
-//! Memory bound per connection, in bytes: the backfill buffer (default 20 MiB) holds queued
+//! Memory bound per connection, in bytes: the backfill buffer (`--dcp-backfill-buffer-mb`,
+//! default 20 MiB, at least 8 MiB) holds queued
 //! messages and the backfill chunks being read, give or take one item; the output buffer
 //! adds at most twice `OUT_HIGH_BYTES` plus one message.
 
@@ -42,8 +43,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::task::JoinSet;
 
-/// Messages queued in the connection's streams, at most (the backfill buffer).
-pub const BACKFILL_BUFFER_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
 /// One backfill read returns about this much.
 const BACKFILL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// Backfill reads running at once for one connection (interleaving its vbuckets).
@@ -127,7 +126,11 @@ pub async fn run(
         backfill_starts: VecDeque::new(),
         in_flight: JoinSet::new(),
         actions: VecDeque::new(),
-        backfill_buffer_bytes: BACKFILL_BUFFER_BYTES_DEFAULT,
+        // At least two chunks, or no backfill read could ever start.
+        backfill_buffer_bytes: node
+            .config
+            .dcp_backfill_buffer_bytes
+            .max(2 * BACKFILL_CHUNK_BYTES),
         snappy,
     };
     let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
