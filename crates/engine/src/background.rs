@@ -6,18 +6,67 @@
 /// Marks the calling thread (and threads it creates from now on) as batch work. Failure
 /// only costs latency, so it is logged, not returned.
 pub fn mark_current_thread_as_batch() {
+    set_policy(true);
+}
+
+/// Runs `f` as batch work on a thread that is otherwise ordinary (a blocking-pool thread:
+/// DCP backfill reads), then puts the thread back.
+pub fn run_as_batch<T>(f: impl FnOnce() -> T) -> T {
+    set_policy(true);
+    let out = f();
+    set_policy(false);
+    out
+}
+
+fn set_policy(batch: bool) {
     #[cfg(target_os = "linux")]
     {
         use thread_priority::{
             set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy,
-            ThreadPriority, ThreadSchedulePolicy,
+            ThreadPriority, ThreadPriorityOsValue, ThreadSchedulePolicy,
+        };
+        let (priority, policy) = if batch {
+            (ThreadPriority::Min, NormalThreadSchedulePolicy::Batch)
+        } else {
+            // Nice 0, an ordinary thread's (the blocking pool's threads start that way).
+            (
+                ThreadPriority::Os(ThreadPriorityOsValue::default()),
+                NormalThreadSchedulePolicy::Other,
+            )
         };
         if let Err(e) = set_thread_priority_and_policy(
             thread_native_id(),
-            ThreadPriority::Min,
-            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch),
+            priority,
+            ThreadSchedulePolicy::Normal(policy),
         ) {
-            tracing::debug!(error = ?e, "could not lower a background thread's scheduling class");
+            tracing::debug!(error = ?e, "could not change a thread's scheduling class");
         }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = batch;
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// (nice, policy) of the calling thread, from /proc.
+    fn nice_and_policy() -> (i64, u64) {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // Fields after the command name (which may hold spaces) start at ") ".
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // rest[0] is field 3 (state): nice is field 19, policy field 41.
+        (f[19 - 3].parse().unwrap(), f[41 - 3].parse().unwrap())
+    }
+
+    #[test]
+    fn batch_work_puts_the_thread_back_as_it_was() {
+        std::thread::spawn(|| {
+            let before = nice_and_policy();
+            let during = super::run_as_batch(nice_and_policy);
+            assert_eq!(during.1, 3, "SCHED_BATCH while the work runs");
+            assert_eq!(nice_and_policy(), before, "back to normal afterwards");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -41,7 +41,7 @@ mod stream_source;
 mod vbucket;
 mod warmup;
 
-pub use background::mark_current_thread_as_batch;
+pub use background::{mark_current_thread_as_batch, run_as_batch};
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
 pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};

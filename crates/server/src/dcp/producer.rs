@@ -591,7 +591,7 @@ impl Conn {
                     .spawn_blocking(move || BackfillDone::Started {
                         vb,
                         stream_id,
-                        result: bucket.backfill(vb, after),
+                        result: sluice_engine::run_as_batch(|| bucket.backfill(vb, after)),
                     });
                 continue;
             }
@@ -610,7 +610,9 @@ impl Conn {
                 continue;
             };
             self.in_flight.spawn_blocking(move || {
-                let items = backfill.next_chunk(BACKFILL_CHUNK_BYTES);
+                // Disk scans yield the CPU to request handling (as persistence does).
+                let items =
+                    sluice_engine::run_as_batch(|| backfill.next_chunk(BACKFILL_CHUNK_BYTES));
                 BackfillDone::Chunk {
                     vb,
                     stream_id,
