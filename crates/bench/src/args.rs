@@ -150,7 +150,7 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if v.is_finite() && v >= 0.0 {
         Ok(v)
@@ -159,7 +159,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_value_bytes(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_value_bytes(s: &str) -> Result<usize, String> {
     let v: usize = s.parse().map_err(|e| format!("{e}"))?;
     if (1..=VALUE_BYTES_MAX).contains(&v) {
         Ok(v)

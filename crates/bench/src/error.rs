@@ -1,6 +1,8 @@
 //! Errors below the bench's top level. `run_kv` turns them into `anyhow` with context.
 
+use sluice_client::dcp::DcpError;
 use sluice_client::ClientError;
+use sluice_types::VbId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,6 +14,11 @@ pub enum BenchError {
         "no answer within {0:?} (after the run ended, or to a prefill set); the server looks stuck"
     )]
     NoAnswer(Duration),
+    #[error(
+        "no bootstrap answer within {0:?} (a plain memcached never answers HELLO: use \
+         --target-memcached for it)"
+    )]
+    NoBootstrap(Duration),
     #[error("answer with opaque {got} where {expected} was next; the connection is out of step")]
     OutOfStep { expected: u32, got: u32 },
     #[error("prefill: the server answered status 0x{status:04x} to a set (is the quota big enough for the key space?)")]
@@ -46,6 +53,16 @@ pub enum BenchError {
         log: PathBuf,
         last: ClientError,
     },
+    #[error("DCP: {0}")]
+    Dcp(#[from] DcpError),
+    #[error("DCP consumer received nothing for {waited:?} with {live} stream(s) still open; the stream looks stalled")]
+    DcpStalled { waited: Duration, live: usize },
+    #[error("DCP: the client refused to close the stream of {0} after its last item")]
+    DcpCloseRefused(VbId),
+    #[error("prefill: no set succeeded for {waited:?} after {done} (is the quota big enough for the data?)")]
+    PrefillStalled { done: u64, waited: Duration },
+    #[error("{unpersisted} change(s) still unpersisted after {waited:?} without progress; the flusher looks stuck")]
+    PersistenceStalled { unpersisted: u64, waited: Duration },
     #[error("engine: {0}")]
     Engine(#[from] sluice_engine::EngineError),
     #[error("storage: {0}")]

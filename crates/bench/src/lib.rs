@@ -1,6 +1,6 @@
-//! The load generator behind `sluice bench kv`.
+//! The load generators behind `sluice bench kv` and `sluice bench dcp`.
 //!
-//! Layout:
+//! Layout of `bench kv`:
 //! - `args`       — [`KvArgs`], the command line (embedded by the `sluice` CLI);
 //! - `run`        — [`run_kv`]: starts what is needed, runs every target, reports;
 //! - `targets`    — where the load goes: our own server, an existing one, memcached;
@@ -13,24 +13,58 @@
 //! - `in_process` — the engine called directly from threads, no sockets;
 //! - `progress`   — the stderr progress bar;
 //! - `error`      — what can go wrong below the top level (typed; `run_kv` adds context);
-//! - `report`, `table` — results, medians, ratios, results.json, report.md, the stdout table.
+//! - `report`, `table` — results, medians, ratios, results.json, report.md, the stdout table;
+//! - `connect`    — opening the load's connections; `stop` — ending a timed run early.
+//!
+//! Layout of `bench dcp` (it reuses the KV prefill, load, targets and tables):
+//! - `dcp_args`       — [`DcpArgs`], the command line;
+//! - `dcp_run`        — [`run_dcp`]: setups in turn, each a fresh server;
+//! - `bucket_setup`   — one setup: start, prefill, settle (persisted, CPU quiet);
+//! - `settle`         — waiting for the flusher and for a quiet server;
+//! - `stream_targets` — where a drain ends (each vbucket's high seqno);
+//! - `consumer`       — one DCP consumer from seqno 0 to the targets; `wire` — message sizes;
+//!   `key_set` — which documents it received;
+//! - `drain`, `catch_up`, `write_rate` — the three timed measurements;
+//! - `proc_stats`, `rss_sampler` — the server's CPU and RSS from /proc; `memory_stats` — the
+//!   bucket's quota use and residency;
+//! - `dcp_report`     — medians, ratios, results.json, report.md; `dcp_tables` — its tables.
 #![deny(unsafe_code)]
 
 mod args;
+mod bucket_setup;
+mod catch_up;
+mod connect;
+mod consumer;
+mod dcp_args;
+mod dcp_report;
+mod dcp_run;
+mod dcp_tables;
+mod drain;
 mod error;
 mod in_process;
+mod key_set;
 mod latency;
 mod load;
 mod measure;
+mod memory_stats;
 mod pacer;
 mod prefill;
+mod proc_stats;
 mod process;
 mod progress;
 mod report;
+mod rss_sampler;
 mod run;
+mod settle;
+mod stop;
+mod stream_targets;
 mod table;
 mod targets;
+mod wire;
 mod workload;
+mod write_rate;
 
 pub use args::{BucketTypeArg, KvArgs, Peer};
+pub use dcp_args::{DcpArgs, Scenario, Setup};
+pub use dcp_run::run_dcp;
 pub use run::run_kv;

@@ -14,8 +14,9 @@
 //! and its actual send ([`latency_origin`]): a request sent early counts from its send, one
 //! sent late (a full pipeline, a stalled server, a late wakeup) counts from its slot.
 //!
-//! Either way the loop stops sending at `window.end` and drains what is in flight; only
-//! answers that arrive inside `[measure_from, end]` are counted.
+//! Either way the loop stops sending at `window.end` (or earlier, at the window's [`Stop`])
+//! and drains what is in flight; only answers that arrive inside `[measure_from, end]` are
+//! counted.
 
 use sluice_client::{Client, Opcode, Packet, Status};
 use std::collections::VecDeque;
@@ -26,6 +27,7 @@ use tokio::time::{sleep_until, timeout_at};
 use crate::error::BenchError;
 use crate::latency::Latency;
 use crate::pacer::Pacer;
+use crate::stop::Stop;
 use crate::workload::{key, Op, Rng, Workload};
 
 /// How long after the end of a run the loop still waits for answers in flight.
@@ -44,10 +46,19 @@ const BEHIND_SLACK: Duration = Duration::from_millis(10);
 const SET_EXTRAS: [u8; 8] = [0; 8];
 
 /// When a run sends and when it counts.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Window {
     pub measure_from: Instant,
     pub end: Instant,
+    /// Ends the run before `end` when signalled.
+    pub stop: Stop,
+}
+
+impl Window {
+    /// `end`, or the stop instant if the run was stopped before it.
+    pub fn end_now(&self) -> Instant {
+        self.stop.end_by(self.end)
+    }
 }
 
 /// What one connection saw during the measured part of a run.
@@ -121,15 +132,14 @@ pub async fn drive(
     let answer_deadline = (window.end + ANSWER_GRACE).into();
     loop {
         let now = Instant::now();
-        let sending = now < window.end;
+        let end = window.end_now();
+        let sending = now < end;
         if sending {
             conn.send_what_is_due(now).await?;
         }
         // With room in the pipeline, the next slot may come before the next answer.
         let wake = match &conn.pacer {
-            Some(p) if sending && conn.pending.len() < conn.pipeline => {
-                Some(wake_for(p, window.end))
-            }
+            Some(p) if sending && conn.pending.len() < conn.pipeline => Some(wake_for(p, end)),
             _ => None,
         };
         if conn.pending.is_empty() {
@@ -160,12 +170,12 @@ pub async fn drive(
                 got: resp.opaque,
             });
         }
-        if done >= window.measure_from && done <= window.end {
+        if done >= window.measure_from && done <= window.end_now() {
             count(&mut tally, &p, resp.status_code, done);
         }
     }
     if let Some(p) = &conn.pacer {
-        tally.behind_schedule = p.behind(window.end - BEHIND_SLACK);
+        tally.behind_schedule = p.behind(window.end_now() - BEHIND_SLACK);
     }
     Ok(tally)
 }

@@ -11,6 +11,7 @@ use crate::error::BenchError;
 use crate::latency::LatencySummary;
 use crate::load::{drive, Tally, Window};
 use crate::pacer::Pacer;
+use crate::stop::Stop;
 use crate::workload::{Rng, Workload};
 
 /// Gives every task time to be scheduled before the first send, so connection 0 does not
@@ -31,6 +32,8 @@ pub struct RunSpec {
 pub struct RunResult {
     pub ops: u64,
     pub ops_per_s: f64,
+    /// Length of the measured part: the run's duration, or less if it was stopped early.
+    pub measured_s: f64,
     pub gets: u64,
     pub sets: u64,
     pub get_misses: u64,
@@ -51,10 +54,24 @@ pub async fn run(
     seed: u64,
     completed: Arc<AtomicU64>,
 ) -> Result<(Vec<Client>, RunResult), BenchError> {
+    run_until(clients, work, spec, seed, completed, Stop::new()).await
+}
+
+/// [`run`], ending early once `stop` is signalled (the rate then counts the shorter
+/// measured part).
+pub async fn run_until(
+    clients: Vec<Client>,
+    work: Arc<Workload>,
+    spec: RunSpec,
+    seed: u64,
+    completed: Arc<AtomicU64>,
+    stop: Stop,
+) -> Result<(Vec<Client>, RunResult), BenchError> {
     let start = Instant::now() + START_DELAY;
     let window = Window {
         measure_from: start + spec.warmup,
         end: start + spec.warmup + spec.duration,
+        stop,
     };
     let n = clients.len() as u64;
     let mut tasks = JoinSet::new();
@@ -64,6 +81,7 @@ pub async fn run(
         let completed = completed.clone();
         let pacer = spec.rate_ops_per_s.map(|r| Pacer::new(start, r, n, i));
         let rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(i));
+        let window = window.clone();
         tasks.spawn(async move {
             tokio::time::sleep_until(start.into()).await;
             let tally = drive(
@@ -86,9 +104,18 @@ pub async fn run(
         total.merge(&tally);
         clients.push(client);
     }
+    let measured = window
+        .end_now()
+        .saturating_duration_since(window.measure_from)
+        .as_secs_f64();
     let result = RunResult {
         ops: total.ops,
-        ops_per_s: total.ops as f64 / spec.duration.as_secs_f64(),
+        ops_per_s: if measured > 0.0 {
+            total.ops as f64 / measured
+        } else {
+            0.0
+        },
+        measured_s: measured,
         gets: total.gets,
         sets: total.sets,
         get_misses: total.get_misses,

@@ -43,6 +43,11 @@ impl ChildProcess {
         &self.log
     }
 
+    /// The child's pid while the bench holds it (it is never reaped before `stop`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// An error if the child has already exited.
     pub fn check_running(&mut self) -> Result<(), BenchError> {
         let Some(child) = self.child.as_mut() else {

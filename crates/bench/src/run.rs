@@ -3,23 +3,19 @@
 //! what it started and reports. The only place that uses `anyhow`.
 
 use anyhow::Context;
-use sluice_client::Client;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinSet;
 
 use crate::args::{KvArgs, Peer};
+use crate::connect::connect_all;
 use crate::in_process::{run_all, InProcessSpec};
 use crate::measure::{self, RunResult, RunSpec};
 use crate::prefill::prefill;
 use crate::progress::{Length, Ticker};
 use crate::report::{Ratios, Report, TargetReport};
-use crate::targets::{self, Target};
+use crate::targets;
 use crate::workload::Workload;
-
-/// A connection's bootstrap (HELLO, SCRAM, bucket, cluster map) must finish within this.
-const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `sluice bench kv` and prints the table (and writes `--out`).
 pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
@@ -60,7 +56,7 @@ async fn over_network(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Repor
 
     let mut pools = Vec::new();
     for t in &targets {
-        let clients = connect_all(t, args.connections)
+        let clients = connect_all(t.addr, &t.options, args.connections)
             .await
             .with_context(|| format!("connecting to {} at {}", t.name, t.addr))?;
         let completed = Arc::new(AtomicU64::new(0));
@@ -126,29 +122,6 @@ async fn over_network(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Repor
         ratios,
         in_process: Vec::new(),
     })
-}
-
-/// Opens `n` connections at once (each runs the full bootstrap).
-async fn connect_all(target: &Target, n: u32) -> anyhow::Result<Vec<Client>> {
-    let mut tasks = JoinSet::new();
-    for _ in 0..n {
-        let (addr, options) = (target.addr, target.options.clone());
-        tasks.spawn(tokio::time::timeout(
-            BOOTSTRAP_TIMEOUT,
-            Client::connect(addr, options),
-        ));
-    }
-    let mut clients = Vec::with_capacity(n as usize);
-    while let Some(joined) = tasks.join_next().await {
-        let client = joined?.map_err(|_| {
-            anyhow::anyhow!(
-                "no bootstrap answer within {BOOTSTRAP_TIMEOUT:?} (a plain memcached never \
-                 answers HELLO: use --target-memcached for it)"
-            )
-        })??;
-        clients.push(client);
-    }
-    Ok(clients)
 }
 
 async fn in_process(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report> {

@@ -3,11 +3,12 @@
 
 use sluice_client::{Client, ConnectOptions};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-use crate::args::KvArgs;
+use crate::args::{BucketTypeArg, KvArgs};
 use crate::error::BenchError;
 use crate::process::{free_port, loopback_addr, ChildProcess};
 
@@ -23,28 +24,77 @@ pub struct Target {
     owned: Option<(ChildProcess, TempDir)>,
 }
 
+/// How the bench starts `sluice server`.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    pub bucket: String,
+    pub bucket_type: BucketTypeArg,
+    pub memory_quota_mb: u64,
+    pub vbuckets: u16,
+    pub username: String,
+    pub password: String,
+}
+
 impl Target {
     /// Stops the process the bench started, if any.
     pub async fn stop(self) -> Result<(), BenchError> {
-        if let Some((process, _dir)) = self.owned {
+        self.stop_saving_log(None).await
+    }
+
+    /// Stops the process the bench started, if any, and then copies its log to `save_to`
+    /// (the log lives in the server's temporary directory, which goes away with it).
+    pub async fn stop_saving_log(self, save_to: Option<&Path>) -> Result<(), BenchError> {
+        if let Some((process, dir)) = self.owned {
+            let log = process.log().to_path_buf();
             process.stop().await?;
+            if let Some(dest) = save_to {
+                std::fs::copy(&log, dest)?;
+            }
+            drop(dir);
         }
         Ok(())
+    }
+
+    /// The pid of the server the bench started.
+    pub fn pid(&self) -> Option<u32> {
+        self.owned.as_ref().and_then(|(p, _)| p.pid())
+    }
+
+    /// An error if the server the bench started has exited.
+    pub fn check_running(&mut self) -> Result<(), BenchError> {
+        match self.owned.as_mut() {
+            Some((p, _)) => p.check_running(),
+            None => Ok(()),
+        }
     }
 }
 
 /// Sluice: the server at `--connect`, or one the bench starts from its own executable
 /// (the `sluice` binary, whose `server` subcommand this is).
 pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
-    let options = ConnectOptions::sluice(&args.username, &args.password, &args.bucket);
     if let Some(addr) = &args.connect {
         return Ok(Target {
             name: "sluice",
             addr: loopback_addr(addr)?,
-            options,
+            options: ConnectOptions::sluice(&args.username, &args.password, &args.bucket),
             owned: None,
         });
     }
+    start_sluice(&ServerSpec {
+        bucket: args.bucket.clone(),
+        bucket_type: args.bucket_type,
+        memory_quota_mb: args.memory_quota_mb,
+        vbuckets: args.vbuckets,
+        username: args.username.clone(),
+        password: args.password.clone(),
+    })
+    .await
+}
+
+/// Starts `sluice server` (this executable) on free loopback ports, in a temporary data
+/// directory, and waits until a full bootstrap works.
+pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
+    let options = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
     let dir = tempfile::Builder::new().prefix("sluice-bench-").tempdir()?;
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir)?;
@@ -55,13 +105,13 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
         .arg(&data_dir)
         .args(["--kv-port", &kv_port.to_string()])
         .args(["--admin-port", &admin_port.to_string()])
-        .args(["--bucket-type", args.bucket_type.as_str()])
-        .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
-        .args(["--vbuckets", &args.vbuckets.to_string()])
-        .args(["--bucket", &args.bucket])
+        .args(["--bucket-type", spec.bucket_type.as_str()])
+        .args(["--memory-quota-mb", &spec.memory_quota_mb.to_string()])
+        .args(["--vbuckets", &spec.vbuckets.to_string()])
+        .args(["--bucket", &spec.bucket])
         // Credentials through the environment the server reads, not argv (visible in `ps`).
-        .env("SLUICE_USERNAME", &args.username)
-        .env("SLUICE_PASSWORD", &args.password);
+        .env("SLUICE_USERNAME", &spec.username)
+        .env("SLUICE_PASSWORD", &spec.password);
     let mut process = ChildProcess::spawn("sluice server", cmd, &dir.path().join("server.log"))?;
     let addr: SocketAddr = ([127, 0, 0, 1], kv_port).into();
     process.wait_for_port(addr, READY_TIMEOUT).await?;

@@ -59,6 +59,19 @@ pub fn key(i: u64) -> Key {
     k
 }
 
+/// The `i` of a key made by [`key`]; `None` for any other key.
+pub fn key_index(k: &[u8]) -> Option<u64> {
+    let digits = k.strip_prefix(KEY_PREFIX)?;
+    if k.len() != KEY_BYTES {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| {
+        d.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+            .flatten()
+    })
+}
+
 /// xorshift64*: not cryptographic, just fast and seedable.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -95,6 +108,16 @@ mod tests {
         assert_eq!(&key(42), b"sluice:0000000000000000000000042");
         assert_eq!(key(u64::MAX).len(), KEY_BYTES);
         assert_ne!(key(1), key(10));
+    }
+
+    #[test]
+    fn key_index_inverts_key() {
+        for i in [0, 7, 42, 999_999, 123_456_789_012] {
+            assert_eq!(key_index(&key(i)), Some(i));
+        }
+        assert_eq!(key_index(b"sluice:12"), None);
+        assert_eq!(key_index(b"other:0000000000000000000000042"), None);
+        assert_eq!(key_index(b"sluice:00000000000000000000000x2"), None);
     }
 
     #[test]

@@ -56,6 +56,10 @@ enum BenchCommand {
     /// KV load: get/set mix over the binary protocol, closed or open loop, optionally
     /// against memcached in the same run, or the engine in-process.
     Kv(sluice_bench::KvArgs),
+    /// DCP: one consumer's drain rate against the node's write rate (in memory and larger
+    /// than memory), and many consumers catching up from seqno 0 at once. Starts its own
+    /// servers.
+    Dcp(sluice_bench::DcpArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -79,5 +83,9 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(sluice_bench::run_kv(args)),
+        Command::Bench(BenchCommand::Dcp(args)) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(sluice_bench::run_dcp(args)),
     }
 }

@@ -311,10 +311,17 @@ impl CheckpointManager {
         let front = self.checkpoints.front_mut().expect("checked");
         let upto = min_slot.min(front.items.len());
         let mut freed = 0;
+        let mut highest = None;
         for slot in &mut front.items[..upto] {
             if let Some(item) = slot.take() {
                 freed += item.mem_bytes();
+                highest = Some(item.meta.seqno);
             }
+        }
+        // What was expelled is no longer in memory: a cursor registered later must not start
+        // in front of it (it would skip those changes), so the checkpoint now starts after.
+        if let Some(h) = highest {
+            front.snap_start = front.snap_start.max(h.next());
         }
         self.mem_bytes -= freed;
         -(freed as isize)
@@ -358,7 +365,10 @@ impl CheckpointManager {
                 snap_end: ckpt.high_seqno,
                 items: Vec::new(),
             };
-            while pos.slot < ckpt.items.len() && (bytes < bytes_max || bytes == 0) {
+            // The open checkpoint is read to its end whatever the budget: dedup may have
+            // moved a key's version past any point where the read could stop, and a snapshot
+            // ending there would lack that key (closed checkpoints end at their own end).
+            while pos.slot < ckpt.items.len() && (bytes < bytes_max || bytes == 0 || ckpt.open) {
                 if let Some(item) = &ckpt.items[pos.slot] {
                     bytes += item.mem_bytes();
                     chunk.items.push(item.clone());
@@ -557,14 +567,33 @@ mod tests {
 
     #[test]
     fn read_respects_the_byte_budget_but_always_makes_progress() {
-        let mut m = CheckpointManager::new(Seqno(0), 100);
+        let mut m = CheckpointManager::new(Seqno(0), 5);
         let c = m.register_cursor_at_oldest();
         for s in 1..=10 {
             m.queue(item(&format!("k{s}"), s));
         }
+        // Closed checkpoints (1..=5, 6..=10) are read one budget at a time.
         let (chunks, _) = m.read(c, 1);
         assert_eq!(seqnos(&chunks), vec![1]);
+        assert_eq!(
+            chunks[0].snap_end,
+            Seqno(5),
+            "the snapshot is the whole checkpoint"
+        );
         assert_eq!(m.items_remaining(c), 9);
+    }
+
+    #[test]
+    fn the_open_checkpoint_is_read_to_its_end_so_no_snapshot_misses_a_moved_key() {
+        let mut m = CheckpointManager::new(Seqno(0), 100);
+        let c = m.register_cursor_at_oldest();
+        m.queue(item("a", 1));
+        m.queue(item("b", 2));
+        m.queue(item("a", 3)); // blanks a@1
+        let (chunks, _) = m.read(c, 1);
+        // Stopping after b@2 would announce a snapshot ending at 2 without "a".
+        assert_eq!(seqnos(&chunks), vec![2, 3]);
+        assert_eq!(chunks[0].snap_end, Seqno(3));
     }
 
     #[test]
@@ -582,6 +611,13 @@ mod tests {
         assert!(m.expel_read_items() < 0);
         assert_eq!(m.mem_bytes(), before - item("k1", 1).mem_bytes());
         assert_eq!(m.slowest_cursor(Some(flusher)), Some(slow));
+        // Seqno 1 was expelled: a stream that still needs it must backfill it from disk.
+        assert!(m.register_cursor_after(Seqno(0)).is_none());
+        let late = m
+            .register_cursor_after(Seqno(1))
+            .expect("2.. are in memory");
+        assert_eq!(seqnos(&m.read(late, usize::MAX).0), vec![2, 3, 4, 5, 6]);
+        m.remove_cursor(late);
         assert_eq!(seqnos(&m.read(slow, usize::MAX).0), vec![2, 3, 4, 5, 6]);
         m.remove_cursor(slow);
         assert!(

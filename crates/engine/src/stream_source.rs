@@ -8,10 +8,10 @@
 //! the flusher frees a checkpoint only after reading it:
 //!
 //! - **couchbase bucket**: the backfill waits until everything older than the oldest
-//!   checkpoint is persisted, then scans a storage snapshot. No cursor is held while it runs,
-//!   so a long backfill pins no checkpoint memory. Keys rewritten after `end` are missing
-//!   from the scan (storage keeps one version per key) and arrive later, at their newer seqno:
-//!   deduplication, never a gap.
+//!   checkpoint is persisted, then scans a storage snapshot up to the snapshot's own high
+//!   seqno (`end`), so the disk snapshot is exactly the vbucket's state at `end`. No cursor
+//!   is held while it runs, so a long backfill pins no checkpoint memory. Keys rewritten
+//!   after `end` arrive later, at their newer seqno (deduplication, never a gap).
 //! - **ephemeral bucket**: the hash table is the only copy. The backfill collects the
 //!   versions with seqnos in `(after, high]` and registers the cursor after `high` under the
 //!   same lock, so the handover is exact.
@@ -193,9 +193,14 @@ impl Bucket {
         if !self.wait_persisted(vb, needed, BACKFILL_PERSIST_WAIT)? {
             return Err(EngineError::TempFail);
         }
-        // Persisted before the snapshot is taken, so the snapshot holds all of it.
-        let end = self.persisted_seqno(vb)?;
+        // The scan ends at the snapshot's own high seqno, not at `persisted_seqno` read
+        // beside it: a commit landing between the two would rewrite a key past the end and
+        // leave the snapshot without it.
         let snapshot = store.snapshot();
+        let end = snapshot
+            .high_seqno(vb)
+            .map_err(|e| EngineError::Storage(e.to_string()))?;
+        debug_assert!(end >= needed, "what was waited for is in the snapshot");
         Ok(Backfill {
             vb,
             after,

@@ -50,6 +50,7 @@ pub(crate) fn io(e: fjall::Error) -> StoreError {
 pub(crate) struct FjallSnapshot {
     pub(crate) snapshot: Snapshot,
     pub(crate) by_seqno: Keyspace,
+    pub(crate) vb_meta: Keyspace,
 }
 
 impl StoreSnapshot for FjallSnapshot {
@@ -57,6 +58,17 @@ impl StoreSnapshot for FjallSnapshot {
         match seqno_range(vb, start, end) {
             Some(range) => records(self.snapshot.range(&self.by_seqno, range), vb),
             None => Box::new(std::iter::empty()),
+        }
+    }
+
+    fn high_seqno(&self, vb: VbId) -> Result<Seqno> {
+        match self
+            .snapshot
+            .get(&self.vb_meta, codec::vb_key(vb))
+            .map_err(io)?
+        {
+            Some(v) => Ok(codec::decode_vb_meta(&v)?.high_seqno),
+            None => Ok(Seqno::ZERO),
         }
     }
 }

@@ -255,6 +255,7 @@ impl Store for FjallStore {
         Box::new(FjallSnapshot {
             snapshot: self.db.snapshot(),
             by_seqno: self.by_seqno.clone(),
+            vb_meta: self.vb_meta.clone(),
         })
     }
 

@@ -96,6 +96,12 @@ pub trait StoreSnapshot: Send {
         start: Seqno,
         end: Seqno,
     ) -> Box<dyn Iterator<Item = Result<ItemRecord>> + Send + '_>;
+
+    /// The highest seqno of `vb` this snapshot holds (its `vb_meta`, committed atomically
+    /// with the records), or 0 if the vbucket has none. A backfill scans up to exactly this,
+    /// so its snapshot is the vbucket's state at that seqno: a key rewritten by a later
+    /// commit is outside the snapshot, not missing from it.
+    fn high_seqno(&self, vb: VbId) -> Result<Seqno>;
 }
 
 /// The durable store of one bucket.

@@ -50,3 +50,40 @@ fn scan_seqnos_bounds_are_start_exclusive_end_inclusive() {
     assert_eq!(seqnos(6, 2), Vec::<u64>::new());
     assert_eq!(seqnos(u64::MAX, u64::MAX), Vec::<u64>::new());
 }
+
+/// A backfill scans up to the snapshot's own high seqno. Taken between two commits, the
+/// snapshot's high seqno is the first commit's, and the scan up to it holds every key
+/// that existed then (the race a high seqno read outside the snapshot would lose).
+#[test]
+fn a_snapshot_knows_its_own_high_seqno() {
+    use sluice_storage::FlushBatch;
+    let (_dir, store) = temp_store();
+    let commit = |items, high| {
+        store
+            .commit(FlushBatch {
+                items,
+                vb_meta: vec![(VbId(0), vb_meta(high))],
+                ..FlushBatch::default()
+            })
+            .expect("commit");
+    };
+    commit(vec![item(0, "a", 1, "a1"), item(0, "b", 2, "b1")], 2);
+    let snap = store.snapshot();
+    commit(vec![item(0, "a", 3, "a2")], 3);
+    assert_eq!(snap.high_seqno(VbId(0)).unwrap(), Seqno(2));
+    assert_eq!(
+        snap.high_seqno(VbId(9)).unwrap(),
+        Seqno(0),
+        "no vb_meta: nothing"
+    );
+    let end = snap.high_seqno(VbId(0)).unwrap();
+    let seen: Vec<_> = snap
+        .scan_seqnos(VbId(0), Seqno(0), end)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        keys_and_seqnos(&seen),
+        vec![("a".into(), 1), ("b".into(), 2)]
+    );
+    assert_eq!(store.snapshot().high_seqno(VbId(0)).unwrap(), Seqno(3));
+}

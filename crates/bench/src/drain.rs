@@ -1,0 +1,77 @@
+//! One timed drain: a single consumer streams the settled bucket from seqno 0 to the high
+//! seqnos it had when the run started, while the server's and the bench's CPU are metered.
+
+use serde::Serialize;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bucket_setup::{LoadedBucket, Settled};
+use crate::consumer::{consume, ConsumerResult, ConsumerSpec};
+use crate::dcp_args::DcpArgs;
+use crate::error::BenchError;
+use crate::proc_stats::{CpuSplit, PhaseCpu};
+use crate::progress::{Length, Ticker};
+use crate::stream_targets::StreamTargets;
+
+/// Decimal megabytes, as the peer baselines report MB/s.
+pub const MB: f64 = 1e6;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DrainRun {
+    pub settled: Settled,
+    /// Seqnos the stream covers (sum of the vbuckets' high seqnos).
+    pub target_seqnos: u64,
+    pub consumer: ConsumerResult,
+    pub items_per_s: f64,
+    /// Key + value bytes.
+    pub payload_mb_per_s: f64,
+    pub wire_mb_per_s: f64,
+    /// Cores the server, the bench (the consumer's decoding) and the rest of the box used
+    /// during the drain (1.0 = one core all the time).
+    pub cpu: CpuSplit,
+}
+
+pub async fn drain_once(
+    bucket: &mut LoadedBucket,
+    args: &DcpArgs,
+    run: u32,
+) -> Result<DrainRun, BenchError> {
+    let stall = Duration::from_secs(args.stall_timeout_s);
+    let settled = bucket.settle(stall).await?;
+    let targets = Arc::new(StreamTargets::read(&mut bucket.admin).await?);
+    let spec = ConsumerSpec {
+        addr: bucket.target.addr,
+        options: bucket.target.options.clone(),
+        window_bytes: args.window_bytes,
+        targets: targets.clone(),
+        documents: bucket.shape.items,
+        stall,
+    };
+    let completed = Arc::new(AtomicU64::new(0));
+    let ticker = Ticker::start(
+        format!(
+            "{} drain {}/{}",
+            bucket.shape.setup.as_str(),
+            run + 1,
+            args.runs
+        ),
+        Length::Ops(targets.total_seqnos()),
+        completed.clone(),
+    );
+    let phase = PhaseCpu::start(bucket.pid)?;
+    let outcome = consume(&spec, Instant::now(), &completed).await;
+    let cpu = phase.split()?;
+    ticker.finish();
+    let consumer = outcome?;
+    let secs = consumer.stream_s;
+    Ok(DrainRun {
+        settled,
+        target_seqnos: targets.total_seqnos(),
+        items_per_s: consumer.items() as f64 / secs,
+        payload_mb_per_s: consumer.payload_bytes as f64 / MB / secs,
+        wire_mb_per_s: consumer.wire_bytes as f64 / MB / secs,
+        consumer,
+        cpu,
+    })
+}
