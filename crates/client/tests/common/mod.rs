@@ -87,3 +87,4 @@ where
 pub fn answer(req: &Req, status: Status) -> Packet<'static> {
     Packet::response(req.opcode, status, req.opaque)
 }
+pub mod dcp_node;
