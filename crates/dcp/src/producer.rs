@@ -13,7 +13,7 @@ use crate::noop::NoopTimer;
 use crate::stream::{ActiveStream, StreamOptions};
 use sluice_proto::dcp::{DcpMessage, OpenFlags};
 use sluice_types::VbId;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Instant;
 
 #[derive(Debug)]
@@ -29,6 +29,8 @@ pub struct Producer {
     streams: BTreeMap<VbId, ActiveStream>,
     /// Streams with messages waiting, in the order they will be served.
     rotation: VecDeque<VbId>,
+    /// The vbuckets in `rotation` (scheduling is per change: no scan of the queue).
+    in_rotation: HashSet<VbId>,
     /// Opaque of the next DCP_NOOP this producer sends.
     next_noop_opaque: u32,
     /// Everything this connection sent (streams come and go; these do not reset).
@@ -50,6 +52,7 @@ impl Producer {
             expiry_opcode: false,
             streams: BTreeMap::new(),
             rotation: VecDeque::new(),
+            in_rotation: HashSet::new(),
             next_noop_opaque: 0x1000_0000,
             messages_sent: 0,
             bytes_sent: 0,
@@ -101,6 +104,10 @@ impl Producer {
         self.streams.insert(vb, stream);
     }
 
+    pub fn stream(&self, vb: VbId) -> Option<&ActiveStream> {
+        self.streams.get(&vb)
+    }
+
     pub fn stream_mut(&mut self, vb: VbId) -> Option<&mut ActiveStream> {
         self.streams.get_mut(&vb)
     }
@@ -119,7 +126,7 @@ impl Producer {
 
     /// Marks `vb` as having messages to send (call after feeding its stream).
     pub fn schedule(&mut self, vb: VbId) {
-        if !self.rotation.contains(&vb) {
+        if self.in_rotation.insert(vb) {
             self.rotation.push_back(vb);
         }
     }
@@ -145,6 +152,7 @@ impl Producer {
             let Some(vb) = self.rotation.pop_front() else {
                 break;
             };
+            self.in_rotation.remove(&vb);
             let Some(stream) = self.streams.get_mut(&vb) else {
                 continue;
             };
@@ -166,6 +174,7 @@ impl Producer {
             }
             written += 1;
             if stream.has_ready() {
+                self.in_rotation.insert(vb);
                 self.rotation.push_back(vb);
             } else if stream.is_finished() {
                 self.streams.remove(&vb);

@@ -36,7 +36,7 @@ use sluice_proto::request::{validate, Command};
 use sluice_proto::{decode_frame, Decoded, Feature, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use sluice_types::{Datatype, VbId, VbState};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -93,6 +93,8 @@ struct Conn {
     backfill_starts: VecDeque<(VbId, sluice_types::Seqno)>,
     in_flight: JoinSet<BackfillDone>,
     actions: VecDeque<(VbId, StreamAction)>,
+    /// vbuckets with a takeover stream (few; the rest need no per-pass look).
+    takeovers: BTreeSet<VbId>,
     backfill_buffer_bytes: usize,
     snappy: bool,
 }
@@ -126,6 +128,7 @@ pub async fn run(
         backfill_starts: VecDeque::new(),
         in_flight: JoinSet::new(),
         actions: VecDeque::new(),
+        takeovers: BTreeSet::new(),
         // At least two chunks, or no backfill read could ever start.
         backfill_buffer_bytes: node
             .config
@@ -390,6 +393,7 @@ impl Conn {
                 {
                     tracing::info!(%vb, name = %self.producer.name, "takeover stream requested");
                     stream = stream.with_takeover();
+                    self.takeovers.insert(vb);
                 }
                 let actions = stream.start();
                 self.producer.add_stream(stream);
@@ -430,9 +434,12 @@ impl Conn {
         self.run_actions();
         // Takeover streams that sent everything read so far look at their cursor again
         // (a write may not have woken them: the last one may predate the read).
-        for s in self.producer.streams() {
+        self.takeovers
+            .retain(|vb| self.producer.stream(*vb).is_some_and(|s| s.is_takeover()));
+        for &vb in &self.takeovers {
+            let s = self.producer.stream(vb).expect("kept above");
             if s.takeover_reading() && !s.has_ready() {
-                self.wake.mark_dirty(s.vb);
+                self.wake.mark_dirty(vb);
             }
         }
         self.read_cursors();
@@ -447,16 +454,23 @@ impl Conn {
         while let Some((vb, action)) = self.actions.pop_front() {
             match action {
                 StreamAction::RegisterCursor { after } => {
-                    let registered = match self.node.bucket.stream_cursor(vb, after) {
-                        Ok(Some(c)) => {
-                            self.cursors.insert(vb, c);
-                            self.wake.watch(vb, true);
-                            true
-                        }
-                        Ok(None) => false,
-                        Err(_) => {
-                            self.stream_failed(vb);
-                            continue;
+                    let registered = if self.cursors.contains_key(&vb) {
+                        // Ephemeral: the backfill registered it with its scan, after exactly
+                        // the seqno the backfill ended at.
+                        self.wake.watch(vb, true);
+                        true
+                    } else {
+                        match self.node.bucket.stream_cursor(vb, after) {
+                            Ok(Some(c)) => {
+                                self.cursors.insert(vb, c);
+                                self.wake.watch(vb, true);
+                                true
+                            }
+                            Ok(None) => false,
+                            Err(_) => {
+                                self.stream_failed(vb);
+                                continue;
+                            }
                         }
                     };
                     if let Some(s) = self.producer.stream_mut(vb) {
@@ -573,6 +587,8 @@ impl Conn {
     }
 
     fn schedule_backfills(&mut self) {
+        // Starting reads changes no ready queue: what is queued is counted once.
+        let queued = self.producer.ready_bytes();
         while self.in_flight.len() < BACKFILLS_IN_FLIGHT_MAX {
             // Every started backfill holds a storage snapshot until it is done: start a new
             // one only while few are open (the rest wait their turn, in request order).
@@ -598,7 +614,7 @@ impl Conn {
             // Chunks in flight count against the buffer too: queued plus arriving bytes stay
             // within it (give or take one item).
             let arriving = (self.in_flight.len() + 1) * BACKFILL_CHUNK_BYTES;
-            if self.producer.ready_bytes() + arriving > self.backfill_buffer_bytes {
+            if queued + arriving > self.backfill_buffer_bytes {
                 return;
             }
             let Some(vb) = self.backfill_turns.pop_front() else {
@@ -627,8 +643,8 @@ impl Conn {
         self.stream_ids.get(&vb) == Some(&stream_id)
             && self
                 .producer
-                .streams()
-                .any(|s| s.vb == vb && s.state() == StreamState::Backfilling)
+                .stream(vb)
+                .is_some_and(|s| s.state() == StreamState::Backfilling)
     }
 
     fn on_backfill_done(&mut self, done: BackfillDone) {
@@ -680,16 +696,7 @@ impl Conn {
                 let stream = self.producer.stream_mut(vb).expect("current");
                 match items {
                     Ok(items) if items.is_empty() => {
-                        let mut actions = stream.on_backfill_end();
-                        if self.cursors.contains_key(&vb) {
-                            // Ephemeral: use the cursor registered with the scan instead of
-                            // registering one.
-                            actions.retain(|a| !matches!(a, StreamAction::RegisterCursor { .. }));
-                            if stream.state() == StreamState::Backfilling {
-                                actions.extend(stream.on_cursor(true));
-                                self.wake.watch(vb, true);
-                            }
-                        }
+                        let actions = stream.on_backfill_end();
                         self.push_actions(vb, actions);
                     }
                     Ok(items) => {

@@ -155,25 +155,36 @@ impl Consumer {
     /// Handles stream messages until a response arrives: (status, value).
     pub async fn recv_response(&mut self) -> (u16, Vec<u8>) {
         loop {
-            let used = match decode_frame(&self.buf, 1 << 26).unwrap() {
-                Decoded::Frame(_, used) => used,
-                Decoded::Incomplete { .. } => {
-                    self.fill().await;
-                    continue;
-                }
-            };
-            let bytes: Vec<u8> = self.buf.drain(..used).collect();
-            let Ok(Decoded::Frame(f, _)) = decode_frame(&bytes, 1 << 26) else {
-                unreachable!("decoded above")
-            };
-            if f.magic == Magic::ClientResponse {
-                return (f.vbucket_or_status, f.value.to_vec());
-            }
-            let out = self.handle(&f, used);
-            if let Some(reply) = out.1 {
-                self.s.write_all(&reply).await.unwrap();
+            if let Some(status_and_value) = self.step_frame().await {
+                return status_and_value;
             }
         }
+    }
+
+    /// The bytes of the next whole frame.
+    async fn next_frame(&mut self) -> Vec<u8> {
+        loop {
+            match decode_frame(&self.buf, 1 << 26).unwrap() {
+                Decoded::Frame(_, used) => return self.buf.drain(..used).collect(),
+                Decoded::Incomplete { .. } => self.fill().await,
+            }
+        }
+    }
+
+    /// Reads one frame: a response is returned as (status, value); a stream message is
+    /// handled (and a noop answered).
+    async fn step_frame(&mut self) -> Option<(u16, Vec<u8>)> {
+        let bytes = self.next_frame().await;
+        let Ok(Decoded::Frame(f, used)) = decode_frame(&bytes, 1 << 26) else {
+            unreachable!("a whole frame")
+        };
+        if f.magic == Magic::ClientResponse {
+            return Some((f.vbucket_or_status, f.value.to_vec()));
+        }
+        if let Some(reply) = self.handle(&f, used) {
+            self.s.write_all(&reply).await.unwrap();
+        }
+        None
     }
 
     async fn fill(&mut self) {
@@ -223,41 +234,17 @@ impl Consumer {
 
     /// Reads and handles one frame; `Some(status)` if it was a response to us.
     pub async fn step(&mut self) -> Option<u16> {
-        loop {
-            let used = match decode_frame(&self.buf, 1 << 26).unwrap() {
-                Decoded::Frame(_, used) => used,
-                Decoded::Incomplete { .. } => {
-                    self.fill().await;
-                    continue;
-                }
-            };
-            let bytes: Vec<u8> = self.buf.drain(..used).collect();
-            let Ok(Decoded::Frame(f, _)) = decode_frame(&bytes, 1 << 26) else {
-                unreachable!("decoded above")
-            };
-            let out = self.handle(&f, used);
-            if let Some(reply) = out.1 {
-                self.s.write_all(&reply).await.unwrap();
-            }
-            return out.0;
-        }
+        self.step_frame().await.map(|(status, _)| status)
     }
 
-    fn handle(
-        &mut self,
-        f: &sluice_proto::Frame<'_>,
-        used: usize,
-    ) -> (Option<u16>, Option<Vec<u8>>) {
-        if f.magic == Magic::ClientResponse {
-            return (Some(f.vbucket_or_status), None);
-        }
+    fn handle(&mut self, f: &sluice_proto::Frame<'_>, used: usize) -> Option<Vec<u8>> {
         let vb = f.vbucket_or_status;
         let msg = DcpMessage::decode(f).expect("valid DCP message");
         if msg == DcpMessage::Noop {
             self.noops_answered += 1;
             let mut p = Vec::new();
             Packet::response(0x5c, sluice_proto::Status::Success, f.opaque).encode_into(&mut p);
-            return (None, Some(p));
+            return Some(p);
         }
         assert_eq!(msg.wire_len(), used, "wire_len matches what was sent");
         self.unacked += used;
@@ -299,9 +286,7 @@ impl Consumer {
             other => panic!("unexpected {other:?}"),
         };
         self.events.entry(vb).or_default().push(ev);
-        let reply =
-            (self.auto_ack_at > 0 && self.unacked >= self.auto_ack_at).then(|| self.ack_packet());
-        (None, reply)
+        (self.auto_ack_at > 0 && self.unacked >= self.auto_ack_at).then(|| self.ack_packet())
     }
 
     fn ack_packet(&mut self) -> Vec<u8> {
