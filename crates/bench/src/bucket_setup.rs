@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::args::BucketTypeArg;
 use crate::connect::connect_all;
+use crate::consumer::ConsumerSpec;
 use crate::dcp_args::{DcpArgs, Setup};
 use crate::error::BenchError;
 use crate::memory_stats::MemoryStats;
@@ -18,6 +19,7 @@ use crate::prefill::prefill;
 use crate::proc_stats::{rss_bytes, CpuSplit};
 use crate::progress::{Length, Ticker};
 use crate::settle::{wait_persisted, wait_quiet};
+use crate::stream_targets::StreamTargets;
 use crate::targets::{start_sluice, ServerSpec, Target};
 use crate::workload::{Workload, KEY_BYTES};
 
@@ -149,6 +151,26 @@ impl LoadedBucket {
         bucket.load.rss_after_load_bytes = rss_bytes(pid)?;
         bucket.load.memory_after_load = MemoryStats::read(&mut bucket.admin).await?;
         Ok(bucket)
+    }
+
+    /// Settles the bucket, reads each vbucket's high seqno, and describes what a consumer
+    /// of it streams: the start of every timed DCP run (drain and catch-up alike).
+    pub async fn prepare_streams(
+        &mut self,
+        args: &DcpArgs,
+    ) -> Result<(Settled, ConsumerSpec), BenchError> {
+        let stall = Duration::from_secs(args.stall_timeout_s);
+        let settled = self.settle(stall).await?;
+        let targets = Arc::new(StreamTargets::read(&mut self.admin).await?);
+        let spec = ConsumerSpec {
+            addr: self.target.addr,
+            options: self.target.options.clone(),
+            window_bytes: args.window_bytes,
+            targets,
+            documents: self.shape.items,
+            stall,
+        };
+        Ok((settled, spec))
     }
 
     /// Waits until everything is persisted (couchbase buckets) and the server's CPU is

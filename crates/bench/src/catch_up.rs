@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::bucket_setup::{LoadedBucket, Settled};
-use crate::consumer::{consume, ConsumerResult, ConsumerSpec};
+use crate::consumer::{consume, ConsumerResult};
 use crate::dcp_args::DcpArgs;
 use crate::drain::MB;
 use crate::error::BenchError;
@@ -21,7 +21,6 @@ use crate::progress::{Length, Ticker};
 use crate::report::median;
 use crate::rss_sampler::{RssSampler, RssSummary};
 use crate::stop::Stop;
-use crate::stream_targets::StreamTargets;
 
 /// The write load's window if it is never stopped: a bound, so the loop always ends.
 const WRITE_LOAD_MAX: Duration = Duration::from_secs(3600);
@@ -56,17 +55,8 @@ pub async fn catch_up_once(
     args: &DcpArgs,
     run: u32,
 ) -> Result<CatchUpRun, BenchError> {
-    let stall = Duration::from_secs(args.stall_timeout_s);
-    let settled = bucket.settle(stall).await?;
-    let targets = Arc::new(StreamTargets::read(&mut bucket.admin).await?);
-    let spec = ConsumerSpec {
-        addr: bucket.target.addr,
-        options: bucket.target.options.clone(),
-        window_bytes: args.window_bytes,
-        targets: targets.clone(),
-        documents: bucket.shape.items,
-        stall,
-    };
+    let (settled, spec) = bucket.prepare_streams(args).await?;
+    let targets = spec.targets.clone();
     let completed = Arc::new(AtomicU64::new(0));
     let ticker = Ticker::start(
         format!("catch-up {}/{}", run + 1, args.runs),

@@ -4,15 +4,14 @@
 use serde::Serialize;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::bucket_setup::{LoadedBucket, Settled};
-use crate::consumer::{consume, ConsumerResult, ConsumerSpec};
+use crate::consumer::{consume, ConsumerResult};
 use crate::dcp_args::DcpArgs;
 use crate::error::BenchError;
 use crate::proc_stats::{CpuSplit, PhaseCpu};
 use crate::progress::{Length, Ticker};
-use crate::stream_targets::StreamTargets;
 
 /// Decimal megabytes, as the peer baselines report MB/s.
 pub const MB: f64 = 1e6;
@@ -37,17 +36,8 @@ pub async fn drain_once(
     args: &DcpArgs,
     run: u32,
 ) -> Result<DrainRun, BenchError> {
-    let stall = Duration::from_secs(args.stall_timeout_s);
-    let settled = bucket.settle(stall).await?;
-    let targets = Arc::new(StreamTargets::read(&mut bucket.admin).await?);
-    let spec = ConsumerSpec {
-        addr: bucket.target.addr,
-        options: bucket.target.options.clone(),
-        window_bytes: args.window_bytes,
-        targets: targets.clone(),
-        documents: bucket.shape.items,
-        stall,
-    };
+    let (settled, spec) = bucket.prepare_streams(args).await?;
+    let targets = spec.targets.clone();
     let completed = Arc::new(AtomicU64::new(0));
     let ticker = Ticker::start(
         format!(
