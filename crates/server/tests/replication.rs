@@ -38,7 +38,8 @@ fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-/// Waits until the replica's high seqnos equal the active's.
+/// Waits until the replica's high seqno equals the active's for every vbucket alive on the
+/// active (one it gave away in a takeover is left out).
 async fn caught_up(active: &sluice_server::Running, replica: &sluice_server::Running) {
     let want = high_seqnos(active.kv_addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -50,7 +51,7 @@ async fn caught_up(active: &sluice_server::Running, replica: &sluice_server::Run
             .into_iter()
             .map(|(vb, s)| (vb.0, s.0))
             .collect();
-        if have == want {
+        if want.iter().all(|(vb, s)| have.get(vb) == Some(s)) {
             return;
         }
         assert!(
@@ -209,25 +210,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
             .collect::<Vec<_>>(),
     )
     .await;
-    let want = high_seqnos(active.kv_addr).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let have: HashMap<u16, u64> = replica
-            .node
-            .bucket
-            .vb_seqnos(None)
-            .into_iter()
-            .map(|(v, s)| (v.0, s.0))
-            .collect();
-        if want.iter().all(|(v, s)| *v == vb || have.get(v) == Some(s)) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "other vbuckets caught up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    caught_up(&active, &replica).await;
     replica.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }
