@@ -34,7 +34,6 @@ pub struct Producer {
     /// Opaque of the next DCP_NOOP this producer sends.
     next_noop_opaque: u32,
     /// Everything this connection sent (streams come and go; these do not reset).
-    pub messages_sent: u64,
     pub bytes_sent: u64,
     pub items_sent: u64,
 }
@@ -54,7 +53,6 @@ impl Producer {
             rotation: VecDeque::new(),
             in_rotation: HashSet::new(),
             next_noop_opaque: 0x1000_0000,
-            messages_sent: 0,
             bytes_sent: 0,
             items_sent: 0,
         }
@@ -116,10 +114,6 @@ impl Producer {
         self.streams.values()
     }
 
-    pub fn streams_mut(&mut self) -> impl Iterator<Item = &mut ActiveStream> {
-        self.streams.values_mut()
-    }
-
     pub fn num_streams(&self) -> usize {
         self.streams.len()
     }
@@ -164,7 +158,6 @@ impl Producer {
             };
             let n = msg.encode(vb, stream.opaque, out);
             self.flow.on_sent(n);
-            self.messages_sent += 1;
             self.bytes_sent += n as u64;
             if matches!(
                 msg,

@@ -129,7 +129,6 @@ pub struct ActiveStream {
     backfill_end: Option<Seqno>,
     ready: VecDeque<DcpMessage>,
     ready_bytes: usize,
-    end_reason: Option<StreamEndReason>,
     takeover: Option<Takeover>,
     pub counters: StreamCounters,
 }
@@ -149,7 +148,6 @@ impl ActiveStream {
             backfill_end: None,
             ready: VecDeque::new(),
             ready_bytes: 0,
-            end_reason: None,
             takeover: None,
             counters: StreamCounters::default(),
         }
@@ -217,10 +215,6 @@ impl ActiveStream {
         self.end_seqno
     }
 
-    pub fn end_reason(&self) -> Option<StreamEndReason> {
-        self.end_reason
-    }
-
     pub fn ready_bytes(&self) -> usize {
         self.ready_bytes
     }
@@ -267,7 +261,6 @@ impl ActiveStream {
             return Vec::new();
         }
         self.state = StreamState::Dead;
-        self.end_reason = Some(reason);
         self.push(DcpMessage::StreamEnd(reason));
         vec![StreamAction::ReleaseCursor]
     }
@@ -442,7 +435,6 @@ impl ActiveStream {
         } else {
             let was_dead = self.state == StreamState::Dead;
             self.state = StreamState::Dead;
-            self.end_reason = Some(StreamEndReason::Closed);
             if was_dead {
                 Vec::new()
             } else {

@@ -40,15 +40,6 @@ pub enum Refused {
     Rollback(Seqno),
 }
 
-impl Refused {
-    pub fn status(self) -> Status {
-        match self {
-            Refused::Status(s, _) => s,
-            Refused::Rollback(_) => Status::Rollback,
-        }
-    }
-}
-
 pub fn decide_stream_request(
     req: &StreamRequest,
     json_value: &[u8],

@@ -98,10 +98,6 @@ impl Backfill {
         }
         Ok(out)
     }
-
-    pub fn is_done(&self) -> bool {
-        self.pos >= self.end
-    }
 }
 
 impl Bucket {
@@ -146,12 +142,6 @@ impl Bucket {
         let _ = self.with_vb(vb, |inner| {
             inner.checkpoint_delta += inner.checkpoints.remove_cursor(cursor);
         });
-    }
-
-    /// Changes a stream's cursor has not read yet (approximate).
-    pub fn stream_cursor_remaining(&self, vb: VbId, cursor: CursorId) -> usize {
-        self.with_vb(vb, |inner| inner.checkpoints.items_remaining(cursor))
-            .unwrap_or(0)
     }
 
     /// Starts a backfill of `(after, end]`. Blocking (it may wait for the flusher): call it

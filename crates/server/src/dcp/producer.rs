@@ -292,8 +292,10 @@ impl Conn {
                         let p = r.packet(Status::Success);
                         r.send(p);
                     }
-                    Err(ControlError::Invalid(why)) => r.error(Status::Einval, &why),
-                    Err(ControlError::NotSupported(why)) => r.error(Status::NotSupported, &why),
+                    Err(e) => {
+                        let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
+                        r.error(e.status(), why);
+                    }
                 }
                 true
             }

@@ -81,11 +81,6 @@ impl Replication {
         let _ = self.takeovers.send(vb);
     }
 
-    /// Whether the replication task is still running (it ends once nothing is left to follow).
-    pub fn is_running(&self) -> bool {
-        !self.task.is_finished()
-    }
-
     pub async fn stop(self) {
         self.stop.notify_one();
         let _ = self.task.await;
