@@ -57,13 +57,6 @@ pub fn recover(bucket: &Bucket) {
             while let Some(c) = inner.checkpoints.slowest_cursor(inner.flusher_cursor) {
                 inner.checkpoint_delta += inner.checkpoints.remove_cursor(c);
                 BucketStats::bump(&bucket.stats.cursors_dropped);
-                if inner
-                    .checkpoints
-                    .slowest_cursor(inner.flusher_cursor)
-                    .is_none()
-                {
-                    break;
-                }
             }
             inner.checkpoint_delta += inner.checkpoints.expel_read_items();
         });
