@@ -12,7 +12,7 @@ use crate::poison::Poison;
 use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
 use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions,
-    OwnedWriteBatch, PersistMode, Readable,
+    OwnedWriteBatch, PersistMode, Readable, Snapshot,
 };
 use sluice_types::{Seqno, VbId};
 use std::path::Path;
@@ -179,6 +179,50 @@ impl FjallStore {
         Ok(self.by_seqno.is_empty().map_err(io)? && self.vb_meta.is_empty().map_err(io)?)
     }
 
+    /// A snapshot that holds every commit entirely or not at all.
+    ///
+    /// fjall's `Database::snapshot` alone does not promise that: a flush or compaction
+    /// finishing in the background moves the visible seqno past a batch that is still being
+    /// applied to the memtables, and a snapshot opened then sees part of that batch, with
+    /// later reads of the same snapshot seeing more of it (a backfill lost documents this
+    /// way; `tests/snapshot_concurrent.rs`). Every commit here holds the write lock, so a
+    /// snapshot opened under it falls between two commits.
+    fn consistent_snapshot(&self) -> Snapshot {
+        let _writer = self.lock_writes();
+        self.db.snapshot()
+    }
+
+    /// One `get` on `snap`: `by_key`, then the `by_seqno` record it points to.
+    fn get_in(&self, snap: &Snapshot, vb: VbId, key: &[u8]) -> Result<Lookup> {
+        let Some(seqno) = snap
+            .get(&self.by_key, codec::doc_key(vb, key))
+            .map_err(io)?
+        else {
+            return Ok(Lookup::Absent);
+        };
+        let seqno = codec::decode_seqno(&seqno)?;
+        let Some(record) = snap
+            .get(&self.by_seqno, codec::seqno_key(vb, seqno))
+            .map_err(io)?
+        else {
+            return Ok(Lookup::Torn(format!(
+                "by_key points {vb} to missing seqno {seqno}"
+            )));
+        };
+        let body = codec::decode_record(&record)?;
+        if body.key != key || body.meta.seqno != seqno {
+            return Ok(Lookup::Torn(format!(
+                "by_seqno {vb}/{seqno} holds another document than by_key says"
+            )));
+        }
+        Ok(Lookup::Found(ItemRecord {
+            vb,
+            key: body.key,
+            meta: body.meta,
+            value: body.value,
+        }))
+    }
+
     fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
         // The guarded data is `()`: a panic in another writer leaves nothing inconsistent
         // (fjall batches are atomic), so a poisoned mutex is safe to reuse.
@@ -186,6 +230,14 @@ impl FjallStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// What one snapshot says about a key.
+enum Lookup {
+    Found(ItemRecord),
+    Absent,
+    /// The two indexes disagree (why): a half-applied commit, or corruption if it persists.
+    Torn(String),
 }
 
 impl Store for FjallStore {
@@ -206,34 +258,19 @@ impl Store for FjallStore {
     }
 
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
-        // Both lookups read one snapshot, so a concurrent rewrite cannot remove the
-        // by_seqno slot between them.
-        let snap = self.db.snapshot();
-        let Some(seqno) = snap
-            .get(&self.by_key, codec::doc_key(vb, key))
-            .map_err(io)?
-        else {
-            return Ok(None);
-        };
-        let seqno = codec::decode_seqno(&seqno)?;
-        let record = snap
-            .get(&self.by_seqno, codec::seqno_key(vb, seqno))
-            .map_err(io)?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("by_key points {vb} to missing seqno {seqno}"))
-            })?;
-        let body = codec::decode_record(&record)?;
-        if body.key != key || body.meta.seqno != seqno {
-            return Err(StoreError::Corrupt(format!(
-                "by_seqno {vb}/{seqno} holds another document than by_key says"
-            )));
+        // Both lookups read one snapshot, so a concurrent rewrite cannot remove the by_seqno
+        // slot between them. The cheap snapshot may catch a commit half applied (see
+        // `consistent_snapshot`); the two indexes then disagree, and the read is repeated on
+        // a snapshot that cannot.
+        match self.get_in(&self.db.snapshot(), vb, key)? {
+            Lookup::Found(record) => Ok(Some(record)),
+            Lookup::Absent => Ok(None),
+            Lookup::Torn(_) => match self.get_in(&self.consistent_snapshot(), vb, key)? {
+                Lookup::Found(record) => Ok(Some(record)),
+                Lookup::Absent => Ok(None),
+                Lookup::Torn(why) => Err(StoreError::Corrupt(why)),
+            },
         }
-        Ok(Some(ItemRecord {
-            vb,
-            key: body.key,
-            meta: body.meta,
-            value: body.value,
-        }))
     }
 
     fn load_vb_meta(&self) -> Result<Vec<(VbId, VbMeta)>> {
@@ -253,7 +290,7 @@ impl Store for FjallStore {
 
     fn snapshot(&self) -> Box<dyn StoreSnapshot> {
         Box::new(FjallSnapshot {
-            snapshot: self.db.snapshot(),
+            snapshot: self.consistent_snapshot(),
             by_seqno: self.by_seqno.clone(),
             vb_meta: self.vb_meta.clone(),
         })
