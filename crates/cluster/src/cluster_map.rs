@@ -1,0 +1,508 @@
+//! The cluster map clients route with: a revision, the nodes with their addresses, and the
+//! vbucket map; rendered as the CCCP "terse bucket config" (clients.md §1.4 and §5).
+//!
+//! The JSON is the single-node document `server/src/cluster_map.rs` serves today, generalised
+//! to N nodes: same fields, same capabilities in the same order, `rev` and `revEpoch`. Per node:
+//! - `nodes[i]` and `nodesExt[i]` describe node `i` of the map's node list, and
+//!   `serverList[i]` is its `host:kv_port`;
+//! - every `nodesExt` entry carries an explicit `hostname` (SDKs use the bootstrap host for
+//!   an entry without one, which is wrong for every node but the one they dialled), and only
+//!   the node serving the request says `thisNode: true`;
+//! - `vBucketMap[vb]` is `[active, replica 1, ...]` as indices into that list, -1 for an empty
+//!   slot, with one entry per configured replica (`numReplicas`), filled or not.
+//!
+//! Clients ignore a map whose revision is not newer than the one they hold, so every change
+//! must go through `next`/`with_vbmap`, which bump it.
+//!
+//! A `ClusterMap` also serializes (serde) for the replicated metadata: `{rev, nodes, vbmap}`.
+//! That form is Sluice's own, not the terse config; deserializing it runs the same checks as
+//! `new` and refuses revision 0.
+
+use crate::limits::NODES_MAX;
+use crate::node::{NodeId, NodeInfo};
+use crate::vbmap::VbMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sluice_types::VbId;
+use std::collections::BTreeSet;
+
+/// A map revision: starts at 1 (SDKs ignore revision 0) and only grows. Serialized as the
+/// bare number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Rev(pub u64);
+
+impl Rev {
+    pub const FIRST: Rev = Rev(1);
+
+    /// The revision after this one. A u64 of map changes never runs out; overflow is a bug.
+    pub fn next(self) -> Rev {
+        Rev(self.0.checked_add(1).expect("map revision overflow"))
+    }
+}
+
+/// The revision epoch. It would change only if the map's history restarted (revisions are
+/// compared within one epoch); Sluice's replicated metadata keeps one history, so it is fixed.
+pub const REV_EPOCH: u64 = 1;
+
+/// The kind of bucket, as far as the map shows it. Serialized as `"couchbase"` or
+/// `"ephemeral"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BucketKind {
+    /// Persisted; `bucketType: "membase"`, with the `couchapi` capability.
+    Couchbase,
+    /// Memory only; `bucketType: "ephemeral"`.
+    Ephemeral,
+}
+
+/// The bucket a map is rendered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketInfo<'a> {
+    pub name: &'a str,
+    pub uuid: &'a str,
+    pub kind: BucketKind,
+}
+
+/// The node answering the request: its `nodesExt` entry says `thisNode: true`. Matched by
+/// host and KV port, as the SDKs match it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServingNode<'a> {
+    pub host: &'a str,
+    pub kv_port: u16,
+}
+
+/// A cluster map that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ClusterMapError {
+    #[error("a cluster map needs at least one node")]
+    NoNodes,
+    #[error("{count} nodes is more than the {max} a map may list")]
+    TooManyNodes { count: usize, max: usize },
+    #[error("node {0} is listed twice")]
+    DuplicateNode(NodeId),
+    #[error("{host}:{kv_port} is listed for two nodes; clients could not tell them apart")]
+    DuplicateAddress { host: String, kv_port: u16 },
+    #[error("{vb} has a copy on {node}, which the map does not list")]
+    UnknownNode { vb: VbId, node: NodeId },
+    #[error("revision 0 is not a map revision; they start at 1")]
+    ZeroRev,
+}
+
+/// A revision of the nodes and the vbucket map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "ClusterMapRepr", try_from = "ClusterMapRepr")]
+pub struct ClusterMap {
+    rev: Rev,
+    /// In the order clients index them (`serverList`, `vBucketMap`).
+    nodes: Vec<NodeInfo>,
+    vbmap: VbMap,
+}
+
+impl ClusterMap {
+    /// The first revision of a cluster's map.
+    pub fn new(nodes: Vec<NodeInfo>, vbmap: VbMap) -> Result<ClusterMap, ClusterMapError> {
+        check(&nodes, &vbmap)?;
+        Ok(ClusterMap {
+            rev: Rev::FIRST,
+            nodes,
+            vbmap,
+        })
+    }
+
+    /// The next revision, with new nodes and map.
+    pub fn next(&self, nodes: Vec<NodeInfo>, vbmap: VbMap) -> Result<ClusterMap, ClusterMapError> {
+        check(&nodes, &vbmap)?;
+        Ok(ClusterMap {
+            rev: self.rev.next(),
+            nodes,
+            vbmap,
+        })
+    }
+
+    /// The next revision with the same nodes: a rebalance step or a failover.
+    pub fn with_vbmap(&self, vbmap: VbMap) -> Result<ClusterMap, ClusterMapError> {
+        self.next(self.nodes.clone(), vbmap)
+    }
+
+    pub fn rev(&self) -> Rev {
+        self.rev
+    }
+
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    /// Configured replicas per vbucket (`numReplicas`), filled or not.
+    pub fn replicas(&self) -> u8 {
+        self.vbmap.replicas()
+    }
+
+    pub fn vbmap(&self) -> &VbMap {
+        &self.vbmap
+    }
+
+    /// The terse bucket config a client gets from GET_CLUSTER_CONFIG or NOT_MY_VBUCKET.
+    pub fn terse_bucket_config(&self, bucket: &BucketInfo<'_>, serving: &ServingNode<'_>) -> Value {
+        let name = bucket.name;
+        let uuid = bucket.uuid;
+        let durable = bucket.kind == BucketKind::Couchbase;
+        let mut caps = vec!["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr"];
+        if durable {
+            caps.push("couchapi");
+        }
+        caps.push("durableWrite");
+        let nodes: Vec<Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                json!({
+                    "couchApiBase": format!("http://{}:{}/{name}", n.host, n.admin_port),
+                    "hostname": format!("{}:{}", n.host, n.admin_port),
+                    "ports": {"direct": n.kv_port},
+                })
+            })
+            .collect();
+        let server_list: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{}:{}", n.host, n.kv_port))
+            .collect();
+        json!({
+            "rev": self.rev.0,
+            "revEpoch": REV_EPOCH,
+            "name": name,
+            "uuid": uuid,
+            "bucketType": if durable { "membase" } else { "ephemeral" },
+            "nodeLocator": "vbucket",
+            "uri": format!("/pools/default/buckets/{name}?bucket_uuid={uuid}"),
+            "streamingUri": format!("/pools/default/bucketsStreaming/{name}?bucket_uuid={uuid}"),
+            "bucketCapabilitiesVer": "",
+            "bucketCapabilities": caps,
+            "collectionsManifestUid": "0",
+            "ddocs": {"uri": format!("/pools/default/buckets/{name}/ddocs")},
+            "nodes": nodes,
+            "nodesExt": self.nodes_ext(serving),
+            "clusterCapabilitiesVer": [1, 0],
+            "clusterCapabilities": {},
+            "vBucketServerMap": {
+                "hashAlgorithm": "CRC",
+                "numReplicas": self.replicas(),
+                "serverList": server_list,
+                "vBucketMap": self.vbucket_rows(),
+            },
+        })
+    }
+
+    /// The terse config for a session with no bucket selected.
+    pub fn terse_global_config(&self, serving: &ServingNode<'_>) -> Value {
+        json!({
+            "rev": self.rev.0,
+            "revEpoch": REV_EPOCH,
+            "nodesExt": self.nodes_ext(serving),
+            "clusterCapabilitiesVer": [1, 0],
+            "clusterCapabilities": {},
+        })
+    }
+
+    fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<Value> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let mut entry = json!({
+                    "services": {"kv": n.kv_port, "mgmt": n.admin_port},
+                    "hostname": n.host,
+                });
+                if n.host == serving.host && n.kv_port == serving.kv_port {
+                    entry["thisNode"] = Value::Bool(true);
+                }
+                entry
+            })
+            .collect()
+    }
+
+    fn vbucket_rows(&self) -> Vec<Vec<i64>> {
+        let index = |slot: Option<NodeId>| -> i64 {
+            slot.map_or(-1, |id| {
+                let i = self
+                    .nodes
+                    .iter()
+                    .position(|n| n.id == id)
+                    .expect("checked: every node of the vbucket map is listed");
+                i64::try_from(i).expect("at most NODES_MAX nodes")
+            })
+        };
+        self.vbmap
+            .iter()
+            .map(|(_, c)| {
+                std::iter::once(c.active)
+                    .chain(c.replicas.iter().copied())
+                    .map(index)
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// `ClusterMap` as serialized: the same fields, unchecked until `try_from` checks them.
+#[derive(Serialize, Deserialize)]
+struct ClusterMapRepr {
+    rev: Rev,
+    nodes: Vec<NodeInfo>,
+    vbmap: VbMap,
+}
+
+impl From<ClusterMap> for ClusterMapRepr {
+    fn from(map: ClusterMap) -> Self {
+        ClusterMapRepr {
+            rev: map.rev,
+            nodes: map.nodes,
+            vbmap: map.vbmap,
+        }
+    }
+}
+
+impl TryFrom<ClusterMapRepr> for ClusterMap {
+    type Error = ClusterMapError;
+
+    fn try_from(repr: ClusterMapRepr) -> Result<ClusterMap, ClusterMapError> {
+        if repr.rev.0 == 0 {
+            return Err(ClusterMapError::ZeroRev);
+        }
+        check(&repr.nodes, &repr.vbmap)?;
+        Ok(ClusterMap {
+            rev: repr.rev,
+            nodes: repr.nodes,
+            vbmap: repr.vbmap,
+        })
+    }
+}
+
+fn check(nodes: &[NodeInfo], vbmap: &VbMap) -> Result<(), ClusterMapError> {
+    if nodes.is_empty() {
+        return Err(ClusterMapError::NoNodes);
+    }
+    if nodes.len() > NODES_MAX {
+        return Err(ClusterMapError::TooManyNodes {
+            count: nodes.len(),
+            max: NODES_MAX,
+        });
+    }
+    let mut ids = BTreeSet::new();
+    let mut addresses = BTreeSet::new();
+    for n in nodes {
+        if !ids.insert(n.id) {
+            return Err(ClusterMapError::DuplicateNode(n.id));
+        }
+        if !addresses.insert((n.host.as_str(), n.kv_port)) {
+            return Err(ClusterMapError::DuplicateAddress {
+                host: n.host.clone(),
+                kv_port: n.kv_port,
+            });
+        }
+    }
+    for (vb, chain) in vbmap.iter() {
+        if let Some(node) = chain.nodes().find(|n| !ids.contains(n)) {
+            return Err(ClusterMapError::UnknownNode { vb, node });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vbmap::Chain;
+
+    fn node(id: u32, host: &str, kv_port: u16, admin_port: u16) -> NodeInfo {
+        NodeInfo {
+            id: NodeId(id),
+            host: host.to_string(),
+            kv_port,
+            admin_port,
+        }
+    }
+
+    fn one_node_map(vbuckets: usize) -> ClusterMap {
+        let vbmap = VbMap::new(0, vec![Chain::new(Some(NodeId(0)), vec![]); vbuckets]).unwrap();
+        ClusterMap::new(vec![node(0, "127.0.0.1", 12000, 8091)], vbmap).unwrap()
+    }
+
+    /// What `server/src/cluster_map.rs` renders for one node today, written out by hand.
+    #[test]
+    fn one_node_renders_as_the_server_does_today() {
+        let map = one_node_map(4);
+        let bucket = BucketInfo {
+            name: "default",
+            uuid: "0f1e",
+            kind: BucketKind::Couchbase,
+        };
+        let serving = ServingNode {
+            host: "127.0.0.1",
+            kv_port: 12000,
+        };
+        let expected = json!({
+            "rev": 1,
+            "revEpoch": 1,
+            "name": "default",
+            "uuid": "0f1e",
+            "bucketType": "membase",
+            "nodeLocator": "vbucket",
+            "uri": "/pools/default/buckets/default?bucket_uuid=0f1e",
+            "streamingUri": "/pools/default/bucketsStreaming/default?bucket_uuid=0f1e",
+            "bucketCapabilitiesVer": "",
+            "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr", "couchapi", "durableWrite"],
+            "collectionsManifestUid": "0",
+            "ddocs": {"uri": "/pools/default/buckets/default/ddocs"},
+            "nodes": [{
+                "couchApiBase": "http://127.0.0.1:8091/default",
+                "hostname": "127.0.0.1:8091",
+                "ports": {"direct": 12000},
+            }],
+            "nodesExt": [{
+                "services": {"kv": 12000, "mgmt": 8091},
+                "thisNode": true,
+                "hostname": "127.0.0.1",
+            }],
+            "clusterCapabilitiesVer": [1, 0],
+            "clusterCapabilities": {},
+            "vBucketServerMap": {
+                "hashAlgorithm": "CRC",
+                "numReplicas": 0,
+                "serverList": ["127.0.0.1:12000"],
+                "vBucketMap": [[0], [0], [0], [0]],
+            },
+        });
+        assert_eq!(map.terse_bucket_config(&bucket, &serving), expected);
+        let global = json!({
+            "rev": 1,
+            "revEpoch": 1,
+            "nodesExt": expected["nodesExt"],
+            "clusterCapabilitiesVer": [1, 0],
+            "clusterCapabilities": {},
+        });
+        assert_eq!(map.terse_global_config(&serving), global);
+    }
+
+    #[test]
+    fn ephemeral_buckets_drop_couchapi() {
+        let map = one_node_map(1);
+        let bucket = BucketInfo {
+            name: "e",
+            uuid: "u",
+            kind: BucketKind::Ephemeral,
+        };
+        let serving = ServingNode {
+            host: "elsewhere",
+            kv_port: 1,
+        };
+        let doc = map.terse_bucket_config(&bucket, &serving);
+        assert_eq!(doc["bucketType"], "ephemeral");
+        assert_eq!(
+            doc["bucketCapabilities"],
+            json!([
+                "dcp",
+                "cbhello",
+                "touch",
+                "cccp",
+                "nodesExt",
+                "xattr",
+                "durableWrite"
+            ])
+        );
+        // No node matches the serving address, so none claims to be this node.
+        assert!(doc["nodesExt"][0].get("thisNode").is_none());
+    }
+
+    #[test]
+    fn empty_slots_render_as_minus_one() {
+        let vbmap = VbMap::new(
+            2,
+            vec![
+                Chain::new(Some(NodeId(7)), vec![Some(NodeId(3)), None]),
+                Chain::lost(2),
+            ],
+        )
+        .unwrap();
+        let nodes = vec![node(3, "a", 1, 2), node(7, "b", 1, 2)];
+        let map = ClusterMap::new(nodes, vbmap).unwrap();
+        let bucket = BucketInfo {
+            name: "b",
+            uuid: "u",
+            kind: BucketKind::Couchbase,
+        };
+        let serving = ServingNode {
+            host: "b",
+            kv_port: 1,
+        };
+        let doc = map.terse_bucket_config(&bucket, &serving);
+        let server_map = &doc["vBucketServerMap"];
+        assert_eq!(server_map["numReplicas"], 2);
+        assert_eq!(server_map["serverList"], json!(["a:1", "b:1"]));
+        assert_eq!(server_map["vBucketMap"], json!([[1, 0, -1], [-1, -1, -1]]));
+        assert_eq!(doc["nodesExt"][1]["thisNode"], true);
+    }
+
+    #[test]
+    fn every_change_bumps_the_revision() {
+        let map = one_node_map(2);
+        let next = map.with_vbmap(map.vbmap().clone()).unwrap();
+        assert_eq!(next.rev(), Rev(2));
+        let after = next
+            .next(
+                vec![node(0, "h", 1, 2), node(1, "h", 3, 4)],
+                map.vbmap().clone(),
+            )
+            .unwrap();
+        assert_eq!(after.rev(), Rev(3));
+        assert_eq!(after.replicas(), 0);
+    }
+
+    #[test]
+    fn inconsistent_maps_are_refused() {
+        let vbmap = VbMap::new(0, vec![Chain::new(Some(NodeId(5)), vec![])]).unwrap();
+        assert_eq!(
+            ClusterMap::new(vec![node(0, "h", 1, 2)], vbmap.clone()),
+            Err(ClusterMapError::UnknownNode {
+                vb: VbId(0),
+                node: NodeId(5)
+            })
+        );
+        assert_eq!(
+            ClusterMap::new(vec![], vbmap.clone()),
+            Err(ClusterMapError::NoNodes)
+        );
+        assert_eq!(
+            ClusterMap::new(vec![node(5, "h", 1, 2), node(5, "g", 1, 2)], vbmap.clone()),
+            Err(ClusterMapError::DuplicateNode(NodeId(5)))
+        );
+        assert!(matches!(
+            ClusterMap::new(vec![node(5, "h", 1, 2), node(6, "h", 1, 3)], vbmap),
+            Err(ClusterMapError::DuplicateAddress { .. })
+        ));
+    }
+
+    #[test]
+    fn serde_keeps_the_map_and_checks_it() {
+        let map = one_node_map(2)
+            .with_vbmap(one_node_map(2).vbmap().clone())
+            .unwrap();
+        let json = serde_json::to_value(&map).unwrap();
+        assert_eq!(json["rev"], 2);
+        assert_eq!(json["nodes"][0]["kv_port"], 12000);
+        assert_eq!(
+            serde_json::from_value::<ClusterMap>(json.clone()).unwrap(),
+            map
+        );
+        let mut zero = json.clone();
+        zero["rev"] = json!(0);
+        assert!(serde_json::from_value::<ClusterMap>(zero).is_err());
+        let mut foreign = json;
+        foreign["vbmap"]["chains"][0] = json!([9]);
+        assert!(serde_json::from_value::<ClusterMap>(foreign).is_err());
+        assert_eq!(
+            serde_json::to_value(BucketKind::Ephemeral).unwrap(),
+            json!("ephemeral")
+        );
+    }
+}

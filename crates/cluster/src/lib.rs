@@ -1,0 +1,46 @@
+//! The cluster planner, without I/O: where each vbucket's copies live, how to get from one
+//! layout to another, what a failover promotes, and the map clients route with. The cluster
+//! manager feeds it node lists and maps and carries out the plans it returns; nothing here
+//! opens a socket, reads a clock or draws a random number, so the same input always gives
+//! the same plan (a seeded simulator replays exactly what production decided).
+//!
+//! Layout:
+//! - `limits` — how many vbuckets, replicas and nodes the planner accepts;
+//! - `node` — `NodeId` (stable identity) and `NodeInfo` (where a node listens);
+//! - `vbmap` — `Chain` (one vbucket's active and replica slots) and `VbMap`, with its
+//!   invariant checker;
+//! - `balance` — per-node counts and the balance rules every planned map meets;
+//! - `placement` — `place`: a balanced map for a fresh bucket;
+//! - `rebalance/` — `plan_rebalance`: a balanced target that keeps copies where they are
+//!   (`assign`: quotas per slot; `slot_fill`: the min-cost fill of one slot), and the ordered
+//!   vbucket moves that reach it (`moves`);
+//! - `failover` — `fail_over`: promote replicas of failed nodes, list what is lost;
+//! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
+//! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
+//!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
+//!   it under Raft.
+#![deny(unsafe_code)]
+
+pub mod balance;
+pub mod cluster_map;
+pub mod failover;
+pub mod limits;
+pub mod metadata;
+pub mod node;
+pub mod placement;
+pub mod rebalance;
+pub mod vbmap;
+
+pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
+pub use cluster_map::{BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode};
+pub use failover::{fail_over, FailoverOutcome, Promotion};
+pub use metadata::{
+    desired_voters, Applied, BucketDef, ClusterState, MetaCommand, MetaResponse, NodeEntry,
+    NodeStatus, RebalanceRecord, Rejection,
+};
+pub use node::{NodeId, NodeInfo, NodeSetError};
+pub use placement::{place, PlaceError};
+pub use rebalance::{
+    plan_rebalance, ApplyError, PlanMethod, RebalanceError, RebalancePlan, Takeover, VbMove,
+};
+pub use vbmap::{Chain, MapError, VbMap};

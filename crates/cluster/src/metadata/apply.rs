@@ -1,0 +1,363 @@
+//! `apply`: one command against the state, deterministic and total.
+//!
+//! Each command is checked in full before anything changes, so a refused command leaves the
+//! state exactly as it was, and the same command on the same state gives the same answer on
+//! every replica (no clock, no randomness, ordered maps only).
+
+use crate::cluster_map::{ClusterMap, Rev};
+use crate::limits::{NODES_MAX, VBUCKETS_MAX};
+use crate::metadata::command::{Applied, MetaCommand, MetaResponse, Rejection};
+use crate::metadata::state::{
+    BucketDef, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, HOST_BYTES_MAX,
+};
+use crate::node::{NodeId, NodeInfo};
+use crate::vbmap::{Chain, MapError, VbMap};
+use sluice_types::VbId;
+use std::collections::BTreeSet;
+
+/// Applies `cmd` to `state`. A refused command changes nothing and answers why.
+pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
+    let response = match cmd {
+        MetaCommand::AllocateNodeId => allocate_node_id(state),
+        MetaCommand::AddNode { info } => add_node(state, info),
+        MetaCommand::RemoveNode { id } => remove_node(state, *id),
+        MetaCommand::DefineBucket { bucket } => define_bucket(state, bucket),
+        MetaCommand::SetMap {
+            expected_rev,
+            nodes,
+            vbmap,
+        } => set_map(state, *expected_rev, nodes, vbmap),
+        MetaCommand::SetChains {
+            expected_rev,
+            chains,
+        } => set_chains(state, *expected_rev, chains),
+        MetaCommand::FailOver {
+            nodes,
+            expected_rev,
+            vbmap,
+        } => fail_over(state, nodes, *expected_rev, vbmap.as_ref()),
+        MetaCommand::StartRebalance {
+            target,
+            expected_rev,
+        } => start_rebalance(state, target, *expected_rev),
+        MetaCommand::FinishRebalance { expected_rev } => finish_rebalance(state, *expected_rev),
+        MetaCommand::AbortRebalance => abort_rebalance(state),
+    };
+    debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
+    response
+}
+
+fn allocate_node_id(state: &mut ClusterState) -> MetaResponse {
+    // u32::MAX itself is never handed out, so "every id is below next_node_id" stays
+    // expressible.
+    let id = state.next_node_id;
+    let next = id
+        .checked_add(1)
+        .filter(|&n| n < u32::MAX)
+        .ok_or(Rejection::NodeIdsExhausted)?;
+    state.next_node_id = next;
+    Ok(Applied::NodeIdAllocated { id: NodeId(id) })
+}
+
+fn add_node(state: &mut ClusterState, info: &NodeInfo) -> MetaResponse {
+    let id = info.id;
+    if id.0 >= state.next_node_id {
+        return Err(Rejection::NodeIdNotAllocated { id });
+    }
+    if state.retired.contains(&id) {
+        return Err(Rejection::NodeIdRetired { id });
+    }
+    if state.nodes.contains_key(&id) {
+        return Err(Rejection::NodeExists { id });
+    }
+    if info.host.is_empty() || info.host.len() > HOST_BYTES_MAX {
+        return Err(Rejection::BadHost {
+            max: HOST_BYTES_MAX,
+        });
+    }
+    if state.nodes.len() >= NODES_MAX {
+        return Err(Rejection::TooManyNodes { max: NODES_MAX });
+    }
+    for other in state.nodes.values().map(|n| &n.info) {
+        if other.host != info.host {
+            continue;
+        }
+        let port = if other.kv_port == info.kv_port {
+            info.kv_port
+        } else if other.admin_port == info.admin_port {
+            info.admin_port
+        } else {
+            continue;
+        };
+        return Err(Rejection::AddressInUse {
+            host: info.host.clone(),
+            port,
+        });
+    }
+    let entry = NodeEntry {
+        info: info.clone(),
+        status: NodeStatus::Joining,
+    };
+    state.nodes.insert(id, entry);
+    Ok(Applied::NodeAdded { id })
+}
+
+fn remove_node(state: &mut ClusterState, id: NodeId) -> MetaResponse {
+    if !state.nodes.contains_key(&id) {
+        return Err(Rejection::UnknownNode { id });
+    }
+    if map_lists(state, id) {
+        return Err(Rejection::NodeInMap { id });
+    }
+    if state
+        .rebalance
+        .as_ref()
+        .is_some_and(|r| r.target.contains(&id))
+    {
+        return Err(Rejection::NodeInRebalance { id });
+    }
+    state.nodes.remove(&id);
+    state.retired.insert(id);
+    Ok(Applied::NodeRemoved { id })
+}
+
+fn define_bucket(state: &mut ClusterState, bucket: &BucketDef) -> MetaResponse {
+    bucket.validate()?;
+    match &state.bucket {
+        Some(defined) if defined == bucket => Ok(Applied::BucketDefined { created: false }),
+        Some(defined) => Err(Rejection::BucketExists {
+            name: defined.name.clone(),
+        }),
+        None => {
+            state.bucket = Some(bucket.clone());
+            Ok(Applied::BucketDefined { created: true })
+        }
+    }
+}
+
+fn set_map(
+    state: &mut ClusterState,
+    expected_rev: Option<Rev>,
+    nodes: &[NodeId],
+    vbmap: &VbMap,
+) -> MetaResponse {
+    let bucket = state.bucket.as_ref().ok_or(Rejection::NoBucket)?;
+    check_rev(state, expected_rev)?;
+    check_vbuckets(bucket, vbmap)?;
+    let infos = listed_infos(state, nodes)?;
+    let map = match &state.map {
+        None => ClusterMap::new(infos, vbmap.clone())?,
+        Some(current) => current.next(infos, vbmap.clone())?,
+    };
+    let rev = map.rev();
+    state.map = Some(map);
+    if state.rebalance.is_none() {
+        for id in nodes {
+            if let Some(entry) = state.nodes.get_mut(id) {
+                if entry.status == NodeStatus::Joining {
+                    entry.status = NodeStatus::Active;
+                }
+            }
+        }
+    }
+    Ok(Applied::MapSet { rev })
+}
+
+fn set_chains(
+    state: &mut ClusterState,
+    expected_rev: Rev,
+    changes: &[(u16, Chain)],
+) -> MetaResponse {
+    let max = usize::from(VBUCKETS_MAX);
+    if changes.len() > max {
+        return Err(Rejection::TooManyChains {
+            count: changes.len(),
+            max,
+        });
+    }
+    check_rev(state, Some(expected_rev))?;
+    let current = state.map.as_ref().ok_or(Rejection::NoMapYet)?;
+    let old = current.vbmap();
+    let mut chains: Vec<Chain> = old.iter().map(|(_, c)| c.clone()).collect();
+    for (vb, chain) in changes {
+        let count = old.num_vbuckets();
+        let slot = chains
+            .get_mut(usize::from(*vb))
+            .ok_or(MapError::UnknownVbucket {
+                vb: VbId(*vb),
+                count,
+            })?;
+        *slot = chain.clone();
+    }
+    let next = current.with_vbmap(VbMap::new(old.replicas(), chains)?)?;
+    let rev = next.rev();
+    state.map = Some(next);
+    Ok(Applied::MapSet { rev })
+}
+
+fn fail_over(
+    state: &mut ClusterState,
+    nodes: &[NodeId],
+    expected_rev: Option<Rev>,
+    vbmap: Option<&VbMap>,
+) -> MetaResponse {
+    if nodes.is_empty() {
+        return Err(Rejection::NoNodes);
+    }
+    let failed = distinct(nodes)?;
+    for &id in nodes {
+        match state.nodes.get(&id) {
+            None => return Err(Rejection::UnknownNode { id }),
+            Some(n) if n.status == NodeStatus::FailedOver => {
+                return Err(Rejection::NodeFailedOver { id })
+            }
+            Some(_) => {}
+        }
+    }
+    let next = match (&state.map, expected_rev, vbmap) {
+        (None, None, None) => None,
+        (None, _, _) => return Err(Rejection::NoMapYet),
+        (Some(current), Some(_), Some(vbmap)) => {
+            check_rev(state, expected_rev)?;
+            if let Some(bucket) = &state.bucket {
+                check_vbuckets(bucket, vbmap)?;
+            }
+            let survivors = current
+                .nodes()
+                .iter()
+                .filter(|n| !failed.contains(&n.id))
+                .cloned()
+                .collect();
+            Some(current.next(survivors, vbmap.clone())?)
+        }
+        (Some(_), _, _) => return Err(Rejection::MapExpected),
+    };
+    for id in &failed {
+        if let Some(entry) = state.nodes.get_mut(id) {
+            entry.status = NodeStatus::FailedOver;
+        }
+    }
+    if let Some(map) = next {
+        state.map = Some(map);
+    }
+    let rebalance_aborted = state.rebalance.take().is_some();
+    Ok(Applied::FailedOver {
+        rev: state.rev(),
+        rebalance_aborted,
+    })
+}
+
+fn start_rebalance(
+    state: &mut ClusterState,
+    target: &[NodeId],
+    expected_rev: Option<Rev>,
+) -> MetaResponse {
+    if state.rebalance.is_some() {
+        return Err(Rejection::RebalanceRunning);
+    }
+    if target.is_empty() {
+        return Err(Rejection::NoNodes);
+    }
+    distinct(target)?;
+    for &id in target {
+        usable(state, id)?;
+    }
+    check_rev(state, expected_rev)?;
+    state.rebalance = Some(RebalanceRecord {
+        target: target.to_vec(),
+        started_at: state.rev(),
+    });
+    Ok(Applied::RebalanceStarted)
+}
+
+fn finish_rebalance(state: &mut ClusterState, expected_rev: Option<Rev>) -> MetaResponse {
+    let rebalance = state.rebalance.as_ref().ok_or(Rejection::NoRebalance)?;
+    check_rev(state, expected_rev)?;
+    let target: BTreeSet<NodeId> = rebalance.target.iter().copied().collect();
+    // The map's node list covers every node holding a copy (a `ClusterMap` invariant), so
+    // a list inside the target means nothing is left on the nodes about to be ejected.
+    if let Some(map) = &state.map {
+        if let Some(outside) = map.nodes().iter().find(|n| !target.contains(&n.id)) {
+            return Err(Rejection::RebalanceIncomplete { id: outside.id });
+        }
+    }
+    let ejected: Vec<NodeId> = state
+        .nodes
+        .keys()
+        .copied()
+        .filter(|id| !target.contains(id))
+        .collect();
+    for id in &ejected {
+        state.nodes.remove(id);
+        state.retired.insert(*id);
+    }
+    for id in &target {
+        if let Some(entry) = state.nodes.get_mut(id) {
+            entry.status = NodeStatus::Active;
+        }
+    }
+    state.rebalance = None;
+    Ok(Applied::RebalanceFinished { ejected })
+}
+
+fn abort_rebalance(state: &mut ClusterState) -> MetaResponse {
+    state.rebalance.take().ok_or(Rejection::NoRebalance)?;
+    Ok(Applied::RebalanceAborted)
+}
+
+/// The command was planned from the map in force.
+fn check_rev(state: &ClusterState, expected: Option<Rev>) -> Result<(), Rejection> {
+    let actual = state.rev();
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(Rejection::StaleRev { expected, actual })
+    }
+}
+
+fn check_vbuckets(bucket: &BucketDef, vbmap: &VbMap) -> Result<(), Rejection> {
+    let actual = vbmap.num_vbuckets();
+    if actual == bucket.vbuckets {
+        Ok(())
+    } else {
+        Err(Rejection::VbucketCount {
+            expected: bucket.vbuckets,
+            actual,
+        })
+    }
+}
+
+/// A node that may hold copies: known and not failed over.
+fn usable(state: &ClusterState, id: NodeId) -> Result<&NodeEntry, Rejection> {
+    match state.nodes.get(&id) {
+        None => Err(Rejection::UnknownNode { id }),
+        Some(n) if n.status == NodeStatus::FailedOver => Err(Rejection::NodeFailedOver { id }),
+        Some(n) => Ok(n),
+    }
+}
+
+/// The node table's addresses for a map's node list, in the list's order.
+fn listed_infos(state: &ClusterState, nodes: &[NodeId]) -> Result<Vec<NodeInfo>, Rejection> {
+    distinct(nodes)?;
+    nodes
+        .iter()
+        .map(|&id| usable(state, id).map(|n| n.info.clone()))
+        .collect()
+}
+
+fn distinct(nodes: &[NodeId]) -> Result<BTreeSet<NodeId>, Rejection> {
+    let mut seen = BTreeSet::new();
+    for &id in nodes {
+        if !seen.insert(id) {
+            return Err(Rejection::DuplicateNode { id });
+        }
+    }
+    Ok(seen)
+}
+
+fn map_lists(state: &ClusterState, id: NodeId) -> bool {
+    state
+        .map
+        .as_ref()
+        .is_some_and(|m| m.nodes().iter().any(|n| n.id == id))
+}

@@ -1,0 +1,29 @@
+//! The replicated cluster metadata as a plain state machine: the state every node agrees on
+//! (`ClusterState`), the commands that change it (`MetaCommand`), and `apply`, which the Raft
+//! layer (`sluice-meta`) calls for each committed command, in log order, on every node.
+//!
+//! - `state` — `ClusterState`: nodes and their status, the bucket, the map, a running
+//!   rebalance; its invariants and `check`;
+//! - `command` — `MetaCommand`, `Applied`, `Rejection`, `MetaResponse`;
+//! - `apply` — `apply`, one handler per command;
+//! - `voters` — `desired_voters`: which nodes vote in the Raft group.
+//!
+//! No I/O, clock or randomness: the same commands give the same state on every replica and
+//! in tests. What needs randomness (a bucket uuid) or a decision (the next map) is computed by
+//! the proposer and carried in the command.
+
+mod apply;
+mod command;
+mod state;
+mod voters;
+
+#[cfg(test)]
+mod tests;
+
+pub use apply::apply;
+pub use command::{Applied, MetaCommand, MetaResponse, Rejection};
+pub use state::{
+    BucketDef, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, StateError,
+    BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
+};
+pub use voters::{desired_voters, voter_count, VOTERS_LARGE, VOTERS_SMALL};

@@ -1,0 +1,533 @@
+//! `apply`, command by command: what each changes, and that every refusal changes nothing.
+
+use super::*;
+use crate::cluster_map::{BucketKind, Rev};
+use crate::failover::fail_over;
+use crate::node::{NodeId, NodeInfo};
+use crate::placement::place;
+use crate::vbmap::{Chain, MapError, VbMap};
+
+fn info(id: u32) -> NodeInfo {
+    NodeInfo {
+        id: NodeId(id),
+        host: "127.0.0.1".to_string(),
+        kv_port: 11000 + id as u16,
+        admin_port: 9000 + id as u16,
+    }
+}
+
+fn bucket() -> BucketDef {
+    BucketDef {
+        name: "default".to_string(),
+        uuid: "0f1e2d3c".to_string(),
+        kind: BucketKind::Couchbase,
+        replicas: 1,
+        vbuckets: 8,
+        quota_bytes: 64 << 20,
+    }
+}
+
+/// Applies a command that must succeed.
+fn ok(state: &mut ClusterState, cmd: MetaCommand) -> Applied {
+    apply(state, &cmd).unwrap_or_else(|e| panic!("{cmd:?} refused: {e}"))
+}
+
+/// Applies a command that must be refused, and checks it changed nothing.
+fn refused(state: &mut ClusterState, cmd: MetaCommand) -> Rejection {
+    let before = state.clone();
+    let err = apply(state, &cmd).expect_err("must be refused");
+    assert_eq!(*state, before, "{cmd:?} was refused but changed the state");
+    err
+}
+
+/// A cluster of `n` nodes (ids 0..n), the bucket, and a first map placed on all of them.
+fn cluster(n: u32) -> ClusterState {
+    let mut state = ClusterState::new();
+    for id in 0..n {
+        assert_eq!(
+            ok(&mut state, MetaCommand::AllocateNodeId),
+            Applied::NodeIdAllocated { id: NodeId(id) }
+        );
+        ok(&mut state, MetaCommand::AddNode { info: info(id) });
+    }
+    ok(&mut state, MetaCommand::DefineBucket { bucket: bucket() });
+    let nodes: Vec<NodeId> = (0..n).map(NodeId).collect();
+    let vbmap = place(&nodes, 8, 1).unwrap();
+    let set = MetaCommand::SetMap {
+        expected_rev: None,
+        nodes,
+        vbmap,
+    };
+    assert_eq!(ok(&mut state, set), Applied::MapSet { rev: Rev(1) });
+    state
+}
+
+#[test]
+fn nodes_need_an_allocated_fresh_id_and_address() {
+    let mut state = ClusterState::new();
+    let add = |id| MetaCommand::AddNode { info: info(id) };
+    assert_eq!(
+        refused(&mut state, add(0)),
+        Rejection::NodeIdNotAllocated { id: NodeId(0) }
+    );
+    ok(&mut state, MetaCommand::AllocateNodeId);
+    ok(&mut state, MetaCommand::AllocateNodeId);
+    assert_eq!(ok(&mut state, add(1)), Applied::NodeAdded { id: NodeId(1) });
+    assert_eq!(
+        refused(&mut state, add(1)),
+        Rejection::NodeExists { id: NodeId(1) }
+    );
+    let mut clash = info(0);
+    clash.kv_port = info(1).kv_port;
+    assert!(matches!(
+        refused(&mut state, MetaCommand::AddNode { info: clash }),
+        Rejection::AddressInUse { .. }
+    ));
+    let mut nameless = info(0);
+    nameless.host.clear();
+    assert!(matches!(
+        refused(&mut state, MetaCommand::AddNode { info: nameless }),
+        Rejection::BadHost { .. }
+    ));
+    assert_eq!(
+        state.node(NodeId(1)).map(|n| n.status),
+        Some(NodeStatus::Joining)
+    );
+    // A removed node's id is never valid again.
+    ok(&mut state, MetaCommand::RemoveNode { id: NodeId(1) });
+    assert_eq!(
+        refused(&mut state, add(1)),
+        Rejection::NodeIdRetired { id: NodeId(1) }
+    );
+    assert_eq!(state.next_node_id(), NodeId(2));
+}
+
+#[test]
+fn the_bucket_is_defined_once() {
+    let mut state = ClusterState::new();
+    let mut bad = bucket();
+    bad.replicas = 4;
+    assert!(matches!(
+        refused(&mut state, MetaCommand::DefineBucket { bucket: bad }),
+        Rejection::Bucket(BucketError::Replicas { .. })
+    ));
+    let define = MetaCommand::DefineBucket { bucket: bucket() };
+    assert_eq!(
+        ok(&mut state, define.clone()),
+        Applied::BucketDefined { created: true }
+    );
+    // A retried proposal is harmless; a different bucket is refused.
+    assert_eq!(
+        ok(&mut state, define),
+        Applied::BucketDefined { created: false }
+    );
+    let mut other = bucket();
+    other.name = "other".to_string();
+    assert!(matches!(
+        refused(&mut state, MetaCommand::DefineBucket { bucket: other }),
+        Rejection::BucketExists { .. }
+    ));
+}
+
+#[test]
+fn bucket_definitions_are_validated() {
+    let check = |f: fn(&mut BucketDef)| {
+        let mut b = bucket();
+        f(&mut b);
+        b.validate()
+    };
+    assert_eq!(check(|_| {}), Ok(()));
+    assert!(matches!(
+        check(|b| b.name.clear()),
+        Err(BucketError::NameLength { .. })
+    ));
+    assert_eq!(check(|b| b.name = ".x".into()), Err(BucketError::NameChars));
+    assert_eq!(
+        check(|b| b.name = "a b".into()),
+        Err(BucketError::NameChars)
+    );
+    assert!(matches!(
+        check(|b| b.uuid = "x/y".into()),
+        Err(BucketError::Uuid { .. })
+    ));
+    assert!(matches!(
+        check(|b| b.vbuckets = 0),
+        Err(BucketError::Vbuckets { .. })
+    ));
+    assert_eq!(check(|b| b.quota_bytes = 0), Err(BucketError::ZeroQuota));
+}
+
+#[test]
+fn the_first_map_activates_its_nodes() {
+    let state = cluster(3);
+    assert_eq!(state.rev(), Some(Rev(1)));
+    assert_eq!(state.nodes_with(NodeStatus::Active).len(), 3);
+    assert_eq!(state.map().unwrap().nodes()[2], info(2));
+}
+
+#[test]
+fn maps_are_compare_and_set_on_the_revision() {
+    let mut state = cluster(2);
+    let vbmap = state.map().unwrap().vbmap().clone();
+    let set = |rev| MetaCommand::SetMap {
+        expected_rev: rev,
+        nodes: vec![NodeId(0), NodeId(1)],
+        vbmap: vbmap.clone(),
+    };
+    // Two planners both read revision 1: the first publishes 2, the second is refused.
+    assert_eq!(
+        ok(&mut state, set(Some(Rev(1)))),
+        Applied::MapSet { rev: Rev(2) }
+    );
+    assert_eq!(
+        refused(&mut state, set(Some(Rev(1)))),
+        Rejection::StaleRev {
+            expected: Some(Rev(1)),
+            actual: Some(Rev(2))
+        }
+    );
+    assert!(matches!(
+        refused(&mut state, set(None)),
+        Rejection::StaleRev { .. }
+    ));
+}
+
+#[test]
+fn maps_must_fit_the_bucket_and_the_nodes() {
+    let mut state = cluster(2);
+    let rev = state.rev();
+    let small = place(&[NodeId(0)], 4, 1).unwrap();
+    assert_eq!(
+        refused(
+            &mut state,
+            MetaCommand::SetMap {
+                expected_rev: rev,
+                nodes: vec![NodeId(0)],
+                vbmap: small
+            }
+        ),
+        Rejection::VbucketCount {
+            expected: 8,
+            actual: 4
+        }
+    );
+    let on_two = place(&[NodeId(0), NodeId(1)], 8, 1).unwrap();
+    // A copy on a node the list leaves out.
+    assert!(matches!(
+        refused(
+            &mut state,
+            MetaCommand::SetMap {
+                expected_rev: rev,
+                nodes: vec![NodeId(0)],
+                vbmap: on_two.clone()
+            }
+        ),
+        Rejection::ClusterMap(_)
+    ));
+    assert_eq!(
+        refused(
+            &mut state,
+            MetaCommand::SetMap {
+                expected_rev: rev,
+                nodes: vec![NodeId(0), NodeId(7)],
+                vbmap: on_two.clone()
+            }
+        ),
+        Rejection::UnknownNode { id: NodeId(7) }
+    );
+    assert_eq!(
+        refused(
+            &mut state,
+            MetaCommand::SetMap {
+                expected_rev: rev,
+                nodes: vec![NodeId(0), NodeId(0)],
+                vbmap: on_two
+            }
+        ),
+        Rejection::DuplicateNode { id: NodeId(0) }
+    );
+    let mut fresh = ClusterState::new();
+    assert_eq!(
+        refused(
+            &mut fresh,
+            MetaCommand::SetMap {
+                expected_rev: None,
+                nodes: vec![],
+                vbmap: place(&[NodeId(0)], 8, 1).unwrap()
+            }
+        ),
+        Rejection::NoBucket
+    );
+}
+
+#[test]
+fn set_chains_replaces_only_the_given_chains() {
+    let mut state = cluster(2);
+    let before = state.map().unwrap().vbmap().clone();
+    let swapped = Chain::new(Some(NodeId(1)), vec![Some(NodeId(0))]);
+    let cmd = MetaCommand::SetChains {
+        expected_rev: Rev(1),
+        chains: vec![(0, swapped.clone())],
+    };
+    assert_eq!(ok(&mut state, cmd), Applied::MapSet { rev: Rev(2) });
+    let after = state.map().unwrap().vbmap();
+    assert_eq!(after.chain(sluice_types::VbId(0)), Some(&swapped));
+    assert!(after.iter().skip(1).eq(before.iter().skip(1)));
+    let outside = MetaCommand::SetChains {
+        expected_rev: Rev(2),
+        chains: vec![(8, swapped.clone())],
+    };
+    assert!(matches!(
+        refused(&mut state, outside),
+        Rejection::Map(MapError::UnknownVbucket { .. })
+    ));
+    let twice = Chain::new(Some(NodeId(1)), vec![Some(NodeId(1))]);
+    let invalid = MetaCommand::SetChains {
+        expected_rev: Rev(2),
+        chains: vec![(1, twice)],
+    };
+    assert!(matches!(
+        refused(&mut state, invalid),
+        Rejection::Map(MapError::DuplicateNode { .. })
+    ));
+}
+
+#[test]
+fn failover_marks_the_node_and_publishes_the_map_in_one_step() {
+    let mut state = cluster(3);
+    let current = state.map().unwrap().vbmap().clone();
+    let out = fail_over(&current, &[NodeId(2)]);
+    // The map given must not keep copies on the failed node.
+    let wrong = MetaCommand::FailOver {
+        nodes: vec![NodeId(2)],
+        expected_rev: Some(Rev(1)),
+        vbmap: Some(current),
+    };
+    assert!(matches!(
+        refused(&mut state, wrong),
+        Rejection::ClusterMap(_)
+    ));
+    let missing = MetaCommand::FailOver {
+        nodes: vec![NodeId(2)],
+        expected_rev: None,
+        vbmap: None,
+    };
+    assert_eq!(refused(&mut state, missing), Rejection::MapExpected);
+    let cmd = MetaCommand::FailOver {
+        nodes: vec![NodeId(2)],
+        expected_rev: Some(Rev(1)),
+        vbmap: Some(out.map.clone()),
+    };
+    assert_eq!(
+        ok(&mut state, cmd.clone()),
+        Applied::FailedOver {
+            rev: Some(Rev(2)),
+            rebalance_aborted: false
+        }
+    );
+    assert_eq!(
+        state.node(NodeId(2)).map(|n| n.status),
+        Some(NodeStatus::FailedOver)
+    );
+    let listed: Vec<NodeId> = state.map().unwrap().nodes().iter().map(|n| n.id).collect();
+    assert_eq!(listed, vec![NodeId(0), NodeId(1)]);
+    assert_eq!(state.map().unwrap().vbmap(), &out.map);
+    // Failing it over again is refused; so is using it in a map.
+    assert!(matches!(
+        refused(&mut state, cmd),
+        Rejection::NodeFailedOver { .. }
+    ));
+}
+
+#[test]
+fn a_rebalance_in_runs_from_start_to_finish() {
+    let mut state = cluster(2);
+    ok(&mut state, MetaCommand::AllocateNodeId);
+    ok(&mut state, MetaCommand::AddNode { info: info(2) });
+    let target = vec![NodeId(0), NodeId(1), NodeId(2)];
+    let start = MetaCommand::StartRebalance {
+        target: target.clone(),
+        expected_rev: Some(Rev(1)),
+    };
+    assert_eq!(ok(&mut state, start.clone()), Applied::RebalanceStarted);
+    assert_eq!(refused(&mut state, start), Rejection::RebalanceRunning);
+    // The target node cannot be removed meanwhile.
+    assert_eq!(
+        refused(&mut state, MetaCommand::RemoveNode { id: NodeId(2) }),
+        Rejection::NodeInRebalance { id: NodeId(2) }
+    );
+    let plan = crate::rebalance::plan_rebalance(state.map().unwrap().vbmap(), &target, 1).unwrap();
+    let set = MetaCommand::SetMap {
+        expected_rev: Some(Rev(1)),
+        nodes: target.clone(),
+        vbmap: plan.target().clone(),
+    };
+    ok(&mut state, set);
+    // Mid-rebalance maps do not activate the newcomer; finishing does.
+    assert_eq!(
+        state.node(NodeId(2)).map(|n| n.status),
+        Some(NodeStatus::Joining)
+    );
+    let finish = MetaCommand::FinishRebalance {
+        expected_rev: Some(Rev(2)),
+    };
+    assert_eq!(
+        ok(&mut state, finish),
+        Applied::RebalanceFinished { ejected: vec![] }
+    );
+    assert_eq!(state.nodes_with(NodeStatus::Active), target);
+    assert_eq!(state.rebalance(), None);
+}
+
+#[test]
+fn a_rebalance_out_ejects_the_nodes_left_out() {
+    let mut state = cluster(3);
+    let target = vec![NodeId(0), NodeId(1)];
+    let start = MetaCommand::StartRebalance {
+        target: target.clone(),
+        expected_rev: Some(Rev(1)),
+    };
+    ok(&mut state, start);
+    let finish = MetaCommand::FinishRebalance {
+        expected_rev: Some(Rev(1)),
+    };
+    // Node 2 still holds copies: the rebalance is not done.
+    assert_eq!(
+        refused(&mut state, finish),
+        Rejection::RebalanceIncomplete { id: NodeId(2) }
+    );
+    let plan = crate::rebalance::plan_rebalance(state.map().unwrap().vbmap(), &target, 1).unwrap();
+    for (i, mv) in plan.moves().iter().enumerate() {
+        let cmd = MetaCommand::SetChains {
+            expected_rev: Rev(1 + i as u64),
+            chains: vec![(mv.vb().0, mv.new_chain().clone())],
+        };
+        ok(&mut state, cmd);
+    }
+    let rev = state.rev().unwrap();
+    // The list still names node 2 until a map without it is published.
+    let set = MetaCommand::SetMap {
+        expected_rev: Some(rev),
+        nodes: target.clone(),
+        vbmap: state.map().unwrap().vbmap().clone(),
+    };
+    ok(&mut state, set);
+    let finish = MetaCommand::FinishRebalance {
+        expected_rev: state.rev(),
+    };
+    assert_eq!(
+        ok(&mut state, finish),
+        Applied::RebalanceFinished {
+            ejected: vec![NodeId(2)]
+        }
+    );
+    assert!(state.node(NodeId(2)).is_none());
+    assert!(state.retired().contains(&NodeId(2)));
+}
+
+#[test]
+fn a_failover_aborts_a_running_rebalance() {
+    let mut state = cluster(3);
+    ok(
+        &mut state,
+        MetaCommand::StartRebalance {
+            target: vec![NodeId(0), NodeId(1), NodeId(2)],
+            expected_rev: Some(Rev(1)),
+        },
+    );
+    let out = fail_over(state.map().unwrap().vbmap(), &[NodeId(1)]);
+    let cmd = MetaCommand::FailOver {
+        nodes: vec![NodeId(1)],
+        expected_rev: Some(Rev(1)),
+        vbmap: Some(out.map),
+    };
+    assert_eq!(
+        ok(&mut state, cmd),
+        Applied::FailedOver {
+            rev: Some(Rev(2)),
+            rebalance_aborted: true
+        }
+    );
+    assert_eq!(
+        refused(&mut state, MetaCommand::AbortRebalance),
+        Rejection::NoRebalance
+    );
+}
+
+#[test]
+fn nodes_in_the_map_are_not_removed() {
+    let mut state = cluster(2);
+    assert_eq!(
+        refused(&mut state, MetaCommand::RemoveNode { id: NodeId(1) }),
+        Rejection::NodeInMap { id: NodeId(1) }
+    );
+    assert_eq!(
+        refused(&mut state, MetaCommand::RemoveNode { id: NodeId(9) }),
+        Rejection::UnknownNode { id: NodeId(9) }
+    );
+}
+
+#[test]
+fn states_serialize_and_read_back_checked() {
+    let mut state = cluster(3);
+    ok(
+        &mut state,
+        MetaCommand::StartRebalance {
+            target: vec![NodeId(0), NodeId(1)],
+            expected_rev: Some(Rev(1)),
+        },
+    );
+    let json = serde_json::to_string(&state).unwrap();
+    let back: ClusterState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, state);
+    assert_eq!(back.check(), Ok(()));
+    // A state whose node table and map disagree is caught by `check`.
+    let mut doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    doc["nodes"]["1"]["status"] = serde_json::json!("failed_over");
+    let bad: ClusterState = serde_json::from_value(doc).unwrap();
+    assert!(matches!(bad.check(), Err(StateError::MapNode { .. })));
+}
+
+#[test]
+fn commands_and_responses_round_trip_through_json() {
+    let cmds = vec![
+        MetaCommand::AllocateNodeId,
+        MetaCommand::AddNode { info: info(3) },
+        MetaCommand::DefineBucket { bucket: bucket() },
+        MetaCommand::SetChains {
+            expected_rev: Rev(4),
+            chains: vec![(3, Chain::new(Some(NodeId(1)), vec![None]))],
+        },
+        MetaCommand::FailOver {
+            nodes: vec![NodeId(1)],
+            expected_rev: None,
+            vbmap: Some(VbMap::new(0, vec![Chain::lost(0)]).unwrap()),
+        },
+    ];
+    for cmd in cmds {
+        let json = serde_json::to_string(&cmd).unwrap();
+        assert_eq!(serde_json::from_str::<MetaCommand>(&json).unwrap(), cmd);
+    }
+    let responses: Vec<MetaResponse> = vec![
+        Ok(Applied::MapSet { rev: Rev(3) }),
+        Err(Rejection::StaleRev {
+            expected: None,
+            actual: Some(Rev(2)),
+        }),
+        Err(Rejection::Map(MapError::NoVbuckets)),
+    ];
+    for r in responses {
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<MetaResponse>(&json).unwrap(), r);
+    }
+}
+
+#[test]
+fn node_ids_run_out_without_wrapping() {
+    let mut state = ClusterState::new();
+    state.next_node_id = u32::MAX - 1;
+    assert_eq!(
+        refused(&mut state, MetaCommand::AllocateNodeId),
+        Rejection::NodeIdsExhausted
+    );
+}
