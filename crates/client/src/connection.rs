@@ -13,7 +13,7 @@ use crate::response::Response;
 
 /// Bytes asked of the socket per read when no larger frame is pending: enough for dozens of
 /// pipelined 1 KiB responses per system call.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// The most the read buffer holds: one packet at the protocol's 30 MiB body limit plus one
 /// read chunk. A larger announced body is rejected before it is buffered.
@@ -71,42 +71,49 @@ impl Connection {
 
     /// Decodes one response from the front of the buffer, or makes room for the rest of it.
     fn take_buffered(&mut self) -> Result<Option<Response>, ClientError> {
-        let (header, lens, used) = match decode_frame(&self.read_buf, PACKET_BODY_BYTES_MAX)? {
-            Decoded::Frame(f, used) => {
-                if !matches!(f.magic, Magic::ClientResponse | Magic::AltClientResponse) {
-                    // Server-initiated requests need Duplex, which this client never asks for.
-                    return Err(ClientError::Unexpected("a packet that is not a response"));
-                }
-                let header = (f.opcode, f.vbucket_or_status, f.datatype, f.opaque, f.cas);
-                let lens = (f.framing_extras.len(), f.extras.len(), f.key.len());
-                (header, lens, used)
-            }
-            Decoded::Incomplete { needed } => {
-                let missing = needed.saturating_sub(self.read_buf.len());
-                self.read_buf.reserve(missing.max(READ_CHUNK_BYTES));
-                return Ok(None);
-            }
-        };
-        let frame = self.read_buf.split_to(used).freeze();
-        let (opcode, status_code, datatype, opaque, cas) = header;
-        let (framing_len, extras_len, key_len) = lens;
-        let extras_at = HEADER_LEN + framing_len;
-        let key_at = extras_at + extras_len;
-        let value_at = key_at + key_len;
-        let resp = Response {
-            opcode,
-            status_code,
-            datatype,
-            opaque,
-            cas,
-            extras: frame.slice(extras_at..key_at),
-            key: frame.slice(key_at..value_at),
-            value: frame.slice(value_at..),
-        };
-        // Keep the buffer from pinning a huge allocation once a big frame has passed.
-        if self.read_buf.is_empty() && self.read_buf.capacity() > 4 * READ_CHUNK_BYTES {
-            self.read_buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-        }
-        Ok(Some(resp))
+        take_response(&mut self.read_buf)
     }
+}
+
+/// Decodes one response from the front of `read_buf`, or makes room for the rest of it.
+/// Shared by [`Connection`] and the cluster client's node connections, which read on their
+/// own task.
+pub(crate) fn take_response(read_buf: &mut BytesMut) -> Result<Option<Response>, ClientError> {
+    let (header, lens, used) = match decode_frame(read_buf, PACKET_BODY_BYTES_MAX)? {
+        Decoded::Frame(f, used) => {
+            if !matches!(f.magic, Magic::ClientResponse | Magic::AltClientResponse) {
+                // Server-initiated requests need Duplex, which this client never asks for.
+                return Err(ClientError::Unexpected("a packet that is not a response"));
+            }
+            let header = (f.opcode, f.vbucket_or_status, f.datatype, f.opaque, f.cas);
+            let lens = (f.framing_extras.len(), f.extras.len(), f.key.len());
+            (header, lens, used)
+        }
+        Decoded::Incomplete { needed } => {
+            let missing = needed.saturating_sub(read_buf.len());
+            read_buf.reserve(missing.max(READ_CHUNK_BYTES));
+            return Ok(None);
+        }
+    };
+    let frame = read_buf.split_to(used).freeze();
+    let (opcode, status_code, datatype, opaque, cas) = header;
+    let (framing_len, extras_len, key_len) = lens;
+    let extras_at = HEADER_LEN + framing_len;
+    let key_at = extras_at + extras_len;
+    let value_at = key_at + key_len;
+    let resp = Response {
+        opcode,
+        status_code,
+        datatype,
+        opaque,
+        cas,
+        extras: frame.slice(extras_at..key_at),
+        key: frame.slice(key_at..value_at),
+        value: frame.slice(value_at..),
+    };
+    // Keep the buffer from pinning a huge allocation once a big frame has passed.
+    if read_buf.is_empty() && read_buf.capacity() > 4 * READ_CHUNK_BYTES {
+        *read_buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    }
+    Ok(Some(resp))
 }

@@ -19,20 +19,7 @@ impl Client {
         let vb = self.vbucket_of(key);
         let req = Packet::request(Opcode::Get.byte(), vb.0, 0).key(key);
         let resp = self.call(req).await?.into_success()?;
-        let flags = match resp.extras.as_ref() {
-            [a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]),
-            _ => {
-                return Err(ClientError::Unexpected(
-                    "GET answer without 4 bytes of flags",
-                ))
-            }
-        };
-        Ok(GetResult {
-            value: resp.value,
-            flags,
-            cas: Cas(resp.cas),
-            datatype: resp.datatype,
-        })
+        get_result(resp)
     }
 
     pub async fn set(
@@ -107,9 +94,7 @@ impl Client {
         opts: StoreOptions,
     ) -> Result<MutationResult, ClientError> {
         let vb = self.vbucket_of(key);
-        let mut extras = [0u8; 8];
-        extras[..4].copy_from_slice(&opts.flags.to_be_bytes());
-        extras[4..].copy_from_slice(&opts.expiry.to_be_bytes());
+        let extras = store_extras(&opts);
         let req = Packet::request(op.byte(), vb.0, 0)
             .extras(&extras)
             .key(key)
@@ -145,21 +130,51 @@ impl Client {
         Ok((value, self.mutation(vb, &resp)))
     }
 
-    /// The CAS, plus the mutation token when MutationSeqno was negotiated.
     fn mutation(&self, vb: VbId, resp: &Response) -> MutationResult {
-        let token = if self.has_feature(Feature::MutationSeqno) && resp.extras.len() == 16 {
-            Some(MutationToken {
-                vb,
-                vb_uuid: VbUuid(be_u64(&resp.extras[..8]).unwrap_or(0)),
-                seqno: Seqno(be_u64(&resp.extras[8..]).unwrap_or(0)),
-            })
-        } else {
-            None
-        };
-        MutationResult {
-            cas: Cas(resp.cas),
-            token,
+        mutation_result(vb, resp, self.has_feature(Feature::MutationSeqno))
+    }
+}
+
+/// A successful GET (or GET_REPLICA) answer: 4 bytes of flags, then the value.
+pub(crate) fn get_result(resp: Response) -> Result<GetResult, ClientError> {
+    let flags = match resp.extras.as_ref() {
+        [a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]),
+        _ => {
+            return Err(ClientError::Unexpected(
+                "GET answer without 4 bytes of flags",
+            ))
         }
+    };
+    Ok(GetResult {
+        value: resp.value,
+        flags,
+        cas: Cas(resp.cas),
+        datatype: resp.datatype,
+    })
+}
+
+/// SET / ADD / REPLACE extras: flags, then expiry.
+pub(crate) fn store_extras(opts: &StoreOptions) -> [u8; 8] {
+    let mut extras = [0u8; 8];
+    extras[..4].copy_from_slice(&opts.flags.to_be_bytes());
+    extras[4..].copy_from_slice(&opts.expiry.to_be_bytes());
+    extras
+}
+
+/// The CAS, plus the mutation token when MutationSeqno was negotiated (`seqnos`).
+pub(crate) fn mutation_result(vb: VbId, resp: &Response, seqnos: bool) -> MutationResult {
+    let token = if seqnos && resp.extras.len() == 16 {
+        Some(MutationToken {
+            vb,
+            vb_uuid: VbUuid(be_u64(&resp.extras[..8]).unwrap_or(0)),
+            seqno: Seqno(be_u64(&resp.extras[8..]).unwrap_or(0)),
+        })
+    } else {
+        None
+    };
+    MutationResult {
+        cas: Cas(resp.cas),
+        token,
     }
 }
 

@@ -6,7 +6,11 @@
 //!   typed operations share;
 //! - `connection`      — bytes ↔ frames on one TCP stream, with a bounded read buffer;
 //! - `bootstrap`       — HELLO, SASL (SCRAM via `sluice-sasl`), SELECT_BUCKET, cluster config;
-//! - `cluster_config`  — the few fields of the cluster map JSON the client needs;
+//! - `cluster_config`  — the few fields of the cluster map JSON the single-node client needs;
+//! - `vbucket_map`     — the cluster map parsed for routing: [`ClusterView`], [`MapVersion`];
+//! - `cluster_client`  — [`ClusterClient`], the smart client: routes by the map, one pipelined
+//!   connection per node (`node_conn`), map refresh and bounded retries; `cluster_ops` —
+//!   its options, batch operations and counters;
 //! - `kv`              — get / set / add / replace / delete / incr / decr;
 //! - `admin`           — noop, stats, observe_seqno, get_cluster_config;
 //! - `dcp`             — a DCP consumer ([`dcp::DcpStream`]): positions, flow control, noops,
@@ -37,26 +41,49 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A cluster: the [`ClusterClient`] routes each key to the node the map names, follows map
+//! changes, and pipelines batches.
+//!
+//! ```no_run
+//! use sluice_client::{ClusterClient, ClusterOptions, StoreOptions};
+//!
+//! # async fn demo() -> Result<(), sluice_client::ClusterError> {
+//! let opts = ClusterOptions::sluice("Administrator", "password", "default");
+//! let c = ClusterClient::connect(&["127.0.0.1:12000", "127.0.0.1:12002"], opts).await?;
+//! c.set(b"k", b"v", StoreOptions::default()).await?;
+//! let docs = c.get_many(&["k", "a", "b"]).await;
+//! assert_eq!(&docs[0].as_ref().unwrap().value[..], b"v");
+//! # Ok(())
+//! # }
+//! ```
 #![deny(unsafe_code)]
 
 mod admin;
 mod bootstrap;
 mod client;
+mod cluster_client;
 mod cluster_config;
+mod cluster_ops;
 mod connection;
 pub mod dcp;
 mod error;
 mod kv;
+mod node_conn;
 mod options;
 mod response;
 mod results;
+pub mod vbucket_map;
 
 pub use client::Client;
+pub use cluster_client::ClusterClient;
+pub use cluster_ops::{ClusterOptions, ClusterStats, Op, OpResult};
 pub use connection::READ_BUFFER_BYTES_MAX;
-pub use error::ClientError;
+pub use error::{ClientError, ClusterError, MapError, RetryReason};
 pub use options::{ConnectOptions, AGENT, DEFAULT_FEATURES};
 pub use response::Response;
 pub use results::{GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions};
+pub use vbucket_map::{ClusterView, MapNode, MapVersion, VbChain, VbucketMap};
 
 // Re-exported so callers of the low-level API need not depend on the codec crate directly.
 pub use sluice_proto::encode::Packet;
