@@ -73,6 +73,15 @@ impl<'a> Packet<'a> {
         self.value = value;
         self
     }
+    /// A server → client request (magic 0x82; duplex connections only), e.g. a clustermap
+    /// change notification.
+    pub fn server_request(opcode: u8, opaque: u32) -> Packet<'a> {
+        Packet {
+            magic: Magic::ServerRequest,
+            ..Packet::request(opcode, 0, opaque)
+        }
+    }
+
     /// Attaches flexible framing extras, switching to the alt magic of the same direction.
     pub fn framing_extras(mut self, fe: &'a [u8]) -> Self {
         self.framing_extras = fe;

@@ -88,7 +88,7 @@ async fn bucket_map(State(s): State<AppState>, Path(name): Path<String>) -> Resp
     }
     (
         [(header::CONTENT_TYPE, "application/json")],
-        s.node.bucket_config_cached().to_vec(),
+        s.node.bucket_config_json(),
     )
         .into_response()
 }

@@ -1,74 +1,83 @@
-//! The cluster map (CCCP "terse bucket config") SDKs bootstrap and route with.
+//! The cluster map as this node serves it: the planner's [`ClusterMap`] plus its CCCP JSON
+//! rendered for this node (`thisNode`), once per revision.
 //!
-//! What the three SDK parsers need (see design/clients.md §5): `rev` ≥ 1, the literal
-//! `"nodeLocator":"vbucket"`, a `nodes` entry per KV node, `nodesExt[].services` with `kv`
-//! and `mgmt`, and a non-empty `vBucketMap` whose length defines the number of vbuckets.
-//! A single node holds every vbucket as active, with no replicas.
+//! GET_CLUSTER_CONFIG, every NOT_MY_VBUCKET and the admin map endpoint answer from the
+//! rendered bytes, so a busy node never re-renders a map per request. A node that is not
+//! part of a cluster serves a map of itself alone: every vbucket active here, no replicas.
 
-use crate::node::Node;
-use serde_json::json;
+use bytes::Bytes;
+use sluice_cluster::cluster_map::REV_EPOCH;
+use sluice_cluster::{
+    place, BucketInfo, BucketKind, ClusterMap, NodeId, NodeInfo, Rev, ServingNode,
+};
 use sluice_engine::BucketType;
 
-/// Map revision. A single node's map never changes while it runs.
-pub const REV: i64 = 1;
-pub const REV_EPOCH: i64 = 1;
-
-fn node_ext(node: &Node) -> serde_json::Value {
-    json!({
-        "services": {"kv": node.kv_port(), "mgmt": node.admin_port()},
-        "thisNode": true,
-        "hostname": node.config.advertise_host,
-    })
+/// One revision of the map, rendered for this node.
+#[derive(Debug)]
+pub struct MapView {
+    pub map: ClusterMap,
+    /// This node's id in `map`.
+    pub this: NodeId,
+    /// The terse bucket config (GET_CLUSTER_CONFIG with a bucket, NOT_MY_VBUCKET).
+    pub bucket_json: Bytes,
+    /// The bucketless config (GET_CLUSTER_CONFIG before SELECT_BUCKET).
+    pub global_json: Bytes,
 }
 
-pub fn bucket_config(node: &Node) -> Vec<u8> {
-    let cfg = &node.config;
-    let host = &cfg.advertise_host;
-    let durable = cfg.bucket_type == BucketType::Couchbase;
-    let mut caps = vec!["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr"];
-    if durable {
-        caps.push("couchapi");
+/// The bucket facts the rendered map shows.
+pub struct BucketFacts<'a> {
+    pub name: &'a str,
+    pub uuid: &'a str,
+    pub bucket_type: BucketType,
+}
+
+impl MapView {
+    /// Renders `map` for `this` node, which must be listed in it.
+    pub fn render(map: ClusterMap, this: NodeId, bucket: &BucketFacts<'_>) -> MapView {
+        let me = map
+            .nodes()
+            .iter()
+            .find(|n| n.id == this)
+            .unwrap_or_else(|| panic!("node {this} serves a map that does not list it"));
+        let serving = ServingNode {
+            host: &me.host,
+            kv_port: me.kv_port,
+        };
+        let info = BucketInfo {
+            name: bucket.name,
+            uuid: bucket.uuid,
+            kind: match bucket.bucket_type {
+                BucketType::Couchbase => BucketKind::Couchbase,
+                BucketType::Ephemeral => BucketKind::Ephemeral,
+            },
+        };
+        let bucket_json = to_bytes(&map.terse_bucket_config(&info, &serving));
+        let global_json = to_bytes(&map.terse_global_config(&serving));
+        MapView {
+            map,
+            this,
+            bucket_json,
+            global_json,
+        }
     }
-    caps.push("durableWrite");
-    let vbmap: Vec<[i32; 1]> = vec![[0]; usize::from(cfg.vbuckets)];
-    let doc = json!({
-        "rev": REV,
-        "revEpoch": REV_EPOCH,
-        "name": cfg.bucket,
-        "uuid": node.bucket_uuid,
-        "bucketType": if durable { "membase" } else { "ephemeral" },
-        "nodeLocator": "vbucket",
-        "uri": format!("/pools/default/buckets/{}?bucket_uuid={}", cfg.bucket, node.bucket_uuid),
-        "streamingUri": format!("/pools/default/bucketsStreaming/{}?bucket_uuid={}", cfg.bucket, node.bucket_uuid),
-        "bucketCapabilitiesVer": "",
-        "bucketCapabilities": caps,
-        "collectionsManifestUid": "0",
-        "ddocs": {"uri": format!("/pools/default/buckets/{}/ddocs", cfg.bucket)},
-        "nodes": [{
-            "couchApiBase": format!("http://{host}:{}/{}", node.admin_port(), cfg.bucket),
-            "hostname": format!("{host}:{}", node.admin_port()),
-            "ports": {"direct": node.kv_port()},
-        }],
-        "nodesExt": [node_ext(node)],
-        "clusterCapabilitiesVer": [1, 0],
-        "clusterCapabilities": {},
-        "vBucketServerMap": {
-            "hashAlgorithm": "CRC",
-            "numReplicas": 0,
-            "serverList": [format!("{host}:{}", node.kv_port())],
-            "vBucketMap": vbmap,
-        },
-    });
-    serde_json::to_vec(&doc).expect("a JSON value serialises")
+
+    /// `(epoch, rev)`, as clients send it with GET_CLUSTER_CONFIG (signed on the wire).
+    pub fn version(&self) -> (i64, i64) {
+        let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        (signed(REV_EPOCH), signed(self.map.rev().0))
+    }
+
+    pub fn rev(&self) -> Rev {
+        self.map.rev()
+    }
 }
 
-pub fn global_config(node: &Node) -> Vec<u8> {
-    let doc = json!({
-        "rev": REV,
-        "revEpoch": REV_EPOCH,
-        "nodesExt": [node_ext(node)],
-        "clusterCapabilitiesVer": [1, 0],
-        "clusterCapabilities": {},
-    });
-    serde_json::to_vec(&doc).expect("a JSON value serialises")
+/// The map of a node alone: every one of `vbuckets` active on it, no replicas.
+pub fn single_node(me: NodeInfo, vbuckets: u16) -> ClusterMap {
+    let vbmap = place(&[me.id], vbuckets, 0).expect("one node can hold 1..=1024 vbuckets");
+    ClusterMap::new(vec![me], vbmap).expect("a one-node map is valid")
+}
+
+fn to_bytes(v: &serde_json::Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).expect("a JSON value serialises"))
 }

@@ -2,12 +2,17 @@
 //! the answers. Pipelined requests are executed back to back and their answers written with
 //! one syscall; quiet commands add nothing unless they fail.
 //!
+//! A connection that negotiated clustermap notifications (with duplex) also gets a server
+//! request (magic 0x82, opcode 0x01) whenever the node starts serving a newer map, between
+//! answers, never inside one.
+//!
 //! Bounds: the input buffer holds at most one packet of the largest allowed size; the output
 //! is written out whenever it passes `OUT_FLUSH_BYTES`.
 
+use crate::cluster_map::MapView;
 use crate::exec::{self, Next};
 use crate::node::Node;
-use crate::session::{Port, Session};
+use crate::session::{MapPush, Port, Session};
 use bytes::{Buf, BytesMut};
 use sluice_proto::{decode_frame, Decoded};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
@@ -34,6 +39,7 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
     let mut session = Session::new(port, node.config.value_bytes_max);
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut maps = node.watch_cluster_map();
     loop {
         loop {
             let (used, next) = match decode_frame(&inbuf, PACKET_BODY_BYTES_MAX) {
@@ -129,8 +135,43 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(READ_CHUNK_BYTES);
         }
-        if rd.read_buf(&mut inbuf).await? == 0 {
-            return Ok(());
+        // `read_buf` is cancel safe: a map change wakes the loop without losing bytes.
+        tokio::select! {
+            read = rd.read_buf(&mut inbuf) => {
+                if read? == 0 {
+                    return Ok(());
+                }
+            }
+            changed = maps.changed() => {
+                if changed.is_ok() {
+                    let view = maps.borrow_and_update().clone();
+                    push_map(&mut session, &node.config.bucket, &view, &mut out);
+                }
+            }
         }
     }
+}
+
+/// Tells a client that asked for it about a map newer than any it has seen here.
+fn push_map(session: &mut Session, bucket: &str, view: &MapView, out: &mut Vec<u8>) {
+    let Some(mode) = session.map_push() else {
+        return;
+    };
+    let version = view.version();
+    if session.map_sent.is_some_and(|seen| seen >= version) {
+        return;
+    }
+    let mut extras = [0u8; 16];
+    extras[..8].copy_from_slice(&version.0.to_be_bytes());
+    extras[8..].copy_from_slice(&version.1.to_be_bytes());
+    let mut p = sluice_proto::encode::Packet::server_request(0x01, 0)
+        .extras(&extras)
+        .key(bucket.as_bytes());
+    if mode == MapPush::Full {
+        p = p
+            .datatype(sluice_types::Datatype::JSON)
+            .value(&view.bucket_json);
+    }
+    p.encode_into(out);
+    session.map_seen(version);
 }

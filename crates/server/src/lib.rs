@@ -4,7 +4,8 @@
 //! Layout:
 //! - `config`      — [`ServerConfig`]: ports, data directory, bucket, credentials, limits;
 //! - `node`        — [`Node`]: the bucket, the credential store, the cluster map, counters;
-//! - `cluster_map` — the CCCP cluster-config JSON that SDKs route by;
+//! - `cluster_map` — the map this node serves, rendered (CCCP JSON) once per revision;
+//! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
@@ -17,6 +18,7 @@
 #![deny(unsafe_code)]
 
 mod admin;
+mod cluster_agent;
 mod cluster_map;
 mod config;
 mod connection;
@@ -28,6 +30,8 @@ mod node;
 mod session;
 mod workers;
 
+pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
+pub use cluster_map::MapView;
 pub use config::ServerConfig;
 pub use dcp::replication::{Replication, ReplicationSpec};
 pub use node::Node;
@@ -43,6 +47,7 @@ pub struct Running {
     pub memcached_addr: Option<std::net::SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     replication: Option<Replication>,
+    agent: Option<cluster_agent::ClusterAgent>,
 }
 
 /// Opens the bucket (warmup), binds every port and starts serving.
@@ -89,6 +94,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
         };
         Replication::start(node.clone(), spec)
     });
+    // `--replica-of` follows one node by hand; otherwise the cluster map decides.
+    let agent = replication
+        .is_none()
+        .then(|| cluster_agent::ClusterAgent::start(node.clone()));
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
         replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {
@@ -98,6 +107,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
         memcached_addr,
         tasks,
         replication,
+        agent,
     })
 }
 
@@ -111,6 +121,9 @@ impl Running {
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         if let Some(r) = self.replication.take() {
             r.stop().await;
+        }
+        if let Some(a) = self.agent.take() {
+            a.stop().await;
         }
         for t in &self.tasks {
             t.abort();

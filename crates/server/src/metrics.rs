@@ -48,6 +48,7 @@ impl Collector for NodeCollector {
             ConstGauge::new(value as i64).encode(m)?;
         }
         encode_dcp(node, &mut encoder)?;
+        encode_replication(node, &mut encoder)?;
         let m = encoder.encode_descriptor(
             "uptime_seconds",
             "seconds since start",
@@ -103,6 +104,61 @@ fn encode_dcp(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::f
                 _ => ConstGauge::new(get(c) as i64).encode(m)?,
             }
         }
+    }
+    Ok(())
+}
+
+/// Per replication feed into this node (labelled by its name): changes and bytes applied,
+/// and the replication-latency histogram (write on the active → apply here).
+fn encode_replication(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    use crate::dcp::replication_stats::EXPORT_BUCKETS_US;
+    let feeds = node.replication.snapshot();
+    type Get = fn(&crate::dcp::replication_stats::FeedStats) -> u64;
+    let counters: [(&str, &str, Get); 2] = [
+        (
+            "replication_items",
+            "changes applied to replica vbuckets",
+            |f| f.items.load(Ordering::Relaxed),
+        ),
+        (
+            "replication_bytes",
+            "key and value bytes applied to replica vbuckets",
+            |f| f.bytes.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (feed, stats) in &feeds {
+            let labels = [("feed", feed.as_str())];
+            let m = family.encode_family(&labels)?;
+            ConstCounter::new(get(stats)).encode(m)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "replication_latency_seconds",
+        "from the write on the active to the apply on this replica",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (feed, stats) in &feeds {
+        let h = stats.latency();
+        let mut buckets = Vec::with_capacity(EXPORT_BUCKETS_US.len() + 1);
+        let mut below = 0;
+        for bound in EXPORT_BUCKETS_US {
+            let upto = h.count_between(0, bound);
+            buckets.push((bound as f64 / 1e6, upto - below));
+            below = upto;
+        }
+        buckets.push((f64::INFINITY, h.len() - below));
+        let sum = h.mean() * h.len() as f64 / 1e6;
+        let labels = [("feed", feed.as_str())];
+        let mut m = family.encode_family(&labels)?;
+        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            sum,
+            h.len(),
+            &buckets,
+            None,
+        )?;
     }
     Ok(())
 }

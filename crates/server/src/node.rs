@@ -1,15 +1,16 @@
 //! A node: its bucket, the users allowed in, and what it tells clients about the cluster.
 
-use crate::cluster_map;
+use crate::cluster_map::{self, BucketFacts, MapView};
 use crate::config::ServerConfig;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_sasl::MemoryCredentialStore;
 use sluice_storage::{FjallStore, StoreMemory};
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Facts about a bucket that must not change across restarts, kept beside its data.
@@ -32,10 +33,12 @@ pub struct Node {
     pub connections_rejected: AtomicU64,
     /// Open DCP producer connections and their statistics.
     pub dcp: crate::dcp::DcpRegistry,
+    /// What the replication feeds into this node applied (STAT `replication`, `/metrics`).
+    pub replication: crate::dcp::replication_stats::ReplicationStats,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
-    /// The map never changes while a single node runs: built once, after the ports are bound.
-    bucket_config: OnceLock<Vec<u8>>,
+    /// The cluster map this node serves, rendered for it; the cluster agent follows it.
+    map: tokio::sync::watch::Sender<Arc<MapView>>,
 }
 
 impl Node {
@@ -70,6 +73,23 @@ impl Node {
         credentials
             .add_user(&config.username, &config.password, &mut rng)
             .context("creating the administrator's credentials")?;
+        // Until the ports are bound (they may be 0 = any), the map shows the configured ones.
+        let me = NodeInfo {
+            id: SOLO_NODE,
+            host: config.advertise_host.clone(),
+            kv_port: config.kv_port,
+            admin_port: config.admin_port,
+        };
+        let facts = BucketFacts {
+            name: &config.bucket,
+            uuid: &identity.uuid,
+            bucket_type: config.bucket_type,
+        };
+        let placeholder = MapView::render(
+            cluster_map::single_node(me, config.vbuckets),
+            SOLO_NODE,
+            &facts,
+        );
         Ok(Node {
             kv_port: AtomicU16::new(config.kv_port),
             admin_port: AtomicU16::new(config.admin_port),
@@ -82,13 +102,62 @@ impl Node {
             connections_total: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
             dcp: Default::default(),
-            bucket_config: OnceLock::new(),
+            replication: Default::default(),
+            map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
         })
     }
 
+    /// Records the ports actually bound (0 in the config means "any") and, while the node is
+    /// not part of a cluster, serves the map of itself alone on them.
     pub(crate) fn set_bound_ports(&self, kv: u16, admin: u16) {
         self.kv_port.store(kv, Ordering::Relaxed);
         self.admin_port.store(admin, Ordering::Relaxed);
+        let alone = self.cluster_map().map.nodes().len() == 1;
+        if alone {
+            let me = self.node_info(SOLO_NODE);
+            self.install_map(
+                cluster_map::single_node(me, self.config.vbuckets),
+                SOLO_NODE,
+            );
+        }
+    }
+
+    /// Where this node listens, as a map lists it.
+    pub fn node_info(&self, id: NodeId) -> NodeInfo {
+        NodeInfo {
+            id,
+            host: self.config.advertise_host.clone(),
+            kv_port: self.kv_port(),
+            admin_port: self.admin_port(),
+        }
+    }
+
+    /// The map this node serves now.
+    pub fn cluster_map(&self) -> Arc<MapView> {
+        self.map.borrow().clone()
+    }
+
+    /// Follows map changes (the cluster agent).
+    pub fn watch_cluster_map(&self) -> tokio::sync::watch::Receiver<Arc<MapView>> {
+        self.map.subscribe()
+    }
+
+    /// Serves `map` from now on, as node `this`. A map older than the one served is ignored
+    /// (maps only move forward; a revision may be re-rendered, e.g. once ports are bound).
+    pub fn install_map(&self, map: ClusterMap, this: NodeId) {
+        let facts = BucketFacts {
+            name: &self.config.bucket,
+            uuid: &self.bucket_uuid,
+            bucket_type: self.config.bucket_type,
+        };
+        let view = Arc::new(MapView::render(map, this, &facts));
+        self.map.send_if_modified(|current| {
+            if view.rev() < current.rev() {
+                return false;
+            }
+            *current = view;
+            true
+        });
     }
 
     pub fn kv_port(&self) -> u16 {
@@ -99,21 +168,19 @@ impl Node {
         self.admin_port.load(Ordering::Relaxed)
     }
 
-    /// The bucket's cluster map (CCCP JSON).
-    pub fn bucket_config_json(&self) -> Vec<u8> {
-        cluster_map::bucket_config(self)
-    }
-
-    /// The bucket's cluster map, built once (NOT_MY_VBUCKET bodies, config polling).
-    pub fn bucket_config_cached(&self) -> &[u8] {
-        self.bucket_config.get_or_init(|| self.bucket_config_json())
+    /// The bucket's cluster map (CCCP JSON): GET_CLUSTER_CONFIG, NOT_MY_VBUCKET bodies.
+    pub fn bucket_config_json(&self) -> bytes::Bytes {
+        self.cluster_map().bucket_json.clone()
     }
 
     /// The bucketless (global) cluster map.
-    pub fn global_config_json(&self) -> Vec<u8> {
-        cluster_map::global_config(self)
+    pub fn global_config_json(&self) -> bytes::Bytes {
+        self.cluster_map().global_json.clone()
     }
 }
+
+/// A node's id while it is not part of a cluster.
+pub const SOLO_NODE: NodeId = NodeId(0);
 
 /// Opens the store from a short-lived batch-class thread, so the storage engine's workers
 /// (created during open) inherit the batch scheduling class.

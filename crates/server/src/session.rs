@@ -6,6 +6,15 @@ use sluice_proto::{Feature, ValidateCtx};
 use sluice_sasl::ServerSession;
 use sluice_types::Datatype;
 
+/// How a connection is told about a new cluster map (server push, magic 0x82).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapPush {
+    /// The version only; the client fetches the map itself.
+    Brief,
+    /// The version and the whole map.
+    Full,
+}
+
 /// Which listener a connection came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Port {
@@ -23,6 +32,10 @@ pub struct Session {
     pub sasl: Option<ServerSession>,
     pub agent: String,
     pub value_bytes_max: usize,
+    /// The map version (epoch, rev) this connection last received, in a GET_CLUSTER_CONFIG
+    /// answer, a NOT_MY_VBUCKET body or a push: with NMVB dedup, later NMVBs of the same
+    /// version carry no body, and pushes only go out for newer versions.
+    pub map_sent: Option<(i64, i64)>,
 }
 
 impl Session {
@@ -36,11 +49,31 @@ impl Session {
             sasl: None,
             agent: String::new(),
             value_bytes_max,
+            map_sent: None,
         }
     }
 
     pub fn has(&self, f: Feature) -> bool {
         self.features.contains(f)
+    }
+
+    /// Whether map changes are pushed to this connection, and how.
+    pub fn map_push(&self) -> Option<MapPush> {
+        if !self.bucket_selected {
+            return None;
+        }
+        if self.has(Feature::ClustermapChangeNotificationBrief) {
+            Some(MapPush::Brief)
+        } else if self.has(Feature::ClustermapChangeNotification) {
+            Some(MapPush::Full)
+        } else {
+            None
+        }
+    }
+
+    /// Records that the client now knows `version`.
+    pub fn map_seen(&mut self, version: (i64, i64)) {
+        self.map_sent = Some(self.map_sent.map_or(version, |v| v.max(version)));
     }
 
     pub fn authenticated(&self) -> bool {

@@ -25,6 +25,7 @@
 //! [`RollbackMode::Report`]: storage keeps one version per key, so the replica decides how to
 //! roll back (see `engine/src/replica.rs`).
 
+use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
 use crate::node::Node;
 use sluice_client::dcp::{
     DcpError, DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
@@ -176,6 +177,7 @@ async fn follow(
         return Ok(());
     }
     let mut stream = DcpStream::resume(&spec.source, options(node, spec), start).await?;
+    let stats = node.replication.feed(&spec.name);
     tracing::info!(source = %spec.source, vbuckets = spec.vbuckets.len(), name = %spec.name,
         "replication stream open");
     // The sender goes away with the `Replication` handle; then stop polling it.
@@ -210,9 +212,9 @@ async fn follow(
                 .set_failover_log(vb, FailoverLog::from_entries(log))?;
         }
         match event {
-            DcpEvent::Mutation(i) => apply(node, i, QueueOp::Mutation).await?,
-            DcpEvent::Deletion(i) => apply(node, i, QueueOp::Deletion).await?,
-            DcpEvent::Expiration(i) => apply(node, i, QueueOp::Expiration).await?,
+            DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation).await?,
+            DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion).await?,
+            DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration).await?,
             DcpEvent::SnapshotMarker { vb, start, end, .. } => {
                 node.bucket.replica_snapshot(vb, start, end)?;
             }
@@ -249,7 +251,12 @@ async fn follow(
 }
 
 /// Applies one change, waiting out temporary memory pressure.
-async fn apply(node: &Arc<Node>, item: DcpItem, op: QueueOp) -> anyhow::Result<()> {
+async fn apply(
+    node: &Arc<Node>,
+    stats: &FeedStats,
+    item: DcpItem,
+    op: QueueOp,
+) -> anyhow::Result<()> {
     let deleted = op != QueueOp::Mutation;
     let change = ReplicaChange {
         meta: ItemMeta {
@@ -271,9 +278,13 @@ async fn apply(node: &Arc<Node>, item: DcpItem, op: QueueOp) -> anyhow::Result<(
         value: item.value,
         op,
     };
+    let bytes = change.key.len() + change.value.len();
     loop {
         match node.bucket.apply_replica(item.vb, change.clone()) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                stats.record(bytes, item.cas.0, now_unix_ns());
+                return Ok(());
+            }
             Err(EngineError::TempFail) => tokio::time::sleep(TEMPFAIL_WAIT).await,
             Err(e) => return Err(e.into()),
         }

@@ -239,9 +239,17 @@ fn finish_mutation(req: &Request<'_>, r: &mut Responder<'_>, m: Mutation, value:
 pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
     let (status, context): (Status, &str) = match e {
         EngineError::NotMyVbucket => {
-            let config = node.bucket_config_cached();
+            let view = node.cluster_map();
+            if r.map_known.is_some_and(|known| known >= view.version()) {
+                let p = r.packet(Status::NotMyVbucket);
+                r.send(p);
+                return;
+            }
             let dt = if r.json { Datatype::JSON } else { 0 };
-            let p = r.packet(Status::NotMyVbucket).datatype(dt).value(config);
+            let p = r
+                .packet(Status::NotMyVbucket)
+                .datatype(dt)
+                .value(&view.bucket_json);
             r.send(p);
             return;
         }

@@ -49,6 +49,10 @@ pub enum Next {
 
 /// Executes one client frame.
 pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut Vec<u8>) -> Next {
+    if frame.magic == Magic::ServerResponse && session.has(sluice_proto::Feature::Duplex) {
+        // The answer to a clustermap push: nothing to do with it.
+        return Next::Continue;
+    }
     if !matches!(frame.magic, Magic::ClientRequest | Magic::AltClientRequest) {
         // Responses or server requests from a client: the stream is not what we expect.
         return Next::Close;

@@ -18,6 +18,9 @@ pub struct Responder<'a> {
     pub mutation_seqno: bool,
     /// A plain memcached client: deletes answer CAS 0, as memcached does.
     pub memcached: bool,
+    /// With NMVB dedup negotiated: the map version the client already has, so a
+    /// NOT_MY_VBUCKET for that version (or an older one) goes out without the map.
+    pub map_known: Option<(i64, i64)>,
 }
 
 impl<'a> Responder<'a> {
@@ -32,6 +35,10 @@ impl<'a> Responder<'a> {
             snappy: session.has(Feature::Snappy),
             mutation_seqno: session.has(Feature::MutationSeqno),
             memcached: session.port == Port::Memcached,
+            map_known: session
+                .has(Feature::DedupeNotMyVbucketClustermap)
+                .then_some(session.map_sent)
+                .flatten(),
         }
     }
 
@@ -43,6 +50,7 @@ impl<'a> Responder<'a> {
             opaque: self.opaque,
             quiet: self.quiet,
             xerror: self.xerror,
+            map_known: self.map_known,
             json: self.json,
             snappy: self.snappy,
             mutation_seqno: self.mutation_seqno,

@@ -2,7 +2,6 @@
 //! GET_CLUSTER_CONFIG, NOOP, VERSION, VERBOSITY, QUIT.
 
 use super::{Next, Responder};
-use crate::cluster_map::{REV, REV_EPOCH};
 use crate::node::Node;
 use crate::session::{Port, Session};
 use sluice_proto::error_map::error_map_json;
@@ -26,6 +25,11 @@ const SUPPORTED: &[Feature] = &[
     Feature::AltRequestSupport,
     Feature::SyncReplication,
     Feature::PreserveTtl,
+    Feature::Duplex,
+    Feature::ClustermapChangeNotification,
+    Feature::ClustermapChangeNotificationBrief,
+    Feature::DedupeNotMyVbucketClustermap,
+    Feature::GetClusterConfigWithKnownVersion,
 ];
 
 pub fn execute(
@@ -38,14 +42,29 @@ pub fn execute(
         Command::Hello { agent, features } => {
             session.features = Default::default();
             session.agent = String::from_utf8_lossy(agent).chars().take(256).collect();
+            session.map_sent = None;
+            let asked: Vec<Feature> = features
+                .iter()
+                .filter_map(|c| Feature::from_u16(*c))
+                .collect();
+            let push = [
+                Feature::ClustermapChangeNotification,
+                Feature::ClustermapChangeNotificationBrief,
+            ];
+            if asked.iter().any(|f| push.contains(f)) && !asked.contains(&Feature::Duplex) {
+                r.error(Status::Einval, "clustermap notifications need duplex");
+                return Next::Continue;
+            }
+            // Asked for both forms of notification, the client gets the brief one.
+            let both = push.iter().all(|f| asked.contains(f));
             let mut acked = Vec::new();
-            for code in features {
-                let Some(f) = Feature::from_u16(*code) else {
+            for f in asked {
+                if both && f == Feature::ClustermapChangeNotification {
                     continue;
-                };
+                }
                 if SUPPORTED.contains(&f) && !session.has(f) {
                     session.features.insert(f);
-                    acked.extend_from_slice(&code.to_be_bytes());
+                    acked.extend_from_slice(&(f as u16).to_be_bytes());
                 }
             }
             let p = r.packet(Status::Success).value(&acked);
@@ -113,7 +132,8 @@ pub fn execute(
             r.send(p);
         }
         Command::GetClusterConfig { known } => {
-            if known.is_some_and(|k| k >= (REV_EPOCH, REV)) {
+            let view = node.cluster_map();
+            if known.is_some_and(|k| k >= view.version()) {
                 let p = r.packet(Status::Success);
                 r.send(p);
             } else if session.bucket_selected {
@@ -121,14 +141,15 @@ pub fn execute(
                 let p = r
                     .packet(Status::Success)
                     .datatype(dt)
-                    .value(node.bucket_config_cached());
+                    .value(&view.bucket_json);
                 r.send(p);
+                session.map_seen(view.version());
             } else {
-                let config = node.global_config_json();
+                let config = &view.global_json;
                 let p = r
                     .packet(Status::Success)
                     .datatype(json_bit(&r))
-                    .value(&config);
+                    .value(config);
                 r.send(p);
             }
         }

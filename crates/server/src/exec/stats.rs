@@ -1,8 +1,9 @@
 //! STAT: one response per statistic, then an empty terminator with the same opaque.
 //!
 //! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
-//! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals). An unknown
-//! group answers KEY_ENOENT.
+//! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals),
+//! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles).
+//! An unknown group answers KEY_ENOENT.
 
 use super::{Next, Responder};
 use crate::node::Node;
@@ -173,6 +174,28 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
                         st.cursor_drops.to_string(),
                     );
                 }
+            }
+        }
+        "replication" => {
+            for (feed, f) in node.replication.snapshot() {
+                let p = format!("replication:{feed}");
+                put(
+                    &format!("{p}:items"),
+                    f.items.load(Ordering::Relaxed).to_string(),
+                );
+                put(
+                    &format!("{p}:bytes"),
+                    f.bytes.load(Ordering::Relaxed).to_string(),
+                );
+                let h = f.latency();
+                put(&format!("{p}:latency_count"), h.len().to_string());
+                for (q, label) in [(0.5, "p50"), (0.99, "p99"), (0.999, "p999")] {
+                    put(
+                        &format!("{p}:latency_{label}_us"),
+                        h.value_at_quantile(q).to_string(),
+                    );
+                }
+                put(&format!("{p}:latency_max_us"), h.max().to_string());
             }
         }
         "dcpagg" => {
