@@ -8,11 +8,14 @@
 //! | `POST /internal/meta/propose` | `{op: MetaCommand, timeout_ms}` | `ForwardReply<MetaResponse>` |
 //! | `POST /internal/meta/add-node` | `{op: {id, admin_addr}, timeout_ms}` | `ForwardReply<()>` |
 //! | `POST /internal/meta/remove-node` | `{op: {id}, timeout_ms}` | `ForwardReply<()>` |
+//! | `POST /internal/meta/join/allocate` | `null` | `Result<NodeId, JoinError>` (any member) |
+//! | `POST /internal/meta/join/admit` | `{info: NodeInfo}` | `Result<(), JoinError>` (any member) |
 //!
 //! All JSON. Bodies are limited to `RPC_BODY_BYTES_MAX`; requests over the concurrency limits,
 //! and every request once the node is shut down (or its Raft has stopped), get 503 with no
 //! body: the sender treats the node as unreachable and backs off. The forwarding routes only
-//! act if this node is the leader; they never forward again.
+//! act if this node is the leader; they never forward again. The join routes run on any
+//! member, which forwards them itself (see `join`).
 //!
 //! These routes let any peer drive this node's Raft. They are for the cluster's internal
 //! network (loopback in tests): the server must not expose its admin port publicly without
@@ -45,6 +48,11 @@ pub fn router(node: &MetaNode) -> Router {
         .route(PATH_PROPOSE, post(propose))
         .route(PATH_ADD_NODE, post(add_node))
         .route(PATH_REMOVE_NODE, post(remove_node))
+        .route(
+            crate::join::PATH_ALLOCATE,
+            post(crate::join::allocate_route),
+        )
+        .route(crate::join::PATH_ADMIT, post(crate::join::admit_route))
         .layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX))
         .with_state(node.clone())
 }

@@ -12,6 +12,7 @@
 //!   and snapshotted as JSON into the same database (`state_machine`);
 //! - `network/` — Raft RPCs out: openraft's network traits over an HTTP/JSON client;
 //! - `http` — Raft RPCs and forwarded requests in: the axum routes under `/internal/`;
+//! - `join` — a node outside the cluster asks a member for an id, then to be admitted;
 //! - `types` — openraft's type config, `Peer` (a member's admin address), id mapping;
 //! - `config` — `MetaConfig` and the limits; `error` — `MetaError`, `StoreError`.
 //!
@@ -34,6 +35,7 @@ mod config;
 mod error;
 mod forward;
 pub mod http;
+pub mod join;
 mod leader;
 mod network;
 mod node;

@@ -3,7 +3,18 @@
 //!   writes after a storage failure;
 //! - `GET /metrics` — Prometheus text exposition;
 //! - `GET /api/v1/buckets/{name}/stats` — the general stats as a JSON object of strings;
-//! - `GET /pools/default/b/{name}` — the cluster map, as Couchbase serves it over HTTP.
+//! - `GET /pools/default/b/{name}` — the cluster map, as Couchbase serves it over HTTP;
+//! - `GET /api/v1/cluster` — this node's view of the cluster: its id, the leader, the nodes
+//!   with their status, the bucket, the map revision and which nodes it lists;
+//! - `POST /api/v1/cluster/place` — places the bucket on every active or joining node, for a
+//!   cluster being formed: only while the map lists one node, this one, and its bucket holds
+//!   no item (so no data has to move). Anything else is 409: moving vbuckets that hold data
+//!   is a rebalance, which is not built yet. Body `{"nodes": N}` (optional): refuse (409)
+//!   unless this node's state knows exactly N nodes, since a joiner admitted through the
+//!   leader may not be applied here yet. Call it before any client writes: a write landing
+//!   between the emptiness check and the new map would be dropped with its vbucket.
+//!
+//! Plus `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
 
 use crate::exec::stats;
 use crate::metrics;
@@ -11,9 +22,12 @@ use crate::node::Node;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use prometheus_client::registry::Registry;
+use serde_json::json;
+use sluice_cluster::metadata::{MetaCommand, NodeStatus};
+use sluice_meta::MetaNode;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -21,19 +35,26 @@ use tokio::net::TcpListener;
 struct AppState {
     node: Arc<Node>,
     registry: Arc<Registry>,
+    meta: MetaNode,
 }
 
-pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+/// Serves the admin routes, plus the meta node's Raft and join routes.
+pub async fn serve(node: Arc<Node>, listener: TcpListener, meta: MetaNode) {
+    let internal = sluice_meta::http::router(&meta);
     let state = AppState {
         registry: Arc::new(metrics::registry(node.clone())),
         node,
+        meta,
     };
     let app = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .route("/api/v1/buckets/{name}/stats", get(bucket_stats))
         .route("/pools/default/b/{name}", get(bucket_map))
-        .with_state(state);
+        .route("/api/v1/cluster", get(cluster_view))
+        .route("/api/v1/cluster/place", post(place_fresh))
+        .with_state(state)
+        .merge(internal);
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "admin HTTP server stopped");
     }
@@ -91,4 +112,109 @@ async fn bucket_map(State(s): State<AppState>, Path(name): Path<String>) -> Resp
         s.node.bucket_config_json(),
     )
         .into_response()
+}
+
+async fn cluster_view(State(s): State<AppState>) -> Response {
+    let state = s.meta.state().borrow().clone();
+    let nodes: Vec<_> = state
+        .nodes()
+        .values()
+        .map(|e| {
+            json!({
+                "id": e.info.id.0,
+                "host": e.info.host,
+                "kv_port": e.info.kv_port,
+                "admin_port": e.info.admin_port,
+                "status": e.status,
+            })
+        })
+        .collect();
+    let membership = s.meta.membership();
+    Json(json!({
+        "this_node": s.meta.id().0,
+        "leader": s.meta.leader().map(|l| l.0),
+        "voters": membership.voters.iter().map(|v| v.0).collect::<Vec<_>>(),
+        "nodes": nodes,
+        "bucket": state.bucket().map(|b| json!({
+            "name": b.name, "replicas": b.replicas, "vbuckets": b.vbuckets,
+        })),
+        "map_rev": state.map().map(|m| m.rev().0),
+        "map_nodes": state.map().map(|m| m.nodes().iter().map(|n| n.id.0).collect::<Vec<_>>()),
+    }))
+    .into_response()
+}
+
+fn conflict(reason: String) -> Response {
+    (StatusCode::CONFLICT, Json(json!({ "error": reason }))).into_response()
+}
+
+/// The body of `POST /api/v1/cluster/place`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct PlaceRequest {
+    /// How many nodes the caller expects the bucket to be placed on.
+    nodes: Option<usize>,
+}
+
+async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>) -> Response {
+    let want = body.and_then(|Json(b)| b.nodes);
+    let state = s.meta.state().borrow().clone();
+    let (Some(map), Some(bucket)) = (state.map(), state.bucket()) else {
+        return conflict("the cluster has no bucket yet".into());
+    };
+    let me = s.meta.id();
+    let listed: Vec<_> = map.nodes().iter().map(|n| n.id).collect();
+    if listed != [me] {
+        return conflict(format!(
+            "the map lists nodes {listed:?}; only a map of this node alone is placed without \
+             moving data (rebalance is not built yet)"
+        ));
+    }
+    let items: u64 = s
+        .node
+        .bucket
+        .vb_seqnos(None)
+        .iter()
+        .map(|(_, seqno)| seqno.0)
+        .sum();
+    if items > 0 {
+        return conflict(
+            "the bucket already holds data; moving it is a rebalance, which is not built yet"
+                .into(),
+        );
+    }
+    let mut targets = state.nodes_with(NodeStatus::Active);
+    targets.extend(state.nodes_with(NodeStatus::Joining));
+    targets.sort();
+    if want.is_some_and(|n| n != targets.len()) {
+        let reason = format!(
+            "{} nodes are known here, not {}: try again once every node is admitted",
+            targets.len(),
+            want.unwrap_or_default()
+        );
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({ "error": reason, "retry": true })),
+        )
+            .into_response();
+    }
+    let vbmap = match sluice_cluster::place(&targets, bucket.vbuckets, bucket.replicas) {
+        Ok(m) => m,
+        Err(e) => return conflict(e.to_string()),
+    };
+    let cmd = MetaCommand::SetMap {
+        expected_rev: Some(map.rev()),
+        nodes: targets.clone(),
+        vbmap,
+    };
+    match s.meta.propose(cmd).await {
+        Ok(Ok(applied)) => Json(json!({ "applied": format!("{applied:?}"), "nodes":
+            targets.iter().map(|n| n.0).collect::<Vec<_>>() }))
+        .into_response(),
+        Ok(Err(rejection)) => conflict(rejection.to_string()),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+    }
 }

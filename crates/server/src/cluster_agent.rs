@@ -164,7 +164,8 @@ mod tests {
             uuid: "00",
             bucket_type: BucketType::Couchbase,
         };
-        MapView::render(map, NodeId(this), &facts)
+        let me = map.nodes()[this as usize].clone();
+        MapView::render(map, NodeId(this), &me, &facts)
     }
 
     fn three_nodes() -> ClusterMap {

@@ -32,16 +32,18 @@ pub struct BucketFacts<'a> {
 }
 
 impl MapView {
-    /// Renders `map` for `this` node, which must be listed in it.
-    pub fn render(map: ClusterMap, this: NodeId, bucket: &BucketFacts<'_>) -> MapView {
-        let me = map
-            .nodes()
-            .iter()
-            .find(|n| n.id == this)
-            .unwrap_or_else(|| panic!("node {this} serves a map that does not list it"));
+    /// Renders `map` for node `this`, which listens on `me`. A node the map does not list
+    /// (joined, not yet rebalanced in) serves it too, with no `thisNode` entry.
+    pub fn render(
+        map: ClusterMap,
+        this: NodeId,
+        me: &NodeInfo,
+        bucket: &BucketFacts<'_>,
+    ) -> MapView {
+        let listed = map.nodes().iter().find(|n| n.id == this).unwrap_or(me);
         let serving = ServingNode {
-            host: &me.host,
-            kv_port: me.kv_port,
+            host: &listed.host,
+            kv_port: listed.kv_port,
         };
         let info = BucketInfo {
             name: bucket.name,
@@ -72,9 +74,9 @@ impl MapView {
     }
 }
 
-/// The map of a node alone: every one of `vbuckets` active on it, no replicas.
-pub fn single_node(me: NodeInfo, vbuckets: u16) -> ClusterMap {
-    let vbmap = place(&[me.id], vbuckets, 0).expect("one node can hold 1..=1024 vbuckets");
+/// The map of a node alone: every one of `vbuckets` active on it, `replicas` empty slots.
+pub fn single_node(me: NodeInfo, replicas: u8, vbuckets: u16) -> ClusterMap {
+    let vbmap = place(&[me.id], vbuckets, replicas).expect("one node can hold 1..=1024 vbuckets");
     ClusterMap::new(vec![me], vbmap).expect("a one-node map is valid")
 }
 

@@ -29,6 +29,11 @@ pub struct ServerConfig {
     /// Follow another node's bucket (KV address host:port): every vbucket here becomes a
     /// replica of that node's, streamed over DCP with the same credentials and bucket name.
     pub replica_of: Option<String>,
+    /// Join the cluster one of whose members has this admin address (host:port). Only read
+    /// the first time a data directory starts: afterwards the node is a member.
+    pub join: Option<String>,
+    /// Replicas per vbucket of the bucket, when this node creates the cluster (0..=3).
+    pub replicas: u8,
     /// Bytes a DCP producer connection may hold queued for its streams (backfilled items
     /// and items read from memory not yet sent).
     pub dcp_backfill_buffer_bytes: usize,
@@ -55,6 +60,8 @@ impl ServerConfig {
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
             expiry_pager_interval_s: 10,
             replica_of: None,
+            join: None,
+            replicas: 0,
             dcp_backfill_buffer_bytes: 20 * 1024 * 1024,
         }
     }

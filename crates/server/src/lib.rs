@@ -6,6 +6,7 @@
 //! - `node`        — [`Node`]: the bucket, the credential store, the cluster map, counters;
 //! - `cluster_map` — the map this node serves, rendered (CCCP JSON) once per revision;
 //! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
+//! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
@@ -25,6 +26,7 @@ mod connection;
 mod dcp;
 mod exec;
 mod listener;
+mod membership;
 mod metrics;
 mod node;
 mod session;
@@ -48,41 +50,50 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     replication: Option<Replication>,
     agent: Option<cluster_agent::ClusterAgent>,
+    /// This node's share of the replicated cluster metadata.
+    pub meta: sluice_meta::MetaNode,
 }
 
-/// Opens the bucket (warmup), binds every port and starts serving.
+/// Opens the bucket (warmup), binds every port, takes this node's place in the cluster (a
+/// new one, a join, or a restart; see `membership`) and starts serving.
 pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
     let node = Arc::new(tokio::task::spawn_blocking(move || Node::open(config)).await??);
     let cfg = &node.config;
     let kv = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), cfg.kv_port)).await?;
     let admin = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), cfg.admin_port)).await?;
+    let memcached = match cfg.memcached_port {
+        Some(port) => Some(tokio::net::TcpListener::bind((cfg.bind_host.as_str(), port)).await?),
+        None => None,
+    };
     let kv_addr = kv.local_addr()?;
     let admin_addr = admin.local_addr()?;
+    let memcached_addr = memcached.as_ref().map(|l| l.local_addr()).transpose()?;
     node.set_bound_ports(kv_addr.port(), admin_addr.port());
-    let workers = Arc::new(workers::Workers::start(
+
+    // The cluster first: the admin port serves the meta node's Raft routes while it joins,
+    // and no KV request is taken before the node serves the cluster's map.
+    let plan = membership::plan(&node).await?;
+    let meta = membership::start_meta(&node, &plan).await?;
+    let mut tasks = vec![tokio::spawn(admin::serve(
         node.clone(),
-        cfg.connection_threads,
-    )?);
-    let mut tasks = vec![
-        tokio::spawn(listener::serve(
-            node.clone(),
-            kv,
-            listener::Port::Kv,
-            workers.clone(),
-        )),
-        tokio::spawn(admin::serve(node.clone(), admin)),
-    ];
-    let mut memcached_addr = None;
-    if let Some(port) = cfg.memcached_port {
-        let l = tokio::net::TcpListener::bind((cfg.bind_host.as_str(), port)).await?;
-        memcached_addr = Some(l.local_addr()?);
-        tasks.push(tokio::spawn(listener::serve(
-            node.clone(),
-            l,
-            listener::Port::Memcached,
-            workers.clone(),
-        )));
+        admin,
+        meta.clone(),
+    ))];
+    if let Err(e) = membership::complete(&node, &meta, &plan).await {
+        for t in &tasks {
+            t.abort();
+        }
+        let _ = meta.shutdown().await;
+        return Err(e);
     }
+    if let Some(map) = meta.state().borrow().map() {
+        node.install_map(map.clone(), meta.id());
+    }
+    tasks.push(tokio::spawn(membership::follow_map(
+        node.clone(),
+        meta.clone(),
+    )));
+
     let replication = cfg.replica_of.as_ref().map(|source| {
         let spec = ReplicationSpec {
             source: source.clone(),
@@ -98,8 +109,27 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
     let agent = replication
         .is_none()
         .then(|| cluster_agent::ClusterAgent::start(node.clone()));
+
+    let workers = Arc::new(workers::Workers::start(
+        node.clone(),
+        cfg.connection_threads,
+    )?);
+    tasks.push(tokio::spawn(listener::serve(
+        node.clone(),
+        kv,
+        listener::Port::Kv,
+        workers.clone(),
+    )));
+    if let Some(l) = memcached {
+        tasks.push(tokio::spawn(listener::serve(
+            node.clone(),
+            l,
+            listener::Port::Memcached,
+            workers.clone(),
+        )));
+    }
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
-        replica_of = ?cfg.replica_of, "sluice node serving");
+        node_id = %meta.id(), replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {
         node,
         kv_addr,
@@ -108,6 +138,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
         tasks,
         replication,
         agent,
+        meta,
     })
 }
 
@@ -127,6 +158,9 @@ impl Running {
         }
         for t in &self.tasks {
             t.abort();
+        }
+        if let Err(e) = self.meta.shutdown().await {
+            tracing::warn!(error = %e, "stopping the meta node");
         }
         let node = self.node.clone();
         tokio::task::spawn_blocking(move || node.bucket.shutdown()).await??;

@@ -86,8 +86,9 @@ impl Node {
             bucket_type: config.bucket_type,
         };
         let placeholder = MapView::render(
-            cluster_map::single_node(me, config.vbuckets),
+            cluster_map::single_node(me.clone(), config.replicas, config.vbuckets),
             SOLO_NODE,
+            &me,
             &facts,
         );
         Ok(Node {
@@ -115,10 +116,8 @@ impl Node {
         let alone = self.cluster_map().map.nodes().len() == 1;
         if alone {
             let me = self.node_info(SOLO_NODE);
-            self.install_map(
-                cluster_map::single_node(me, self.config.vbuckets),
-                SOLO_NODE,
-            );
+            let map = cluster_map::single_node(me, self.config.replicas, self.config.vbuckets);
+            self.install_map(map, SOLO_NODE);
         }
     }
 
@@ -150,7 +149,8 @@ impl Node {
             uuid: &self.bucket_uuid,
             bucket_type: self.config.bucket_type,
         };
-        let view = Arc::new(MapView::render(map, this, &facts));
+        let me = self.node_info(this);
+        let view = Arc::new(MapView::render(map, this, &me, &facts));
         self.map.send_if_modified(|current| {
             if view.rev() < current.rev() {
                 return false;

@@ -24,6 +24,22 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             );
             return Next::Continue;
         }
+        // Durability is met on this node alone only while the vbucket has no replica copy.
+        // Waiting for replicas is not built yet, and acknowledging without them would claim
+        // a durability the write does not have.
+        let view = node.cluster_map();
+        let replicated = view
+            .map
+            .vbmap()
+            .chain(vb)
+            .is_some_and(|c| c.replicas.iter().any(Option::is_some));
+        if replicated {
+            r.error(
+                Status::DurabilityImpossible,
+                "durable writes to a vbucket with replicas are not supported yet",
+            );
+            return Next::Continue;
+        }
     }
     let outcome: Result<Next, EngineError> = match &req.command {
         Command::Get { key, with_key } => bucket.get(vb, key).map(|doc| {

@@ -1,0 +1,116 @@
+//! Joining a cluster from outside it: a node with no Raft state asks any member for a node
+//! id, starts its own meta node with it, then asks the member to admit it.
+//!
+//! ```text
+//!  joiner                                   any member (forwards to the leader)
+//!    │ POST /internal/meta/join/allocate ───►  propose AllocateNodeId      → id
+//!    │ MetaNode::start(id)  (its Raft routes are now served)
+//!    │ POST /internal/meta/join/admit {info} ► add_node(id, admin addr)     (learner, then
+//!    │                                          voters per desired_voters), propose AddNode
+//!    ▼ follows the replicated state like every member
+//! ```
+//!
+//! A member runs both steps through its own `propose` / `add_node`, which find the leader;
+//! the joiner needs to know one member only. Both steps may be repeated: an allocated id
+//! that never joins is simply never used, and admitting a node already admitted (with the
+//! same address) changes nothing.
+
+use crate::error::MetaError;
+use crate::network::client::{HttpClient, HttpError};
+use crate::node::MetaNode;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use sluice_cluster::metadata::{Applied, MetaCommand, Rejection};
+use sluice_cluster::{NodeId, NodeInfo};
+use std::time::Duration;
+
+pub(crate) const PATH_ALLOCATE: &str = "/internal/meta/join/allocate";
+pub(crate) const PATH_ADMIT: &str = "/internal/meta/join/admit";
+
+/// Why a join step failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum JoinError {
+    #[error("the member at {member} could not be reached or answered badly: {reason}")]
+    Member { member: String, reason: String },
+    #[error("the cluster refused: {0}")]
+    Refused(Rejection),
+    #[error("the cluster's metadata failed: {0}")]
+    Meta(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Admit {
+    info: NodeInfo,
+}
+
+/// Asks the member at `member` (an admin `host:port`) for a fresh node id.
+pub async fn allocate_node_id(member: &str, timeout: Duration) -> Result<NodeId, JoinError> {
+    post(member, PATH_ALLOCATE, &(), timeout).await
+}
+
+/// Asks the member at `member` to admit node `info` (its meta node must be running): it
+/// becomes a Raft member and a `Joining` node of the cluster state.
+pub async fn admit(member: &str, info: NodeInfo, timeout: Duration) -> Result<(), JoinError> {
+    post(member, PATH_ADMIT, &Admit { info }, timeout).await
+}
+
+async fn post<B: Serialize, T: serde::de::DeserializeOwned>(
+    member: &str,
+    path: &str,
+    body: &B,
+    timeout: Duration,
+) -> Result<T, JoinError> {
+    let mut client = HttpClient::new(member.to_string());
+    let answer: Result<Result<T, JoinError>, HttpError> = client.post(path, body, timeout).await;
+    answer.map_err(|e| JoinError::Member {
+        member: member.to_string(),
+        reason: e.to_string(),
+    })?
+}
+
+fn meta_failed(e: MetaError) -> JoinError {
+    JoinError::Meta(e.to_string())
+}
+
+pub(crate) async fn allocate_route(State(node): State<MetaNode>) -> Response {
+    let Some(_permit) = node.admit_forward() else {
+        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let answer: Result<NodeId, JoinError> = match node.propose(MetaCommand::AllocateNodeId).await {
+        Ok(Ok(Applied::NodeIdAllocated { id })) => Ok(id),
+        Ok(Ok(other)) => Err(JoinError::Meta(format!("unexpected answer {other:?}"))),
+        Ok(Err(rejection)) => Err(JoinError::Refused(rejection)),
+        Err(e) => Err(meta_failed(e)),
+    };
+    Json(answer).into_response()
+}
+
+pub(crate) async fn admit_route(State(node): State<MetaNode>, Json(req): Json<Admit>) -> Response {
+    let Some(_permit) = node.admit_forward() else {
+        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let info = req.info;
+    let admin_addr = format!("{}:{}", info.host, info.admin_port);
+    let answer: Result<(), JoinError> = async {
+        node.add_node(info.id, &admin_addr)
+            .await
+            .map_err(meta_failed)?;
+        let already = node
+            .state()
+            .borrow()
+            .node(info.id)
+            .is_some_and(|entry| entry.info == info);
+        if already {
+            return Ok(());
+        }
+        match node.propose(MetaCommand::AddNode { info }).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(rejection)) => Err(JoinError::Refused(rejection)),
+            Err(e) => Err(meta_failed(e)),
+        }
+    }
+    .await;
+    Json(answer).into_response()
+}
