@@ -1,8 +1,10 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
+//! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
+mod cluster_cmd;
 mod server_cmd;
 mod watch_cmd;
 
@@ -43,6 +45,9 @@ struct Cli {
 enum Command {
     /// Run one Sluice node: KV (Couchbase/memcached binary protocol) and admin HTTP.
     Server(server_cmd::ServerArgs),
+    /// Local clusters: `cluster up` starts N nodes on 127.0.0.1 and forms one cluster.
+    #[command(subcommand)]
+    Cluster(cluster_cmd::ClusterCommand),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -78,6 +83,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match cli.command {
         Command::Server(args) => server_cmd::run(args),
+        Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()

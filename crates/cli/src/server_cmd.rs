@@ -85,6 +85,21 @@ pub struct ServerArgs {
     #[arg(long, env = "SLUICE_DCP_BACKFILL_BUFFER_MB", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(8..=4096))]
     pub dcp_backfill_buffer_mb: u64,
+    /// Join the cluster one of whose members has this admin address (host:port). Read on
+    /// the data directory's first start only: afterwards the node restarts as a member (on
+    /// the same ports). Without it, a fresh data directory starts a new cluster of one.
+    #[arg(
+        long,
+        env = "SLUICE_JOIN",
+        value_name = "HOST:ADMINPORT",
+        conflicts_with = "replica_of"
+    )]
+    pub join: Option<String>,
+    /// Replica copies per vbucket (0 to 3), when this node starts a new cluster. The slots
+    /// stay empty until other nodes join and the bucket is placed on them.
+    #[arg(long, env = "SLUICE_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub replicas: u8,
 }
 
 impl ServerArgs {
@@ -111,6 +126,8 @@ impl ServerArgs {
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
         c.replica_of = self.replica_of.clone();
+        c.join = self.join.clone();
+        c.replicas = self.replicas;
         c.dcp_backfill_buffer_bytes = (self.dcp_backfill_buffer_mb as usize) << 20;
         if let Some(w) = self.workers {
             c.connection_threads = w.max(1);

@@ -13,6 +13,7 @@
 //!   its options, batch operations and counters;
 //! - `kv`              — get / set / add / replace / delete / incr / decr;
 //! - `admin`           — noop, stats, observe_seqno, get_cluster_config;
+//! - `admin_http`      — JSON over HTTP to a node's admin port (cluster tools);
 //! - `dcp`             — a DCP consumer ([`dcp::DcpStream`]): positions, flow control, noops,
 //!   rollbacks, reconnects;
 //! - `options`, `response`, `results`, `error`.
@@ -60,6 +61,7 @@
 #![deny(unsafe_code)]
 
 mod admin;
+pub mod admin_http;
 mod bootstrap;
 mod client;
 mod cluster_client;

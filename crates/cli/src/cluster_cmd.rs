@@ -1,0 +1,304 @@
+//! `sluice cluster up`: a local cluster of N node processes on 127.0.0.1, each with its own
+//! ports and data directory, formed into one cluster and kept running until Ctrl-C.
+//!
+//! Node `i` lives in `DIR/node-i`, with KV on `base + 10·i` and admin HTTP on
+//! `base + 10·i + 1`. The first start of a directory creates the cluster on node 0, joins
+//! the others to it (`--join`) and places the still empty bucket on all of them. A later run
+//! on the same directory restarts the same nodes, on the same ports, with their data.
+//! `DIR/cluster.json` lists each node's id, ports, data directory and pid.
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+use sluice_client::admin_http;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// How long a node may take to answer `/health` after it was started.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the nodes may take to stop after SIGTERM before they are killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+const PORT_STRIDE: u16 = 10;
+
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Start (or restart) a local cluster of node processes on 127.0.0.1 and keep it running
+    /// until Ctrl-C, which stops every node cleanly.
+    Up(UpArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BucketTypeArg {
+    Couchbase,
+    Ephemeral,
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Number of nodes.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub nodes: u16,
+    /// Replica copies per vbucket (0 to 3; at most nodes − 1 are filled).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub replicas: u8,
+    /// Where the nodes keep their data (`DIR/node-0`, ...) and `cluster.json`.
+    #[arg(long, default_value = "./cluster-data")]
+    pub data_dir: PathBuf,
+    /// Node i serves KV on base + 10·i and admin HTTP on base + 10·i + 1.
+    #[arg(long, default_value_t = 12000)]
+    pub base_port: u16,
+    #[arg(long, value_enum, default_value_t = BucketTypeArg::Couchbase)]
+    pub bucket_type: BucketTypeArg,
+    /// Memory quota of the bucket on each node, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub memory_quota_mb: u64,
+    /// Number of vbuckets (fixed for the life of the data directory).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub vbuckets: u16,
+}
+
+struct NodeProc {
+    index: u16,
+    dir: PathBuf,
+    kv_port: u16,
+    admin_port: u16,
+    child: Child,
+}
+
+impl NodeProc {
+    fn admin(&self) -> String {
+        format!("127.0.0.1:{}", self.admin_port)
+    }
+}
+
+pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    match cmd {
+        ClusterCommand::Up(args) => rt.block_on(up(args)),
+    }
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let last = u32::from(args.base_port) + u32::from(PORT_STRIDE) * u32::from(args.nodes);
+    anyhow::ensure!(
+        last <= u32::from(u16::MAX),
+        "--base-port leaves no room for {} nodes",
+        args.nodes
+    );
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let mut procs: Vec<NodeProc> = Vec::new();
+    let started = start_all(&args, &mut procs).await;
+    let outcome = match started {
+        Ok(()) => serve(&mut procs).await,
+        Err(e) => Err(e),
+    };
+    stop_all(&mut procs).await;
+    outcome
+}
+
+async fn start_all(args: &UpArgs, procs: &mut Vec<NodeProc>) -> anyhow::Result<()> {
+    for i in 0..args.nodes {
+        let join = (i > 0).then(|| procs[0].admin());
+        let p = spawn_node(args, i, join.as_deref())?;
+        procs.push(p);
+        let p = procs.last_mut().expect("just pushed");
+        wait_healthy(p).await?;
+        eprintln!(
+            "node {i} up: KV 127.0.0.1:{}, admin {}",
+            p.kv_port,
+            p.admin()
+        );
+    }
+    let view = admin_http::get(&procs[0].admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+    let in_map = view.body["map_nodes"].as_array().map_or(0, |a| a.len());
+    if in_map < usize::from(args.nodes) {
+        place(&procs[0], args.nodes).await?;
+        eprintln!("bucket placed on {} nodes", args.nodes);
+    }
+    write_cluster_json(args, procs).await
+}
+
+/// Places the (empty) bucket on all `nodes`, once node 0 has applied every admission.
+async fn place(first: &NodeProc, nodes: u16) -> anyhow::Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let body = json!({ "nodes": nodes });
+    loop {
+        let placed =
+            admin_http::post(&first.admin(), "/api/v1/cluster/place", &body, HTTP_TIMEOUT).await?;
+        if placed.ok() {
+            return Ok(());
+        }
+        // Not every admission is applied on node 0 yet.
+        let waiting = placed.body["retry"].as_bool() == Some(true);
+        anyhow::ensure!(
+            waiting && Instant::now() < deadline,
+            "placing the bucket on all nodes failed: {}",
+            placed.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeProc> {
+    let dir = args.data_dir.join(format!("node-{i}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let kv_port = args.base_port + PORT_STRIDE * i;
+    let admin_port = kv_port + 1;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))?;
+    let exe = std::env::current_exe().context("locating the sluice binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("server")
+        .arg("--data-dir")
+        .arg(&dir)
+        .args(["--kv-port", &kv_port.to_string()])
+        .args(["--admin-port", &admin_port.to_string()])
+        .args(["--replicas", &args.replicas.to_string()])
+        .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
+        .args(["--vbuckets", &args.vbuckets.to_string()])
+        .args([
+            "--bucket-type",
+            match args.bucket_type {
+                BucketTypeArg::Couchbase => "couchbase",
+                BucketTypeArg::Ephemeral => "ephemeral",
+            },
+        ]);
+    // A directory that is already a member restarts without `--join`.
+    if let Some(member) = join.filter(|_| !dir.join("node.json").exists()) {
+        cmd.args(["--join", member]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        // Ctrl-C reaches the nodes through `stop_all`, one SIGTERM each, not the terminal.
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd.spawn().with_context(|| format!("starting node {i}"))?;
+    Ok(NodeProc {
+        index: i,
+        dir,
+        kv_port,
+        admin_port,
+        child,
+    })
+}
+
+async fn wait_healthy(p: &mut NodeProc) -> anyhow::Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(status) = p.child.try_wait()? {
+            anyhow::bail!(
+                "node {} exited ({status}) while starting; its log:\n{}",
+                p.index,
+                log_tail(&p.dir)
+            );
+        }
+        if let Ok(answer) = admin_http::get(&p.admin(), "/health", HTTP_TIMEOUT).await {
+            if answer.ok() {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "node {} did not become healthy within {START_TIMEOUT:?}; its log:\n{}",
+            p.index,
+            log_tail(&p.dir)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn log_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result<()> {
+    let view = admin_http::get(&procs[0].admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+    let mut nodes = Vec::new();
+    for p in procs {
+        let me = admin_http::get(&p.admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+        nodes.push(json!({
+            "id": me.body["this_node"],
+            "kv_port": p.kv_port,
+            "admin_port": p.admin_port,
+            "data_dir": p.dir,
+            "pid": p.child.id(),
+        }));
+    }
+    let seeds: Vec<String> = procs
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.kv_port))
+        .collect();
+    let doc = json!({
+        "connection_string": format!("couchbase://{}", seeds.join(",")),
+        "bucket": view.body["bucket"],
+        "map_rev": view.body["map_rev"],
+        "map_nodes": view.body["map_nodes"],
+        "nodes": nodes,
+    });
+    let path = args.data_dir.join("cluster.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("{}", doc["connection_string"].as_str().unwrap_or_default());
+    eprintln!(
+        "cluster of {} nodes up; {} lists them. Ctrl-C stops every node.",
+        procs.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// Runs until Ctrl-C / SIGTERM, or until a node exits by itself (an error).
+async fn serve(procs: &mut [NodeProc]) -> anyhow::Result<()> {
+    let stop = crate::server_cmd::stop_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                for p in procs.iter_mut() {
+                    if let Some(status) = p.child.try_wait()? {
+                        anyhow::bail!(
+                            "node {} exited ({status}); its log:\n{}",
+                            p.index,
+                            log_tail(&p.dir)
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// SIGTERM to every node still running (each flushes and stops cleanly), then waits.
+async fn stop_all(procs: &mut [NodeProc]) {
+    for p in procs.iter() {
+        if let Some(pid) = p.child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+    let deadline = tokio::time::Instant::now() + STOP_TIMEOUT;
+    for p in procs.iter_mut() {
+        match tokio::time::timeout_at(deadline, p.child.wait()).await {
+            Ok(Ok(status)) => eprintln!("node {} stopped ({status})", p.index),
+            _ => {
+                eprintln!("node {} did not stop in time: killing it", p.index);
+                let _ = p.child.kill().await;
+            }
+        }
+    }
+}

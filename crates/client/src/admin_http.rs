@@ -1,0 +1,121 @@
+//! JSON over HTTP to a node's admin port (`/health`, `/api/v1/cluster`, ...), for tools such
+//! as `sluice cluster up`. One request per connection; every call bounded in time and in
+//! answer size.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Largest answer read (admin answers are small JSON documents).
+const ANSWER_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// An admin call that brought back no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminHttpError {
+    #[error("cannot reach {addr}: {reason}")]
+    Connect { addr: String, reason: String },
+    #[error("{addr} did not answer within {waited:?}")]
+    Timeout { addr: String, waited: Duration },
+    #[error("HTTP exchange with {addr} failed: {reason}")]
+    Transport { addr: String, reason: String },
+    #[error("the answer from {addr} is not JSON: {reason}")]
+    Decode { addr: String, reason: String },
+}
+
+/// An answer: its HTTP status and JSON body (`Null` when empty).
+#[derive(Debug, Clone)]
+pub struct AdminAnswer {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl AdminAnswer {
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// GET `path` on the admin address `addr` (`host:port`).
+pub async fn get(addr: &str, path: &str, timeout: Duration) -> Result<AdminAnswer, AdminHttpError> {
+    call(addr, Method::GET, path, None, timeout).await
+}
+
+/// POST `body` as JSON to `path` on `addr`.
+pub async fn post(
+    addr: &str,
+    path: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+) -> Result<AdminAnswer, AdminHttpError> {
+    call(addr, Method::POST, path, Some(body), timeout).await
+}
+
+async fn call(
+    addr: &str,
+    method: Method,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<AdminAnswer, AdminHttpError> {
+    match tokio::time::timeout(timeout, exchange(addr, method, path, body)).await {
+        Ok(answer) => answer,
+        Err(_) => Err(AdminHttpError::Timeout {
+            addr: addr.to_string(),
+            waited: timeout,
+        }),
+    }
+}
+
+async fn exchange(
+    addr: &str,
+    method: Method,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<AdminAnswer, AdminHttpError> {
+    let transport = |reason: String| AdminHttpError::Transport {
+        addr: addr.to_string(),
+        reason,
+    };
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| AdminHttpError::Connect {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| transport(e.to_string()))?;
+    let driver = tokio::spawn(conn);
+    let bytes = body.map_or_else(Vec::new, |b| serde_json::to_vec(b).unwrap_or_default());
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, addr)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .map_err(|e| transport(e.to_string()))?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| transport(e.to_string()))?;
+    let status = response.status().as_u16();
+    let collected = Limited::new(response.into_body(), ANSWER_BYTES_MAX)
+        .collect()
+        .await
+        .map_err(|e| transport(e.to_string()))?
+        .to_bytes();
+    driver.abort();
+    let body = if collected.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&collected).map_err(|e| AdminHttpError::Decode {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?
+    };
+    Ok(AdminAnswer { status, body })
+}

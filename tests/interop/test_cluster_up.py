@@ -1,0 +1,128 @@
+"""`sluice cluster up`: three node processes on 127.0.0.1 form one cluster with one
+replica; the Python SDK reaches every node through one seed, reads replicas, is refused
+durable writes on replicated vbuckets (not built yet) rather than given a false
+acknowledgement; Ctrl-C stops every node cleanly and a second run restarts the same cluster
+with its data."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import subprocess
+import time
+from datetime import timedelta
+
+import pytest
+from couchbase.auth import PasswordAuthenticator
+from couchbase.cluster import Cluster
+from couchbase.durability import DurabilityLevel, ServerDurability
+from couchbase.exceptions import CouchbaseException
+from couchbase.options import ClusterOptions, UpsertOptions
+
+from conftest import HOST, PASSWORD, USERNAME, sluice_binary
+
+NODES = 3
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_base() -> int:
+    for _ in range(200):
+        base = random.randrange(20000, 40000, 10)
+        if all(port_free(base + 10 * i + d) for i in range(NODES) for d in (0, 1)):
+            return base
+    pytest.fail("no free port range for the cluster")
+
+
+def cluster_up(data_dir, base: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(sluice_binary()), "cluster", "up", "--nodes", str(NODES), "--replicas", "1",
+         "--data-dir", str(data_dir), "--base-port", str(base), "--vbuckets", "64",
+         "--memory-quota-mb", "128"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_up(proc: subprocess.Popen, data_dir) -> dict:
+    """The connection string line on stdout means the cluster is formed."""
+    line = proc.stdout.readline()
+    if not line.startswith("couchbase://"):
+        proc.kill()
+        pytest.fail(f"cluster up failed: {line!r}\n{proc.stderr.read()}")
+    return json.loads((data_dir / "cluster.json").read_text())
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("cluster up did not stop within 90 s")
+    assert proc.returncode == 0, err
+    return err
+
+
+def collection(seed_port: int):
+    cluster = Cluster(f"couchbase://{HOST}:{seed_port}",
+                      ClusterOptions(PasswordAuthenticator(USERNAME, PASSWORD)))
+    return cluster, cluster.bucket("default").default_collection()
+
+
+@pytest.mark.timeout(300)
+def test_three_nodes_sdk_replicas_and_restart(tmp_path):
+    base = free_base()
+    proc = cluster_up(tmp_path, base)
+    try:
+        info = wait_up(proc, tmp_path)
+        assert [n["id"] for n in info["nodes"]] == [0, 1, 2]
+        assert info["bucket"]["replicas"] == 1
+        assert info["map_nodes"] == [0, 1, 2]
+        # Bootstrapped from the last node alone, the SDK routes to all three.
+        cluster, col = collection(base + 20)
+        for i in range(300):
+            col.upsert(f"doc{i}", {"i": i})
+        for i in range(300):
+            assert col.get(f"doc{i}").content_as[dict] == {"i": i}
+        deadline = time.time() + 20
+        for i in range(300):
+            while True:
+                try:
+                    r = col.get_any_replica(f"doc{i}")
+                    if r.content_as[dict] == {"i": i}:
+                        break
+                except CouchbaseException:
+                    pass
+                assert time.time() < deadline, f"replica of doc{i}"
+                time.sleep(0.05)
+        # Durable writes on replicated vbuckets are refused, never acknowledged falsely.
+        with pytest.raises(CouchbaseException):
+            col.upsert("durable", {"x": 1}, UpsertOptions(
+                durability=ServerDurability(DurabilityLevel.MAJORITY),
+                timeout=timedelta(seconds=5)))
+        cluster.close()
+    finally:
+        err = stop(proc)
+    assert err.count("stopped (exit status: 0)") == NODES, err
+    for n in info["nodes"]:
+        log = open(f"{n['data_dir']}/server.log").read()
+        assert "stopped cleanly" in log
+
+    # The same directory: the same three nodes, with their data.
+    proc = cluster_up(tmp_path, base)
+    try:
+        wait_up(proc, tmp_path)
+        cluster, col = collection(base + 10)
+        for i in range(300):
+            assert col.get(f"doc{i}").content_as[dict] == {"i": i}
+        cluster.close()
+    finally:
+        stop(proc)
