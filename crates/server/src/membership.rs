@@ -91,6 +91,13 @@ pub async fn plan(node: &Node) -> anyhow::Result<Plan> {
         ),
         (None, None) => Ok(Plan::NewCluster),
         (None, Some(member)) => {
+            // Its vbuckets would be taken as copies of the cluster's without being copies.
+            let held: u64 = node.bucket.vb_seqnos(None).iter().map(|(_, s)| s.0).sum();
+            anyhow::ensure!(
+                held == 0,
+                "{} already holds data; a node joins a cluster with an empty data directory",
+                cfg.data_dir.display()
+            );
             let id = sluice_meta::join::allocate_node_id(member, STEP_TIMEOUT)
                 .await
                 .with_context(|| format!("asking {member} for a node id"))?;
@@ -141,9 +148,7 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> anyhow::Resu
         Plan::Restart(id) => {
             let listed = meta.state().borrow().node(*id).map(|e| e.info.clone());
             if let Some(listed) = listed.filter(|l| *l != me) {
-                tracing::warn!(node = %id, listed = ?listed, now = ?me,
-                    "the cluster lists this node at other ports: peers and clients dial those; \
-                     restart it on the ports it joined with");
+                move_node(meta, listed, me.clone()).await?;
             }
         }
         Plan::NewCluster => create_cluster(node, meta, me).await?,
@@ -212,6 +217,19 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::R
         },
     )?;
     tracing::info!(node = %me.id, "created a new cluster");
+    Ok(())
+}
+
+/// This node restarted on other ports: peers must reach its Raft routes at the new admin
+/// address, and the map must list the new KV port. Needs a majority of the voters (on one
+/// node, itself).
+async fn move_node(meta: &MetaNode, listed: NodeInfo, me: NodeInfo) -> anyhow::Result<()> {
+    tracing::info!(node = %me.id, from = ?listed, to = ?me, "this node moved to other ports");
+    let admin_addr = format!("{}:{}", me.host, me.admin_port);
+    meta.add_node(me.id, &admin_addr)
+        .await
+        .context("recording this node's new admin address with the cluster")?;
+    expect_applied(meta, MetaCommand::MoveNode { info: me }).await?;
     Ok(())
 }
 

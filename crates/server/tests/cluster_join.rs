@@ -1,7 +1,7 @@
 //! Three nodes form a cluster through `join`: one replicated state (openraft), one map served
 //! by all; a map placing the bucket on all three is followed by every node, a smart client
-//! bootstrapped from any node reaches every vbucket, replicas fill, and a restarted node
-//! comes back as the same member without `join`.
+//! bootstrapped from any node reaches every vbucket, replicas fill, and a node restarted on
+//! other ports comes back as the same member, without `join`, at its new address.
 
 use sluice_client::{ClusterClient, ClusterOptions, StoreOptions};
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
@@ -14,18 +14,9 @@ use std::time::Duration;
 const VBS: u16 = 16;
 
 async fn node(dir: &Path, join: Option<std::net::SocketAddr>) -> Running {
-    node_on(dir, join, 0, 0).await
-}
-
-async fn node_on(
-    dir: &Path,
-    join: Option<std::net::SocketAddr>,
-    kv_port: u16,
-    admin_port: u16,
-) -> Running {
     let mut c = ServerConfig::new(dir);
-    c.kv_port = kv_port;
-    c.admin_port = admin_port;
+    c.kv_port = 0;
+    c.admin_port = 0;
     c.vbuckets = VBS;
     c.memory_quota_mb = 64;
     c.replicas = 1;
@@ -119,15 +110,28 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
         }
     }
 
-    // Node 1 restarts from its directory (on its ports, which the map lists), without
-    // join: same id, same state, same map.
-    let (kv_port, admin_port) = (b.kv_addr.port(), b.admin_addr.port());
+    // Node 1 restarts from its directory without join, on other ports: same id and state;
+    // the cluster records its new address in the next map, and the client follows it.
+    let old_kv = b.kv_addr.port();
     b.shutdown().await.unwrap();
-    let b = node_on(dirs[1].path(), None, kv_port, admin_port).await;
+    let b = node(dirs[1].path(), None).await;
     assert_eq!(b.meta.id(), NodeId(1));
-    until(&[&b], "the restarted node serves the map", |n| {
-        n.node.cluster_map().rev() == placed.rev()
-    })
+    assert_ne!(b.kv_addr.port(), old_kv);
+    let new_kv = b.kv_addr.port();
+    let all = [&a, &b, &c];
+    until(
+        &all,
+        "every node serves the map with node 1's new address",
+        |n| {
+            let view = n.node.cluster_map();
+            view.rev() > placed.rev()
+                && view
+                    .map
+                    .nodes()
+                    .iter()
+                    .any(|i| i.id == NodeId(1) && i.kv_port == new_kv)
+        },
+    )
     .await;
     for k in &keys {
         assert_eq!(&client.get(k.as_bytes()).await.unwrap().value[..], b"v");

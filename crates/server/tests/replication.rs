@@ -214,3 +214,30 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     replica.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_waits_for_vbuckets_its_producer_activates_late() {
+    use sluice_types::{VbId, VbState};
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let active = node(da.path(), None).await;
+    let set_all = |state: VbState| {
+        for vb in 0..VBS {
+            active
+                .node
+                .bucket
+                .set_vbucket_state(VbId(vb), state)
+                .unwrap();
+        }
+    };
+    // The producer does not serve these vbuckets yet (a new map not applied there yet):
+    // every stream request is refused at first.
+    set_all(VbState::Dead);
+    let replica = node(db.path(), Some(active.kv_addr)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    set_all(VbState::Active);
+    write_all(active.memcached_addr.unwrap(), &items("late", 1000)).await;
+    caught_up(&active, &replica).await;
+    same_documents(&active, &replica).await;
+    replica.shutdown().await.unwrap();
+    active.shutdown().await.unwrap();
+}

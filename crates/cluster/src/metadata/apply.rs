@@ -20,6 +20,7 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
     let response = match cmd {
         MetaCommand::AllocateNodeId => allocate_node_id(state),
         MetaCommand::AddNode { info } => add_node(state, info),
+        MetaCommand::MoveNode { info } => move_node(state, info),
         MetaCommand::RemoveNode { id } => remove_node(state, *id),
         MetaCommand::DefineBucket { bucket } => define_bucket(state, bucket),
         MetaCommand::SetMap {
@@ -47,6 +48,63 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
     response
 }
 
+/// A usable host, and no other node on the same host with the same KV or admin port.
+fn check_address(state: &ClusterState, info: &NodeInfo) -> Result<(), Rejection> {
+    if info.host.is_empty() || info.host.len() > HOST_BYTES_MAX {
+        return Err(Rejection::BadHost {
+            max: HOST_BYTES_MAX,
+        });
+    }
+    let others = state
+        .nodes
+        .values()
+        .map(|n| &n.info)
+        .filter(|o| o.id != info.id);
+    for other in others {
+        if other.host != info.host {
+            continue;
+        }
+        let port = if other.kv_port == info.kv_port {
+            info.kv_port
+        } else if other.admin_port == info.admin_port {
+            info.admin_port
+        } else {
+            continue;
+        };
+        return Err(Rejection::AddressInUse {
+            host: info.host.clone(),
+            port,
+        });
+    }
+    Ok(())
+}
+
+fn move_node(state: &mut ClusterState, info: &NodeInfo) -> MetaResponse {
+    let id = info.id;
+    let entry = state.nodes.get(&id).ok_or(Rejection::UnknownNode { id })?;
+    if entry.info == *info {
+        return Ok(Applied::NodeMoved { id, rev: None });
+    }
+    check_address(state, info)?;
+    let moved_map = match &state.map {
+        Some(map) if map.nodes().iter().any(|n| n.id == id) => {
+            let nodes = map
+                .nodes()
+                .iter()
+                .map(|n| if n.id == id { info.clone() } else { n.clone() })
+                .collect();
+            Some(map.next(nodes, map.vbmap().clone())?)
+        }
+        _ => None,
+    };
+    let rev = moved_map.as_ref().map(ClusterMap::rev);
+    state.nodes.get_mut(&id).expect("checked above").info = info.clone();
+    if moved_map.is_some() {
+        state.map = moved_map;
+    }
+    Ok(Applied::NodeMoved { id, rev })
+}
+
 fn allocate_node_id(state: &mut ClusterState) -> MetaResponse {
     // u32::MAX itself is never handed out, so "every id is below next_node_id" stays
     // expressible.
@@ -70,30 +128,10 @@ fn add_node(state: &mut ClusterState, info: &NodeInfo) -> MetaResponse {
     if state.nodes.contains_key(&id) {
         return Err(Rejection::NodeExists { id });
     }
-    if info.host.is_empty() || info.host.len() > HOST_BYTES_MAX {
-        return Err(Rejection::BadHost {
-            max: HOST_BYTES_MAX,
-        });
-    }
     if state.nodes.len() >= NODES_MAX {
         return Err(Rejection::TooManyNodes { max: NODES_MAX });
     }
-    for other in state.nodes.values().map(|n| &n.info) {
-        if other.host != info.host {
-            continue;
-        }
-        let port = if other.kv_port == info.kv_port {
-            info.kv_port
-        } else if other.admin_port == info.admin_port {
-            info.admin_port
-        } else {
-            continue;
-        };
-        return Err(Rejection::AddressInUse {
-            host: info.host.clone(),
-            port,
-        });
-    }
+    check_address(state, info)?;
     let entry = NodeEntry {
         info: info.clone(),
         status: NodeStatus::Joining,

@@ -24,6 +24,10 @@ pub enum MetaCommand {
     AllocateNodeId,
     /// Adds a node with an id `AllocateNodeId` handed out. It starts `Joining`.
     AddNode { info: NodeInfo },
+    /// Records that a node now listens elsewhere (it restarted on other ports): its table
+    /// entry, and the map if it lists the node (as the next revision, so clients and peers
+    /// learn it), carry the new address. The same address again changes nothing.
+    MoveNode { info: NodeInfo },
     /// Removes a node that holds no copy and is not in the map or a running rebalance. Its id
     /// is retired.
     RemoveNode { id: NodeId },
@@ -75,6 +79,11 @@ pub enum Applied {
     },
     NodeAdded {
         id: NodeId,
+    },
+    /// `rev`: the map revision that carries the new address, if the map lists the node.
+    NodeMoved {
+        id: NodeId,
+        rev: Option<Rev>,
     },
     NodeRemoved {
         id: NodeId,

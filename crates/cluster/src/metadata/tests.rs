@@ -531,3 +531,49 @@ fn node_ids_run_out_without_wrapping() {
         Rejection::NodeIdsExhausted
     );
 }
+
+#[test]
+fn a_moved_node_gets_its_new_address_in_the_table_and_the_next_map() {
+    let mut state = cluster(3);
+    let rev = state.map().unwrap().rev();
+    let mut moved = info(1);
+    moved.kv_port = 15000;
+    moved.admin_port = 15001;
+    let applied = ok(
+        &mut state,
+        MetaCommand::MoveNode {
+            info: moved.clone(),
+        },
+    );
+    assert_eq!(
+        applied,
+        Applied::NodeMoved {
+            id: NodeId(1),
+            rev: Some(Rev(rev.0 + 1)),
+        }
+    );
+    assert_eq!(state.node(NodeId(1)).unwrap().info, moved);
+    let map = state.map().unwrap();
+    assert!(map.nodes().contains(&moved));
+    assert_eq!(map.vbmap().num_vbuckets(), 8, "same chains");
+    // The same address again changes nothing.
+    let again = ok(&mut state, MetaCommand::MoveNode { info: moved });
+    assert_eq!(
+        again,
+        Applied::NodeMoved {
+            id: NodeId(1),
+            rev: None
+        }
+    );
+    // Another node's address, or an unknown node, is refused.
+    let mut clash = info(2);
+    clash.kv_port = 15000;
+    assert!(matches!(
+        refused(&mut state, MetaCommand::MoveNode { info: clash }),
+        Rejection::AddressInUse { .. }
+    ));
+    assert!(matches!(
+        refused(&mut state, MetaCommand::MoveNode { info: info(7) }),
+        Rejection::UnknownNode { .. }
+    ));
+}

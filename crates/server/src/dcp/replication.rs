@@ -11,6 +11,8 @@
 //!                                        ▼
 //!                                  TMPFAIL (replica out of memory) → wait and retry the same
 //!                                  change; nothing more is read meanwhile, so no more is acked
+//!                                  stream refused (producer not active yet) → ask again after
+//!                                  200 ms while the vbucket is a replica here
 //! ```
 //!
 //! Takeover ([`Replication::takeover`]): the vbucket's stream is closed and requested again
@@ -33,13 +35,15 @@ use sluice_client::dcp::{
 use sluice_client::ConnectOptions;
 use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, VbId, VbState};
 use sluice_types::FailoverLog;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Pause before asking again for a stream the producer refused.
+const STREAM_RETRY_WAIT: Duration = Duration::from_millis(200);
 /// Pause before retrying a change the replica had no memory for.
 const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 
@@ -146,22 +150,29 @@ fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
 fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, EngineError> {
     let mut out = Vec::with_capacity(spec.vbuckets.len());
     for &vb in &spec.vbuckets {
-        if !matches!(
-            node.bucket.vb_state(vb)?,
-            VbState::Replica | VbState::Pending
-        ) {
-            continue;
+        if let Some(p) = position(node, vb)? {
+            out.push(p);
         }
-        let p = node.bucket.replica_position(vb)?;
-        out.push(DcpPosition {
-            vb,
-            vb_uuid: p.vb_uuid,
-            seqno: p.high_seqno,
-            snap_start: p.snap_start,
-            snap_end: p.snap_end,
-        });
     }
     Ok(StreamPositions::from_positions(out))
+}
+
+/// Where the replica `vb` resumes from; `None` if it is no longer a replica here.
+fn position(node: &Node, vb: VbId) -> Result<Option<DcpPosition>, EngineError> {
+    if !matches!(
+        node.bucket.vb_state(vb)?,
+        VbState::Replica | VbState::Pending
+    ) {
+        return Ok(None);
+    }
+    let p = node.bucket.replica_position(vb)?;
+    Ok(Some(DcpPosition {
+        vb,
+        vb_uuid: p.vb_uuid,
+        seqno: p.high_seqno,
+        snap_start: p.snap_start,
+        snap_end: p.snap_end,
+    }))
 }
 
 /// One connection's life: `Ok` when nothing is left to follow, `Err` when the connection
@@ -182,9 +193,13 @@ async fn follow(
         "replication stream open");
     // The sender goes away with the `Replication` handle; then stop polling it.
     let mut asking = true;
+    // Vbuckets whose stream the producer refused, and when to ask again.
+    let mut retries: BTreeMap<VbId, tokio::time::Instant> = BTreeMap::new();
+    let mut idle = false;
     loop {
         // A takeover starts once its vbucket is streaming.
         wanted.retain(|&vb| !stream.takeover(vb));
+        let next_retry = retries.values().min().copied();
         let event = tokio::select! {
             vb = takeovers.recv(), if asking => {
                 match vb {
@@ -195,14 +210,38 @@ async fn follow(
                 }
                 continue;
             }
-            e = stream.next() => e,
+            _ = tokio::time::sleep_until(next_retry.unwrap_or_else(tokio::time::Instant::now)),
+                if next_retry.is_some() =>
+            {
+                let now = tokio::time::Instant::now();
+                let due: Vec<VbId> =
+                    retries.iter().filter(|(_, t)| **t <= now).map(|(vb, _)| *vb).collect();
+                for vb in due {
+                    retries.remove(&vb);
+                    if let Some(p) = position(node, vb)? {
+                        idle &= !stream.restart(p);
+                    }
+                }
+                if idle && retries.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            e = stream.next(), if !idle => e,
         };
         let event = match event {
             Ok(e) => e,
+            // Streams refused a moment ago will be asked for again.
+            Err(DcpError::AllStreamsEnded) if !retries.is_empty() => {
+                idle = true;
+                continue;
+            }
             Err(DcpError::AllStreamsEnded) => return Ok(()),
             Err(DcpError::StreamRequest { vb, status }) => {
-                // One vbucket refused (e.g. no longer active there): the others go on.
-                tracing::warn!(%vb, ?status, "replication stream request refused");
+                // Refused, e.g. the producer has not made the vbucket active yet (both nodes
+                // apply a new map on their own): ask again shortly while it is a replica here.
+                tracing::debug!(%vb, ?status, "replication stream request refused; retrying");
+                retries.insert(vb, tokio::time::Instant::now() + STREAM_RETRY_WAIT);
                 continue;
             }
             Err(e) => return Err(e.into()),
