@@ -31,10 +31,12 @@ VBUCKETS = 64
 
 # HELLO features Sluice implements (README "What a node does"); anything else must not be
 # acknowledged.
-IMPLEMENTED_FEATURES = {0x03, 0x04, 0x07, 0x08, 0x0A, 0x0B, 0x10, 0x11, 0x14}
+# 0x0C duplex, 0x0D / 0x1F clustermap change notification (full / brief), 0x1D GET_CLUSTER_CONFIG
+# with a known version, 0x1E NOT_MY_VBUCKET map dedup.
+IMPLEMENTED_FEATURES = {0x03, 0x04, 0x07, 0x08, 0x0A, 0x0B, 0x0C, 0x0D, 0x10, 0x11, 0x14, 0x1D,
+                        0x1E, 0x1F}
 # Features the protocol defines that Sluice does not implement (or that are retired).
-NOT_IMPLEMENTED = {0x01, 0x02, 0x05, 0x06, 0x09, 0x0C, 0x0D, 0x0E, 0x0F, 0x12, 0x13, 0x16,
-                   0x1F}
+NOT_IMPLEMENTED = {0x01, 0x02, 0x05, 0x06, 0x09, 0x0E, 0x0F, 0x12, 0x13, 0x16}
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +226,8 @@ def test_hello_acks_implemented_subset(srv):
             f"acked features Sluice does not implement: "
             f"{sorted(hex(f) for f in set(acked) - IMPLEMENTED_FEATURES)}")
         assert not set(acked) & NOT_IMPLEMENTED
+        # Both clustermap notification forms asked for: only the brief one is enabled.
+        assert 0x1F in acked and 0x0D not in acked
         assert {mcbin.FEATURE_MUTATION_SEQNO, mcbin.FEATURE_XERROR, mcbin.FEATURE_JSON,
                 mcbin.FEATURE_ALT_REQUEST, mcbin.FEATURE_SELECT_BUCKET} <= set(acked)
         # Only what was asked for, in a narrower HELLO.
