@@ -169,14 +169,7 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
              moving data (rebalance is not built yet)"
         ));
     }
-    let items: u64 = s
-        .node
-        .bucket
-        .vb_seqnos(None)
-        .iter()
-        .map(|(_, seqno)| seqno.0)
-        .sum();
-    if items > 0 {
+    if s.node.holds_data() {
         return conflict(
             "the bucket already holds data; moving it is a rebalance, which is not built yet"
                 .into(),

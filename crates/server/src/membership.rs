@@ -19,7 +19,7 @@
 use crate::node::Node;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use sluice_cluster::metadata::{Applied, BucketDef, ClusterState, MetaCommand};
+use sluice_cluster::metadata::{BucketDef, ClusterState, MetaCommand};
 use sluice_cluster::{place, BucketKind, NodeId, NodeInfo};
 use sluice_engine::BucketType;
 use sluice_meta::{MetaConfig, MetaNode};
@@ -92,9 +92,8 @@ pub async fn plan(node: &Node) -> anyhow::Result<Plan> {
         (None, None) => Ok(Plan::NewCluster),
         (None, Some(member)) => {
             // Its vbuckets would be taken as copies of the cluster's without being copies.
-            let held: u64 = node.bucket.vb_seqnos(None).iter().map(|(_, s)| s.0).sum();
             anyhow::ensure!(
-                held == 0,
+                !node.holds_data(),
                 "{} already holds data; a node joins a cluster with an empty data directory",
                 cfg.data_dir.display()
             );
@@ -181,10 +180,11 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::R
     let cfg = &node.config;
     let state = || meta.state().borrow().clone();
     if state().next_node_id() == NodeId(0) {
-        expect_applied(meta, MetaCommand::AllocateNodeId).await?;
+        expect_applied(meta, "allocating node 0", MetaCommand::AllocateNodeId).await?;
     }
     if state().node(me.id).is_none() {
-        expect_applied(meta, MetaCommand::AddNode { info: me.clone() }).await?;
+        let add = MetaCommand::AddNode { info: me.clone() };
+        expect_applied(meta, "adding node 0", add).await?;
     }
     if state().bucket().is_none() {
         let bucket = BucketDef {
@@ -198,7 +198,8 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::R
             vbuckets: cfg.vbuckets,
             quota_bytes: cfg.memory_quota_mb * 1024 * 1024,
         };
-        expect_applied(meta, MetaCommand::DefineBucket { bucket }).await?;
+        let define = MetaCommand::DefineBucket { bucket };
+        expect_applied(meta, "defining the bucket", define).await?;
     }
     if state().map().is_none() {
         let vbmap = place(&[me.id], cfg.vbuckets, cfg.replicas)?;
@@ -207,7 +208,7 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::R
             nodes: vec![me.id],
             vbmap,
         };
-        expect_applied(meta, cmd).await?;
+        expect_applied(meta, "placing the bucket", cmd).await?;
     }
     write_identity(
         &cfg.data_dir,
@@ -229,20 +230,16 @@ async fn move_node(meta: &MetaNode, listed: NodeInfo, me: NodeInfo) -> anyhow::R
     meta.add_node(me.id, &admin_addr)
         .await
         .context("recording this node's new admin address with the cluster")?;
-    expect_applied(meta, MetaCommand::MoveNode { info: me }).await?;
+    let moved = MetaCommand::MoveNode { info: me };
+    expect_applied(meta, "recording this node's new address", moved).await?;
     Ok(())
 }
 
-async fn expect_applied(meta: &MetaNode, cmd: MetaCommand) -> anyhow::Result<Applied> {
-    let what = format!("{cmd:?}");
-    let what = what
-        .split([' ', '{', '('])
-        .next()
-        .unwrap_or("command")
-        .to_string();
+/// Proposes `cmd` (`what` it does, for the error) and fails if the cluster refuses it.
+async fn expect_applied(meta: &MetaNode, what: &str, cmd: MetaCommand) -> anyhow::Result<()> {
     match meta.propose(cmd).await? {
-        Ok(applied) => Ok(applied),
-        Err(rejection) => anyhow::bail!("{what} refused: {rejection}"),
+        Ok(_) => Ok(()),
+        Err(rejection) => anyhow::bail!("{what}: refused: {rejection}"),
     }
 }
 

@@ -121,6 +121,12 @@ impl Node {
         }
     }
 
+    /// Whether any vbucket of the bucket has ever taken a change (a high seqno above 0):
+    /// such a node can neither join a cluster nor have its vbuckets placed elsewhere.
+    pub fn holds_data(&self) -> bool {
+        self.bucket.vb_seqnos(None).iter().any(|(_, s)| s.0 > 0)
+    }
+
     /// Where this node listens, as a map lists it.
     pub fn node_info(&self, id: NodeId) -> NodeInfo {
         NodeInfo {
