@@ -1,7 +1,6 @@
 """`sluice cluster up`: three node processes on 127.0.0.1 form one cluster with one
-replica; the Python SDK reaches every node through one seed, reads replicas, is refused
-durable writes on replicated vbuckets (not built yet) rather than given a false
-acknowledgement; Ctrl-C stops every node cleanly and a second run restarts the same cluster
+replica; the Python SDK reaches every node through one seed, reads replicas, and makes
+durable writes at every level (acknowledged once the replica holds them); Ctrl-C stops every node cleanly and a second run restarts the same cluster
 with its data."""
 
 from __future__ import annotations
@@ -103,11 +102,18 @@ def test_three_nodes_sdk_replicas_and_restart(tmp_path):
                     pass
                 assert time.time() < deadline, f"replica of doc{i}"
                 time.sleep(0.05)
-        # Durable writes on replicated vbuckets are refused, never acknowledged falsely.
-        with pytest.raises(CouchbaseException):
-            col.upsert("durable", {"x": 1}, UpsertOptions(
-                durability=ServerDurability(DurabilityLevel.MAJORITY),
-                timeout=timedelta(seconds=5)))
+        # Durable writes at each of the SDK's levels: acknowledged only once the replica
+        # holds them, so the replica read right after needs no retry.
+        levels = [DurabilityLevel.MAJORITY,
+                  DurabilityLevel.MAJORITY_AND_PERSIST_TO_ACTIVE,
+                  DurabilityLevel.PERSIST_TO_MAJORITY]
+        for i in range(30):
+            key = f"durable{i}"
+            col.upsert(key, {"d": i}, UpsertOptions(
+                durability=ServerDurability(levels[i % 3]),
+                timeout=timedelta(seconds=10)))
+            replicas = [r for r in col.get_all_replicas(key) if r.is_replica]
+            assert [r.content_as[dict] for r in replicas] == [{"d": i}], key
         cluster.close()
     finally:
         err = stop(proc)

@@ -351,6 +351,22 @@ def rollback_problems(rp: Replay, before: Dict[int, dict], branch: Dict[int, int
     return problems
 
 
+def resume_to_targets(client: Client, targets: Dict[int, int], saved: Dict[int, dict],
+                      branch: Dict[int, int], num_vbuckets: int, what: str
+                      ) -> Tuple[Run, Replay]:
+    """Runs the client again until `targets`, then checks every run's events: well-formed
+    (rollbacks applied), rollbacks in this second run exactly where the saved state was past
+    the producer's `branch` point, and every vbucket at its target."""
+    r2 = client.run(until=targets, timeout_s=240)
+    expect_ok(r2, what)
+    assert r2.summary["stop"] == "complete", r2.describe()
+    rp = replay(client.events(), num_vbuckets)
+    fail_if(rp.problems, "event stream (rollbacks applied)")
+    fail_if(rollback_problems(rp, saved, branch, run=2), "rollbacks")
+    fail_if(target_problems(rp, targets), "vbuckets not at their high seqno")
+    return r2, rp
+
+
 # ================================================================== writing to Sluice
 
 def pipelined(conn: mcbin.Conn, ops: Sequence[Tuple[str, bytes, bytes, int]], num_vbuckets: int,
@@ -617,14 +633,8 @@ def test_dcp_resume_after_kill9(sluice_factory, tmp_path, when):
         pipelined(conn, after, VBUCKETS)
         targets = all_vb_seqnos(conn)
 
-    r2 = client.run(until=targets, timeout_s=240)
-    expect_ok(r2, "second run (resume after the server's kill -9 and restart)")
-    assert r2.summary["stop"] == "complete", r2.describe()
-
-    rp = replay(client.events(), VBUCKETS)
-    fail_if(rp.problems, "event stream (rollbacks applied)")
-    fail_if(rollback_problems(rp, saved, branch, run=2), "rollbacks")
-    fail_if(target_problems(rp, targets), "vbuckets not at their high seqno")
+    r2, rp = resume_to_targets(client, targets, saved, branch, VBUCKETS,
+                               "second run (resume after the server's kill -9 and restart)")
     # What the client reconstructed is what the server holds.
     keys = [k for _, k, _, _ in initial] + writer.keys + [k for _, k, _, _ in after]
     with kv_connect(srv.kv_port, USERNAME, PASSWORD) as conn:

@@ -58,6 +58,9 @@ pub struct UpArgs {
     /// Number of vbuckets (fixed for the life of the data directory).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub vbuckets: u16,
+    /// Each node's `--auto-failover-timeout` (seconds; 0 = only manual failover).
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub auto_failover_timeout: u64,
 }
 
 struct NodeProc {
@@ -166,6 +169,10 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
         .args(["--vbuckets", &args.vbuckets.to_string()])
         .args([
+            "--auto-failover-timeout",
+            &args.auto_failover_timeout.to_string(),
+        ])
+        .args([
             "--bucket-type",
             match args.bucket_type {
                 BucketTypeArg::Couchbase => "couchbase",
@@ -259,23 +266,31 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
     Ok(())
 }
 
-/// Runs until Ctrl-C / SIGTERM, or until a node exits by itself (an error).
+/// Runs until Ctrl-C / SIGTERM. A node that exits by itself is reported and the others carry
+/// on (the cluster fails it over if it is down long enough); once every node has exited
+/// there is nothing left to run, which is an error.
 async fn serve(procs: &mut [NodeProc]) -> anyhow::Result<()> {
     let stop = crate::server_cmd::stop_signal();
     tokio::pin!(stop);
+    let mut exited = vec![false; procs.len()];
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
             _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                for p in procs.iter_mut() {
+                for (p, gone) in procs.iter_mut().zip(exited.iter_mut()) {
+                    if *gone {
+                        continue;
+                    }
                     if let Some(status) = p.child.try_wait()? {
-                        anyhow::bail!(
-                            "node {} exited ({status}); its log:\n{}",
+                        *gone = true;
+                        eprintln!(
+                            "node {} exited ({status}); the others carry on. Its log ends:\n{}",
                             p.index,
                             log_tail(&p.dir)
                         );
                     }
                 }
+                anyhow::ensure!(!exited.iter().all(|g| *g), "every node has exited");
             }
         }
     }

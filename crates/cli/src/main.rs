@@ -1,10 +1,12 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
 //! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
+//! - `failover` — fail a node over by hand (`failover_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod cluster_cmd;
+mod failover_cmd;
 mod server_cmd;
 mod watch_cmd;
 
@@ -48,6 +50,8 @@ enum Command {
     /// Local clusters: `cluster up` starts N nodes on 127.0.0.1 and forms one cluster.
     #[command(subcommand)]
     Cluster(cluster_cmd::ClusterCommand),
+    /// Fail a node over: its replicas on other nodes become active, and it leaves the map.
+    Failover(failover_cmd::FailoverArgs),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -84,6 +88,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Server(args) => server_cmd::run(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
+        Command::Failover(args) => failover_cmd::run(args),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()

@@ -100,6 +100,16 @@ pub struct ServerArgs {
     #[arg(long, env = "SLUICE_REPLICAS", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=3))]
     pub replicas: u8,
+    /// Fail a node over automatically once it has been unreachable this many seconds (the
+    /// metadata leader probes every node; at most one node is failed over this way until a
+    /// rebalance, and never one whose vbuckets have no replica elsewhere). 0 turns it off.
+    #[arg(
+        long,
+        env = "SLUICE_AUTO_FAILOVER_TIMEOUT",
+        default_value_t = 120,
+        value_name = "SECS"
+    )]
+    pub auto_failover_timeout: u64,
 }
 
 impl ServerArgs {
@@ -128,6 +138,8 @@ impl ServerArgs {
         c.replica_of = self.replica_of.clone();
         c.join = self.join.clone();
         c.replicas = self.replicas;
+        c.auto_failover_timeout = (self.auto_failover_timeout > 0)
+            .then(|| std::time::Duration::from_secs(self.auto_failover_timeout));
         c.dcp_backfill_buffer_bytes = (self.dcp_backfill_buffer_mb as usize) << 20;
         if let Some(w) = self.workers {
             c.connection_threads = w.max(1);

@@ -360,17 +360,23 @@ impl Inner {
         };
         let conn = self.conn(&node.addr, deadline).await?;
         let extras;
+        let framing;
         let packet = match op {
             OpRef::Get(key) | OpRef::GetReplica(key, _) => {
                 Packet::request(op.opcode().byte(), vb.0, 0).key(key)
             }
             OpRef::Set(key, value, options) => {
                 extras = store_extras(&options);
-                Packet::request(op.opcode().byte(), vb.0, 0)
+                framing = options.durability.map(|d| d.framing_extras());
+                let p = Packet::request(op.opcode().byte(), vb.0, 0)
                     .extras(&extras)
                     .key(key)
                     .value(value)
-                    .cas(options.cas.0)
+                    .cas(options.cas.0);
+                match &framing {
+                    Some(f) => p.framing_extras(f),
+                    None => p,
+                }
             }
             OpRef::Delete(key, cas) => Packet::request(op.opcode().byte(), vb.0, 0)
                 .key(key)

@@ -184,8 +184,10 @@ impl ClusterError {
         self.status() == Some(Status::KeyEnoent)
     }
 
-    /// The mutation may or may not have been applied (its answer never came).
+    /// The mutation may or may not have been applied (its answer never came), or made
+    /// durable (SYNC_WRITE_AMBIGUOUS: the durability wait timed out).
     pub fn is_ambiguous(&self) -> bool {
         matches!(self, ClusterError::Timeout { .. })
+            || self.status() == Some(Status::SyncWriteAmbiguous)
     }
 }

@@ -22,6 +22,15 @@ impl Client {
         get_result(resp)
     }
 
+    /// Reads this node's replica copy of a document (GET_REPLICA): connect to the node that
+    /// holds the replica. NOT_MY_VBUCKET if it holds none.
+    pub async fn get_replica(&mut self, key: &[u8]) -> Result<GetResult, ClientError> {
+        let vb = self.vbucket_of(key);
+        let req = Packet::request(Opcode::GetReplica.byte(), vb.0, 0).key(key);
+        let resp = self.call(req).await?.into_success()?;
+        get_result(resp)
+    }
+
     pub async fn set(
         &mut self,
         key: &[u8],
@@ -95,11 +104,15 @@ impl Client {
     ) -> Result<MutationResult, ClientError> {
         let vb = self.vbucket_of(key);
         let extras = store_extras(&opts);
-        let req = Packet::request(op.byte(), vb.0, 0)
+        let framing = opts.durability.map(|d| d.framing_extras());
+        let mut req = Packet::request(op.byte(), vb.0, 0)
             .extras(&extras)
             .key(key)
             .value(value)
             .cas(opts.cas.0);
+        if let Some(f) = &framing {
+            req = req.framing_extras(f);
+        }
         let resp = self.call(req).await?.into_success()?;
         Ok(self.mutation(vb, &resp))
     }

@@ -84,7 +84,10 @@ pub use connection::READ_BUFFER_BYTES_MAX;
 pub use error::{ClientError, ClusterError, MapError, RetryReason};
 pub use options::{ConnectOptions, AGENT, DEFAULT_FEATURES};
 pub use response::Response;
-pub use results::{GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions};
+pub use results::{
+    Durability, GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions,
+};
+pub use sluice_proto::DurabilityLevel;
 pub use vbucket_map::{ClusterView, MapNode, MapVersion, VbChain, VbucketMap};
 
 // Re-exported so callers of the low-level API need not depend on the codec crate directly.

@@ -12,6 +12,9 @@ pub const DEFAULT_FEATURES: &[Feature] = &[
     Feature::SelectBucket,
     Feature::Json,
     Feature::TcpNodelay,
+    // Durable writes: the durability frame info rides on the alternative request magic.
+    Feature::AltRequestSupport,
+    Feature::SyncReplication,
 ];
 
 /// Bootstrap settings for [`Client::connect`](crate::Client::connect).

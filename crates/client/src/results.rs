@@ -1,6 +1,7 @@
 //! What typed operations take and return.
 
 use bytes::Bytes;
+use sluice_proto::DurabilityLevel;
 use sluice_types::{Cas, Seqno, VbId, VbUuid};
 
 /// A document as read.
@@ -21,6 +22,37 @@ pub struct StoreOptions {
     pub expiry: u32,
     /// Non-zero: the document must exist with exactly this CAS.
     pub cas: Cas,
+    /// Wait until the write is durable at this level; a timeout answers
+    /// SYNC_WRITE_AMBIGUOUS (the write may or may not have been made durable).
+    pub durability: Option<Durability>,
+}
+
+/// A durability requirement (the durability frame info of flexible framing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    pub level: DurabilityLevel,
+    /// Milliseconds (1..=65534); `None` leaves the server's default.
+    pub timeout_ms: Option<u16>,
+}
+
+impl Durability {
+    pub fn new(level: DurabilityLevel) -> Durability {
+        Durability {
+            level,
+            timeout_ms: None,
+        }
+    }
+
+    /// The framing extras that carry it.
+    pub(crate) fn framing_extras(&self) -> Vec<u8> {
+        let mut data = vec![self.level as u8];
+        if let Some(t) = self.timeout_ms {
+            data.extend_from_slice(&t.to_be_bytes());
+        }
+        let mut out = Vec::with_capacity(4);
+        sluice_proto::frame_info::encode_frame_info(&mut out, 1, &data);
+        out
+    }
 }
 
 /// Where a mutation landed in its vbucket's history (needs HELLO MutationSeqno).

@@ -15,14 +15,18 @@
 //!   (`assign`: quotas per slot; `slot_fill`: the min-cost fill of one slot), and the ordered
 //!   vbucket moves that reach it (`moves`);
 //! - `failover` — `fail_over`: promote replicas of failed nodes, list what is lost;
+//! - `auto_failover` — when a node down long enough is failed over without an operator;
+//! - `durability` — when a durable write may be acknowledged (the majority rule per level);
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
 //! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
 //!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
 //!   it under Raft.
 #![deny(unsafe_code)]
 
+pub mod auto_failover;
 pub mod balance;
 pub mod cluster_map;
+pub mod durability;
 pub mod failover;
 pub mod limits;
 pub mod metadata;

@@ -30,7 +30,7 @@ impl Priority {
 }
 
 /// A DCP_CONTROL the producer accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControlSetting {
     /// Flow-control window in bytes; 0 disables flow control.
     ConnectionBufferSize(u32),
@@ -43,6 +43,9 @@ pub enum ControlSetting {
     SendStreamEndOnClientClose(bool),
     EnableExpiryOpcode(bool),
     ForceValueCompression(bool),
+    /// `consumer_name`: who the consumer is, for durability. A replica names its node, and
+    /// its DCP_SEQNO_ACKNOWLEDGED messages count for that node's copy.
+    ConsumerName(String),
     /// A key that is safe to accept and ignore (see [`parse`]).
     Accepted,
 }
@@ -78,12 +81,14 @@ pub const NOOP_INTERVAL_MIN: Duration = Duration::from_secs(1);
 /// dead-connection detection at all, which a client asks for with `enable_noop=false`.
 pub const NOOP_INTERVAL_MAX: Duration = Duration::from_secs(10_800);
 
+/// Longest `consumer_name` accepted (as long as a DCP connection name).
+pub const CONSUMER_NAME_BYTES_MAX: usize = 200;
+
 /// Keys the protocol defines that this server does not implement yet.
 const NOT_SUPPORTED: &[&str] = &[
     "stream_buffer_size",
     "enable_stream_id",
     "enable_sync_writes",
-    "consumer_name",
     "enable_out_of_order_snapshots",
     "change_streams",
     "max_marker_version",
@@ -128,6 +133,15 @@ pub fn parse(key: &[u8], value: &[u8]) -> Result<ControlSetting, ControlError> {
         }
         "enable_expiry_opcode" => ControlSetting::EnableExpiryOpcode(bool_value()?),
         "force_value_compression" => ControlSetting::ForceValueCompression(bool_value()?),
+        "consumer_name" => {
+            if value.is_empty() || value.len() > CONSUMER_NAME_BYTES_MAX {
+                return Err(invalid(key, "expected 1 to 200 printable characters"));
+            }
+            if !value.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(invalid(key, "expected printable characters without spaces"));
+            }
+            ControlSetting::ConsumerName(value.to_owned())
+        }
         "backfill_order" => match value {
             "round-robin" | "sequential" => ControlSetting::Accepted,
             _ => return Err(invalid(key, "expected round-robin or sequential")),
@@ -365,6 +379,22 @@ mod tests {
                 assert_eq!(err, ControlError::NotSupported(key.to_string()));
                 assert_eq!(err.status(), Status::NotSupported);
             }
+        }
+    }
+
+    #[test]
+    fn consumer_name_is_a_printable_word() {
+        assert_eq!(
+            ok("consumer_name", "n1"),
+            ControlSetting::ConsumerName("n1".into())
+        );
+        let longest = "x".repeat(CONSUMER_NAME_BYTES_MAX);
+        assert_eq!(
+            ok("consumer_name", &longest),
+            ControlSetting::ConsumerName(longest.clone())
+        );
+        for bad in ["", "a b", "tab\t", &format!("{longest}x")] {
+            einval("consumer_name", bad);
         }
     }
 

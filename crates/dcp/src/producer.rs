@@ -26,6 +26,8 @@ pub struct Producer {
     cursor_dropping: bool,
     send_end_on_close: bool,
     expiry_opcode: bool,
+    /// `consumer_name`, if the consumer gave one: whose copy its seqno acks are about.
+    pub consumer_name: Option<String>,
     streams: BTreeMap<VbId, ActiveStream>,
     /// Streams with messages waiting, in the order they will be served.
     rotation: VecDeque<VbId>,
@@ -49,6 +51,7 @@ impl Producer {
             cursor_dropping: false,
             send_end_on_close: false,
             expiry_opcode: false,
+            consumer_name: None,
             streams: BTreeMap::new(),
             rotation: VecDeque::new(),
             in_rotation: HashSet::new(),
@@ -67,6 +70,7 @@ impl Producer {
             ControlSetting::SupportsCursorDropping(on) => self.cursor_dropping = on,
             ControlSetting::SendStreamEndOnClientClose(on) => self.send_end_on_close = on,
             ControlSetting::EnableExpiryOpcode(on) => self.expiry_opcode = on,
+            ControlSetting::ConsumerName(name) => self.consumer_name = Some(name),
             ControlSetting::ForceValueCompression(_) | ControlSetting::Accepted => {}
         }
     }

@@ -148,6 +148,13 @@ pub enum Command<'a> {
     DcpBufferAck {
         bytes: u32,
     },
+    /// DCP_SEQNO_ACKNOWLEDGED from a replica: the vbucket's seqno it holds in memory, and
+    /// (a Sluice extension: 16 bytes of extras instead of 8) the seqno it has persisted.
+    /// Sluice has no prepares: the active's durable write waits for these acks.
+    DcpSeqnoAck {
+        in_memory: u64,
+        persisted: Option<u64>,
+    },
 }
 
 impl Command<'_> {
@@ -578,6 +585,17 @@ fn command<'a>(op: Opcode, f: &Frame<'a>, ctx: &ValidateCtx) -> Result<Command<'
             })?;
             Command::DcpBufferAck {
                 bytes: be32(f.extras, 0),
+            }
+        }
+        DcpSeqnoAcknowledged => {
+            shaped(Shape {
+                extras: &[8, 16],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            Command::DcpSeqnoAck {
+                in_memory: be64(f.extras, 0),
+                persisted: (f.extras.len() == 16).then(|| be64(f.extras, 8)),
             }
         }
         // Known to the codec but not served on a KV session (DCP and vbucket admin are

@@ -170,4 +170,28 @@ fn accepts_well_formed_requests_with_their_fields() {
     )
     .unwrap();
     assert!(matches!(c, Command::Store { .. }));
+    // DCP_SEQNO_ACKNOWLEDGED: the standard 8 bytes, or Sluice's 16 with the persisted seqno.
+    let c = check(req(0x61).extras(&9u64.to_be_bytes())).unwrap();
+    assert!(matches!(
+        c,
+        Command::DcpSeqnoAck {
+            in_memory: 9,
+            persisted: None
+        }
+    ));
+    let mut both = 9u64.to_be_bytes().to_vec();
+    both.extend_from_slice(&4u64.to_be_bytes());
+    let c = check(req(0x61).extras(&both)).unwrap();
+    assert!(matches!(
+        c,
+        Command::DcpSeqnoAck {
+            in_memory: 9,
+            persisted: Some(4)
+        }
+    ));
+    assert_eq!(check(req(0x61).extras(&[0; 4])).err(), Some(Status::Einval));
+    assert_eq!(
+        check(req(0x61).extras(&[0; 8]).key(b"k")).err(),
+        Some(Status::Einval)
+    );
 }

@@ -14,6 +14,11 @@
 //!   leader may not be applied here yet. Call it before any client writes: a write landing
 //!   between the emptiness check and the new map would be dropped with its vbucket.
 //!
+//! - `POST /api/v1/cluster/failover` — body `{"node": ID, "allow_data_loss": false}`: fails
+//!   node ID over (its replicas elsewhere become active, it leaves the map). 200 with what
+//!   was promoted; 404 for an unknown node; 409 if it is failed over already or, unless
+//!   `allow_data_loss`, if some vbucket has no copy elsewhere; 503 without a quorum.
+//!
 //! Plus `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
 
 use crate::exec::stats;
@@ -53,6 +58,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, meta: MetaNode) {
         .route("/pools/default/b/{name}", get(bucket_map))
         .route("/api/v1/cluster", get(cluster_view))
         .route("/api/v1/cluster/place", post(place_fresh))
+        .route("/api/v1/cluster/failover", post(failover))
         .with_state(state)
         .merge(internal);
     if let Err(e) = axum::serve(listener, app).await {
@@ -209,5 +215,39 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
             Json(json!({ "error": e.to_string() })),
         )
             .into_response(),
+    }
+}
+
+/// The body of `POST /api/v1/cluster/failover`.
+#[derive(Debug, serde::Deserialize)]
+struct FailoverRequest {
+    node: u32,
+    #[serde(default)]
+    allow_data_loss: bool,
+}
+
+async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -> Response {
+    use crate::failover::{fail_over_node, FailoverError};
+    let node = sluice_cluster::NodeId(req.node);
+    match fail_over_node(&s.meta, node, req.allow_data_loss).await {
+        Ok(report) => Json(json!({
+            "node": report.node.0,
+            "rev": report.rev.0,
+            "promoted": report.promoted,
+            "lost": report.lost.iter().map(|vb| vb.0).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(e) => {
+            let status = match &e {
+                FailoverError::UnknownNode(_) => StatusCode::NOT_FOUND,
+                e if e.retryable() => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            };
+            (
+                status,
+                Json(json!({ "error": e.to_string(), "retry": e.retryable() })),
+            )
+                .into_response()
+        }
     }
 }

@@ -143,6 +143,7 @@ async fn apply(node: &Arc<Node>, view: &MapView, feeds: &mut BTreeMap<NodeId, Fe
                 bucket: cfg.bucket.clone(),
                 vbuckets: spec.vbuckets.clone(),
                 name: format!("replication:{id}->{}:{}", view.this, cfg.bucket),
+                consumer_name: view.this.0.to_string(),
             },
         );
         feeds.insert(id, Feed { spec, replication });

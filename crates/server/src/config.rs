@@ -37,6 +37,9 @@ pub struct ServerConfig {
     /// Bytes a DCP producer connection may hold queued for its streams (backfilled items
     /// and items read from memory not yet sent).
     pub dcp_backfill_buffer_bytes: usize,
+    /// Fail a node over automatically once it has been unreachable this long (the metadata
+    /// leader decides; see `auto_failover`). `None`: only manual failover.
+    pub auto_failover_timeout: Option<std::time::Duration>,
 }
 
 impl ServerConfig {
@@ -63,6 +66,8 @@ impl ServerConfig {
             join: None,
             replicas: 0,
             dcp_backfill_buffer_bytes: 20 * 1024 * 1024,
+            // The reference cluster manager's default.
+            auto_failover_timeout: Some(std::time::Duration::from_secs(120)),
         }
     }
 }

@@ -107,6 +107,17 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                         &on_timeout
                     });
                 }
+                Next::AwaitDurability {
+                    write,
+                    on_success,
+                    on_timeout,
+                } => {
+                    // Answers before this one go out now; this one waits its turn.
+                    wr.write_all(&out).await?;
+                    out.clear();
+                    let durable = crate::durability::wait(&node, &write).await;
+                    out.extend_from_slice(if durable { &on_success } else { &on_timeout });
+                }
                 Next::DcpProducer { name, flags } => {
                     wr.write_all(&out).await?;
                     return crate::dcp::producer::run(node, session, rd, wr, inbuf, name, flags)

@@ -7,24 +7,31 @@
 //! - `cluster_map` — the map this node serves, rendered (CCCP JSON) once per revision;
 //! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
 //! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
+//! - `failover`    — failing a node over (its replicas elsewhere become active);
+//! - `auto_failover` — the leader's probes, and the failover of a node down too long;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
 //! - `exec/`       — execution per opcode family (`kv`, `session_ops`, `vbucket_ops`, `stats`),
 //!   each a plain function from a validated request to response bytes;
-//! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops);
+//! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops),
+//!   and replication (the consumer side);
+//! - `durability`  — the replicas' seqno acks and the wait of a durable write for them;
 //! - `admin`       — HTTP: `/health`, `/metrics` (Prometheus), `/api/v1/buckets/{name}/stats`;
 //! - `metrics`     — the Prometheus collector over engine counters.
 #![deny(unsafe_code)]
 
 mod admin;
+mod auto_failover;
 mod cluster_agent;
 mod cluster_map;
 mod config;
 mod connection;
 mod dcp;
+mod durability;
 mod exec;
+mod failover;
 mod listener;
 mod membership;
 mod metrics;
@@ -93,6 +100,9 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
         node.clone(),
         meta.clone(),
     )));
+    if let Some(timeout) = cfg.auto_failover_timeout {
+        tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
+    }
 
     let replication = cfg.replica_of.as_ref().map(|source| {
         let spec = ReplicationSpec {
@@ -102,6 +112,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
             bucket: cfg.bucket.clone(),
             vbuckets: (0..cfg.vbuckets).map(sluice_types::VbId).collect(),
             name: format!("replication:{kv_addr}<-{source}:{}", cfg.bucket),
+            consumer_name: meta.id().0.to_string(),
         };
         Replication::start(node.clone(), spec)
     });

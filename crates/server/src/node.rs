@@ -35,6 +35,8 @@ pub struct Node {
     pub dcp: crate::dcp::DcpRegistry,
     /// What the replication feeds into this node applied (STAT `replication`, `/metrics`).
     pub replication: crate::dcp::replication_stats::ReplicationStats,
+    /// The replicas' seqno acks, which durable writes on this node's actives wait for.
+    pub durability: crate::durability::DurabilityMonitor,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
@@ -104,6 +106,7 @@ impl Node {
             connections_rejected: AtomicU64::new(0),
             dcp: Default::default(),
             replication: Default::default(),
+            durability: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
         })
     }

@@ -3,27 +3,14 @@
 //! bootstrapped from any node reaches every vbucket, replicas fill, and a node restarted on
 //! other ports comes back as the same member, without `join`, at its new address.
 
+mod common;
+
+use common::cluster::{node, VBS};
 use sluice_client::{ClusterClient, ClusterOptions, StoreOptions};
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_cluster::{place, NodeId};
-use sluice_engine::BucketType;
-use sluice_server::{Running, ServerConfig};
-use std::path::Path;
+use sluice_server::Running;
 use std::time::Duration;
-
-const VBS: u16 = 16;
-
-async fn node(dir: &Path, join: Option<std::net::SocketAddr>) -> Running {
-    let mut c = ServerConfig::new(dir);
-    c.kv_port = 0;
-    c.admin_port = 0;
-    c.vbuckets = VBS;
-    c.memory_quota_mb = 64;
-    c.replicas = 1;
-    c.bucket_type = BucketType::Couchbase;
-    c.join = join.map(|a| a.to_string());
-    sluice_server::start(c).await.unwrap()
-}
 
 /// Waits until every node's applied state satisfies `cond`.
 async fn until(nodes: &[&Running], what: &str, cond: impl Fn(&Running) -> bool) {
@@ -37,10 +24,10 @@ async fn until(nodes: &[&Running], what: &str, cond: impl Fn(&Running) -> bool) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_join_share_one_map_and_serve_it() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr)).await;
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
     // A member other than the first admits the third.
-    let c = node(dirs[2].path(), Some(b.admin_addr)).await;
+    let c = node(dirs[2].path(), Some(b.admin_addr), |_| {}).await;
     assert_eq!(
         [a.meta.id(), b.meta.id(), c.meta.id()],
         [NodeId(0), NodeId(1), NodeId(2)]
@@ -114,7 +101,7 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
     // the cluster records its new address in the next map, and the client follows it.
     let old_kv = b.kv_addr.port();
     b.shutdown().await.unwrap();
-    let b = node(dirs[1].path(), None).await;
+    let b = node(dirs[1].path(), None, |_| {}).await;
     assert_eq!(b.meta.id(), NodeId(1));
     assert_ne!(b.kv_addr.port(), old_kv);
     let new_kv = b.kv_addr.port();

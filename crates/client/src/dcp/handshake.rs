@@ -39,6 +39,9 @@ fn controls(opts: &DcpOptions) -> Vec<(&'static str, String)> {
     if let Some(p) = opts.priority {
         c.push(("set_priority", p.into()));
     }
+    if let Some(name) = &opts.consumer_name {
+        c.push(("consumer_name", name.clone()));
+    }
     c
 }
 

@@ -56,6 +56,9 @@ pub struct DcpOptions {
     /// `set_priority` (high / medium / low); `None` leaves the producer's default. Replication
     /// connections ask for high.
     pub priority: Option<&'static str>,
+    /// `consumer_name`: the identity the producer counts this consumer's
+    /// [`DcpStream::ack_seqno`](super::DcpStream::ack_seqno) acks for. Replicas give their node.
+    pub consumer_name: Option<String>,
 }
 
 impl DcpOptions {
@@ -72,6 +75,7 @@ impl DcpOptions {
             reconnect_delay_max: Duration::from_secs(5),
             rollback: RollbackMode::Follow,
             priority: None,
+            consumer_name: None,
         }
     }
 

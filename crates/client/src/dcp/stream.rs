@@ -333,6 +333,21 @@ impl DcpStream {
         true
     }
 
+    /// Tells the producer how far this consumer's copy of `vb` is: `in_memory` applied,
+    /// `persisted` on disk (DCP_SEQNO_ACKNOWLEDGED with Sluice's 16-byte extras). The
+    /// producer counts it for the `consumer_name` of the options when it waits for
+    /// durability. No answer comes back.
+    pub fn ack_seqno(&mut self, vb: VbId, in_memory: Seqno, persisted: Seqno) {
+        let mut extras = [0u8; 16];
+        extras[..8].copy_from_slice(&in_memory.0.to_be_bytes());
+        extras[8..].copy_from_slice(&persisted.0.to_be_bytes());
+        self.link.send(
+            Packet::request(Opcode::DcpSeqnoAcknowledged.byte(), vb.0, 0)
+                .extras(&extras)
+                .to_vec(),
+        );
+    }
+
     /// The DCP_OPEN name of this connection.
     pub fn name(&self) -> &str {
         &self.opts.name

@@ -24,6 +24,7 @@ use crate::exec::{self, Next, Responder};
 use crate::node::Node;
 use crate::session::Session;
 use bytes::{Buf, BytesMut};
+use sluice_cluster::NodeId;
 use sluice_dcp::change::{Change, ChangeKind};
 use sluice_dcp::control::{self, ControlError, Priority};
 use sluice_dcp::noop::NoopAction;
@@ -35,7 +36,7 @@ use sluice_proto::dcp::OpenFlags;
 use sluice_proto::request::{validate, Command};
 use sluice_proto::{decode_frame, Decoded, Feature, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
-use sluice_types::{Datatype, VbId, VbState};
+use sluice_types::{Datatype, Seqno, VbId, VbState};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,6 +139,7 @@ pub async fn run(
     };
     let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
     conn.release_all();
+    node.durability.connection_closed(shared.id);
     node.dcp.unregister(shared.id);
     tracing::info!(name, "DCP producer connection closed");
     result
@@ -321,6 +323,13 @@ impl Conn {
                 self.producer.flow.on_ack(*bytes);
                 true
             }
+            Command::DcpSeqnoAck {
+                in_memory,
+                persisted,
+            } => {
+                self.on_seqno_ack(req.vb, Seqno(*in_memory), persisted.map(Seqno));
+                true
+            }
             Command::DcpOpen { .. } => {
                 r.error(Status::Einval, "this connection is already a DCP producer");
                 true
@@ -333,6 +342,33 @@ impl Conn {
                 true
             }
         }
+    }
+
+    /// A replica's DCP_SEQNO_ACKNOWLEDGED: counted for the node its `consumer_name` gives,
+    /// under the vbucket's current uuid. Other consumers' acks mean nothing here (no answer
+    /// is sent on success, as the protocol says).
+    fn on_seqno_ack(&mut self, vb: VbId, in_memory: Seqno, persisted: Option<Seqno>) {
+        let Some(node_id) = self
+            .producer
+            .consumer_name
+            .as_deref()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            tracing::debug!(name = self.producer.name, %vb,
+                "seqno ack from a consumer without a node consumer_name: ignored");
+            return;
+        };
+        let Ok(log) = self.node.bucket.failover_log(vb) else {
+            return;
+        };
+        self.node.durability.ack(
+            self.shared.id,
+            vb,
+            NodeId(node_id),
+            log.latest().uuid,
+            in_memory,
+            persisted,
+        );
     }
 
     fn stream_request(

@@ -27,6 +27,7 @@
 //! [`RollbackMode::Report`]: storage keeps one version per key, so the replica decides how to
 //! roll back (see `engine/src/replica.rs`).
 
+use crate::dcp::replication_acks::SeqnoAcks;
 use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
 use crate::node::Node;
 use sluice_client::dcp::{
@@ -44,6 +45,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Pause before asking again for a stream the producer refused.
 const STREAM_RETRY_WAIT: Duration = Duration::from_millis(200);
+/// How often seqnos applied or persisted since the last ack are acknowledged.
+const ACK_EVERY: Duration = Duration::from_millis(2);
 /// Pause before retrying a change the replica had no memory for.
 const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 
@@ -58,6 +61,8 @@ pub struct ReplicationSpec {
     pub vbuckets: Vec<VbId>,
     /// DCP_OPEN name, e.g. `replication:<from>-><to>:<bucket>`.
     pub name: String,
+    /// This node's id: the `consumer_name` the producer counts our seqno acks for.
+    pub consumer_name: String,
 }
 
 /// A running replication; dropping it does not stop it, [`Replication::stop`] does.
@@ -143,6 +148,7 @@ fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
     opts.window_bytes = (quota / 20).clamp(1 << 20, u64::from(u32::MAX)) as u32;
     opts.rollback = RollbackMode::Report;
     opts.priority = Some("high");
+    opts.consumer_name = Some(spec.consumer_name.clone());
     opts
 }
 
@@ -196,6 +202,9 @@ async fn follow(
     // Vbuckets whose stream the producer refused, and when to ask again.
     let mut retries: BTreeMap<VbId, tokio::time::Instant> = BTreeMap::new();
     let mut idle = false;
+    let mut acks = SeqnoAcks::default();
+    let mut ack_timer = tokio::time::interval(ACK_EVERY);
+    ack_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // A takeover starts once its vbucket is streaming.
         wanted.retain(|&vb| !stream.takeover(vb));
@@ -227,6 +236,12 @@ async fn follow(
                 }
                 continue;
             }
+            _ = ack_timer.tick(), if acks.pending() => {
+                for (vb, in_memory, persisted) in acks.due(|vb| node.bucket.persisted_seqno(vb).ok()) {
+                    stream.ack_seqno(vb, in_memory, persisted);
+                }
+                continue;
+            }
             e = stream.next(), if !idle => e,
         };
         let event = match event {
@@ -250,12 +265,19 @@ async fn follow(
             node.bucket
                 .set_failover_log(vb, FailoverLog::from_entries(log))?;
         }
+        let applied = match &event {
+            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => {
+                Some((i.vb, i.seqno))
+            }
+            _ => None,
+        };
         match event {
             DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation).await?,
             DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion).await?,
             DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration).await?,
             DcpEvent::SnapshotMarker { vb, start, end, .. } => {
                 node.bucket.replica_snapshot(vb, start, end)?;
+                acks.snapshot(vb, end);
             }
             DcpEvent::Rollback { vb, to } => {
                 let pos = node.bucket.replica_position(vb)?;
@@ -275,6 +297,7 @@ async fn follow(
                     tokio::task::spawn_blocking(move || bucket.reset_vbucket(vb)).await??;
                     DcpPosition::zero(vb)
                 };
+                acks.rolled_back(vb, restart.seqno);
                 stream.restart(restart);
             }
             DcpEvent::VbucketState { vb, state } => {
@@ -284,6 +307,15 @@ async fn follow(
             }
             DcpEvent::StreamEnd { vb, reason } => {
                 tracing::info!(%vb, reason = reason.name(), "replication stream ended");
+            }
+        }
+        if let Some((vb, seqno)) = applied {
+            // The end of a snapshot is acked at once: a durable write on the active waits
+            // for it. The rest (mid-snapshot, persistence) goes out on the timer.
+            if let Some((in_memory, persisted)) =
+                acks.applied(vb, seqno, || node.bucket.persisted_seqno(vb).ok())
+            {
+                stream.ack_seqno(vb, in_memory, persisted);
             }
         }
     }

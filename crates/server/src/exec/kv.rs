@@ -1,46 +1,34 @@
 //! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
 
 use super::{Next, Responder};
+use crate::durability::DurableWrite;
 use crate::node::Node;
 use bytes::Bytes;
+use sluice_cluster::durability::{Level, Requirement};
 use sluice_engine::{ArithmeticRequest, Document, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{Command, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
 use sluice_types::{Cas, Datatype, VbId};
 use std::time::Duration;
 
-/// How long a durable write waits for persistence when the client gave no timeout.
+/// How long a durable write waits when the client gave no timeout.
 const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
     let bucket = &node.bucket;
     let vb = req.vb;
     let cas = Cas(req.cas);
-    if let Some((level, _)) = req.frame_infos.durability {
-        if level != DurabilityLevel::Majority && !bucket.config.is_persistent() {
-            r.error(
-                Status::DurabilityInvalidLevel,
-                "an ephemeral bucket cannot persist",
-            );
-            return Next::Continue;
-        }
-        // Durability is met on this node alone only while the vbucket has no replica copy.
-        // Waiting for replicas is not built yet, and acknowledging without them would claim
-        // a durability the write does not have.
-        let view = node.cluster_map();
-        let replicated = view
-            .map
-            .vbmap()
-            .chain(vb)
-            .is_some_and(|c| c.replicas.iter().any(Option::is_some));
-        if replicated {
-            r.error(
-                Status::DurabilityImpossible,
-                "durable writes to a vbucket with replicas are not supported yet",
-            );
-            return Next::Continue;
-        }
-    }
+    let durability = match req.frame_infos.durability {
+        None => None,
+        Some((level, timeout_ms)) => match requirement(node, vb, level) {
+            Ok(requirement) => Some((requirement, timeout_ms)),
+            Err((status, why)) => {
+                r.error(status, &why);
+                return Next::Continue;
+            }
+        },
+    };
+    let d = durability.as_ref();
     let outcome: Result<Next, EngineError> = match &req.command {
         Command::Get { key, with_key } => bucket.get(vb, key).map(|doc| {
             send_document(&mut r, &doc, with_key.then_some(key));
@@ -82,11 +70,11 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             };
             bucket
                 .store(vb, &sr)
-                .map(|m| finish_mutation(req, &mut r, m, &[]))
+                .map(|m| finish_mutation(req, d, &mut r, m, &[]))
         }
         Command::Delete { key } => bucket
             .delete(vb, key, cas)
-            .map(|m| finish_mutation(req, &mut r, m, &[])),
+            .map(|m| finish_mutation(req, d, &mut r, m, &[])),
         Command::Arithmetic {
             increment,
             key,
@@ -105,10 +93,10 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
                     cas,
                 },
             )
-            .map(|(value, m)| finish_mutation(req, &mut r, m, &value.to_be_bytes())),
+            .map(|(value, m)| finish_mutation(req, d, &mut r, m, &value.to_be_bytes())),
         Command::Concat { append, key, value } => bucket
             .concat(vb, key, *append, value, cas)
-            .map(|m| finish_mutation(req, &mut r, m, &[])),
+            .map(|m| finish_mutation(req, d, &mut r, m, &[])),
         Command::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
             let m = g.meta;
             let mut extras = Vec::with_capacity(21);
@@ -200,9 +188,46 @@ fn send_document(r: &mut Responder<'_>, doc: &Document, key: Option<&[u8]>) {
     r.send(p);
 }
 
-/// The answer to a mutation: CAS, mutation token extras when negotiated, and the durability
-/// wait when the request asked for persistence.
-fn finish_mutation(req: &Request<'_>, r: &mut Responder<'_>, m: Mutation, value: &[u8]) -> Next {
+/// What a durable write to `vb` must wait for, or why it cannot be made (it is refused
+/// before anything is written).
+fn requirement(
+    node: &Node,
+    vb: VbId,
+    level: DurabilityLevel,
+) -> Result<Requirement, (Status, String)> {
+    if level != DurabilityLevel::Majority && !node.bucket.config.is_persistent() {
+        return Err((
+            Status::DurabilityInvalidLevel,
+            "an ephemeral bucket cannot persist".into(),
+        ));
+    }
+    let level = match level {
+        DurabilityLevel::Majority => Level::Majority,
+        DurabilityLevel::MajorityAndPersistOnMaster => Level::MajorityAndPersistActive,
+        DurabilityLevel::PersistToMajority => Level::PersistToMajority,
+    };
+    let view = node.cluster_map();
+    let Some(chain) = view.map.vbmap().chain(vb) else {
+        // Not a vbucket of the map: the engine answers NOT_MY_VBUCKET.
+        return Ok(Requirement {
+            level,
+            replicas: Vec::new(),
+            needed: 1,
+        });
+    };
+    Requirement::new(level, chain).map_err(|e| (Status::DurabilityImpossible, e.to_string()))
+}
+
+/// The answer to a mutation: CAS, and mutation token extras when negotiated. With a
+/// durability requirement it is held until the requirement is met, or turned into
+/// SYNC_WRITE_AMBIGUOUS at the timeout.
+fn finish_mutation(
+    req: &Request<'_>,
+    durability: Option<&(Requirement, Option<u16>)>,
+    r: &mut Responder<'_>,
+    m: Mutation,
+    value: &[u8],
+) -> Next {
     let mut extras = [0u8; 16];
     let extras: &[u8] = if r.mutation_seqno {
         extras[..8].copy_from_slice(&m.vb_uuid.0.to_be_bytes());
@@ -221,33 +246,31 @@ fn finish_mutation(req: &Request<'_>, r: &mut Responder<'_>, m: Mutation, value:
         .cas(cas)
         .extras(extras)
         .value(value);
-    match req.frame_infos.durability {
-        Some((level, timeout_ms)) if level != DurabilityLevel::Majority => {
-            // A single node is the whole replication chain: majority = itself; the persist
-            // levels wait for the flusher.
-            let mut on_success = Vec::new();
-            if !r.quiet {
-                p.encode_into(&mut on_success);
-            }
-            let mut on_timeout = Vec::new();
-            r.fork(&mut on_timeout).error(
-                Status::SyncWriteAmbiguous,
-                "durability timeout: the outcome is unknown",
-            );
-            Next::AwaitPersistence {
-                vb: VbId(req.vb.0),
-                seqno: m.seqno,
-                timeout: timeout_ms
-                    .map(|t| Duration::from_millis(u64::from(t)))
-                    .unwrap_or(DURABILITY_TIMEOUT_DEFAULT),
-                on_success,
-                on_timeout,
-            }
-        }
-        _ => {
-            r.success(p);
-            Next::Continue
-        }
+    let Some((requirement, timeout_ms)) = durability else {
+        r.success(p);
+        return Next::Continue;
+    };
+    let mut on_success = Vec::new();
+    if !r.quiet {
+        p.encode_into(&mut on_success);
+    }
+    let mut on_timeout = Vec::new();
+    r.fork(&mut on_timeout).error(
+        Status::SyncWriteAmbiguous,
+        "durability timeout: the outcome is unknown",
+    );
+    Next::AwaitDurability {
+        write: DurableWrite {
+            vb: req.vb,
+            seqno: m.seqno,
+            vb_uuid: m.vb_uuid,
+            requirement: requirement.clone(),
+            timeout: timeout_ms
+                .map(|t| Duration::from_millis(u64::from(t)))
+                .unwrap_or(DURABILITY_TIMEOUT_DEFAULT),
+        },
+        on_success,
+        on_timeout,
     }
 }
 

@@ -38,6 +38,13 @@ pub enum Next {
         on_success: Vec<u8>,
         on_timeout: Vec<u8>,
     },
+    /// Hold the answer until the durable write is acknowledged enough (persisted here and/or
+    /// held by replicas): then write `on_success`, or `on_timeout` after its timeout.
+    AwaitDurability {
+        write: crate::durability::DurableWrite,
+        on_success: Vec<u8>,
+        on_timeout: Vec<u8>,
+    },
     /// FLUSH with a delay: flush the bucket later.
     FlushAfter(Duration),
     /// DCP_OPEN succeeded: the connection becomes a DCP producer.
@@ -113,7 +120,8 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         Command::DcpControl { .. }
         | Command::DcpStreamReq { .. }
         | Command::DcpCloseStream
-        | Command::DcpBufferAck { .. } => {
+        | Command::DcpBufferAck { .. }
+        | Command::DcpSeqnoAck { .. } => {
             r.error(Status::Einval, "not a DCP connection: send DCP_OPEN first");
             Next::Continue
         }

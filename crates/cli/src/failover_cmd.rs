@@ -1,0 +1,47 @@
+//! `sluice failover NODE`: fail a node over by hand, through any member's admin port.
+
+use clap::Args;
+use serde_json::json;
+use sluice_client::admin_http;
+use std::time::Duration;
+
+/// A failover needs the metadata leader and a quorum: a few seconds at most when healthy.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Args)]
+pub struct FailoverArgs {
+    /// The id of the node to fail over (see `GET /api/v1/cluster` or `cluster.json`).
+    pub node: u32,
+    /// Admin address (host:port) of any member of the cluster.
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    pub admin: String,
+    /// Fail over even if some vbuckets have no copy on another node (their data is lost).
+    #[arg(long)]
+    pub allow_data_loss: bool,
+}
+
+pub fn run(args: FailoverArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let body = json!({ "node": args.node, "allow_data_loss": args.allow_data_loss });
+    let answer = rt.block_on(admin_http::post(
+        &args.admin,
+        "/api/v1/cluster/failover",
+        &body,
+        HTTP_TIMEOUT,
+    ))?;
+    if !answer.ok() {
+        let why = answer.body["error"].as_str().unwrap_or("no reason given");
+        anyhow::bail!("failover refused ({}): {why}", answer.status);
+    }
+    let b = &answer.body;
+    println!(
+        "node {} failed over: map rev {}, {} vbuckets promoted, {} lost",
+        args.node,
+        b["rev"],
+        b["promoted"],
+        b["lost"].as_array().map_or(0, Vec::len)
+    );
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! In-process cluster nodes for the cluster tests: start one (fresh, or joining a member),
+//! wait for a condition, and place the still empty bucket on a set of nodes.
+// Each test binary uses a part of these helpers.
+#![allow(dead_code)]
+
+use sluice_cluster::metadata::MetaCommand;
+use sluice_cluster::{place, NodeId};
+use sluice_engine::BucketType;
+use sluice_server::{Running, ServerConfig};
+use std::path::Path;
+use std::time::Duration;
+
+/// vbuckets of the test bucket.
+pub const VBS: u16 = 16;
+
+/// A node with ephemeral ports, 16 vbuckets, one replica, 64 MiB; `tweak` adjusts the rest.
+pub async fn node(
+    dir: &Path,
+    join: Option<std::net::SocketAddr>,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> Running {
+    let mut c = ServerConfig::new(dir);
+    c.kv_port = 0;
+    c.admin_port = 0;
+    c.vbuckets = VBS;
+    c.memory_quota_mb = 64;
+    c.replicas = 1;
+    c.bucket_type = BucketType::Couchbase;
+    c.join = join.map(|a| a.to_string());
+    tweak(&mut c);
+    sluice_server::start(c).await.unwrap()
+}
+
+/// Polls `cond` every 20 ms for up to 30 s.
+pub async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Places the bucket on `ids` (one replica) through `via` once it knows them all, and waits
+/// until every node of `all` serves that map.
+pub async fn place_on(via: &Running, all: &[&Running], ids: &[NodeId]) {
+    until("every node is known", || {
+        via.meta.state().borrow().nodes().len() >= ids.len()
+    })
+    .await;
+    let first = via.meta.state().borrow().map().unwrap().rev();
+    let placed = via
+        .meta
+        .propose(MetaCommand::SetMap {
+            expected_rev: Some(first),
+            nodes: ids.to_vec(),
+            vbmap: place(ids, VBS, 1).unwrap(),
+        })
+        .await
+        .unwrap();
+    assert!(placed.is_ok(), "{placed:?}");
+    let rev = via.meta.state().borrow().map().unwrap().rev();
+    until("every node serves the placed map", || {
+        all.iter().all(|n| n.node.cluster_map().rev() == rev)
+    })
+    .await;
+}
