@@ -2,11 +2,13 @@
 //! - `server` — run one node (`server_cmd`);
 //! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
 //! - `failover` — fail a node over by hand (`failover_cmd`);
+//! - `rebalance` — move data onto joined nodes and off ejected ones (`rebalance_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod cluster_cmd;
 mod failover_cmd;
+mod rebalance_cmd;
 mod server_cmd;
 mod watch_cmd;
 
@@ -52,6 +54,9 @@ enum Command {
     Cluster(cluster_cmd::ClusterCommand),
     /// Fail a node over: its replicas on other nodes become active, and it leaves the map.
     Failover(failover_cmd::FailoverArgs),
+    /// Rebalance: spread the bucket over every node, taking joined nodes in and ejected ones
+    /// out, moving vbuckets with their data (DCP takeover) while clients keep working.
+    Rebalance(rebalance_cmd::RebalanceArgs),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -89,6 +94,7 @@ fn main() -> anyhow::Result<()> {
         Command::Server(args) => server_cmd::run(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Failover(args) => failover_cmd::run(args),
+        Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()

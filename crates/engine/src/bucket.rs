@@ -428,6 +428,11 @@ impl Bucket {
             .collect()
     }
 
+    /// A vbucket's state and high seqno, read together.
+    pub fn vb_state_and_high(&self, vb: VbId) -> Result<(VbState, Seqno), EngineError> {
+        self.with_vb(vb, |inner| (inner.state, inner.high_seqno))
+    }
+
     pub fn vb_state(&self, vb: VbId) -> Result<VbState, EngineError> {
         self.with_vb(vb, |inner| inner.state)
     }

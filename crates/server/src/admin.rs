@@ -9,7 +9,7 @@
 //! - `POST /api/v1/cluster/place` — places the bucket on every active or joining node, for a
 //!   cluster being formed: only while the map lists one node, this one, and its bucket holds
 //!   no item (so no data has to move). Anything else is 409: moving vbuckets that hold data
-//!   is a rebalance, which is not built yet. Body `{"nodes": N}` (optional): refuse (409)
+//!   is a rebalance (`POST /api/v1/cluster/rebalance`). Body `{"nodes": N}` (optional): refuse (409)
 //!   unless this node's state knows exactly N nodes, since a joiner admitted through the
 //!   leader may not be applied here yet. Call it before any client writes: a write landing
 //!   between the emptiness check and the new map would be dropped with its vbucket.
@@ -19,7 +19,14 @@
 //!   was promoted; 404 for an unknown node; 409 if it is failed over already or, unless
 //!   `allow_data_loss`, if some vbucket has no copy elsewhere; 503 without a quorum.
 //!
-//! Plus `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
+//! - `POST /api/v1/cluster/rebalance` — body `{"eject": [ID, ...]}` (optional): rebalances
+//!   the bucket onto every active or joining node but the ejected ones, moving data (see
+//!   `rebalance`). 202 once started; 409 if one runs. `GET` on the same path reports its
+//!   progress; `POST /api/v1/cluster/rebalance/abort` clears a rebalance whose orchestrator
+//!   stopped.
+//!
+//! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers and vbucket progress on
+//! this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
 
 use crate::exec::stats;
 use crate::metrics;
@@ -41,6 +48,7 @@ struct AppState {
     node: Arc<Node>,
     registry: Arc<Registry>,
     meta: MetaNode,
+    rebalance: crate::rebalance::SharedStatus,
 }
 
 /// Serves the admin routes, plus the meta node's Raft and join routes.
@@ -50,6 +58,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, meta: MetaNode) {
         registry: Arc::new(metrics::registry(node.clone())),
         node,
         meta,
+        rebalance: Default::default(),
     };
     let app = Router::new()
         .route("/health", get(health))
@@ -59,6 +68,14 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, meta: MetaNode) {
         .route("/api/v1/cluster", get(cluster_view))
         .route("/api/v1/cluster/place", post(place_fresh))
         .route("/api/v1/cluster/failover", post(failover))
+        .route(
+            "/api/v1/cluster/rebalance",
+            post(rebalance_start).get(rebalance_status),
+        )
+        .route("/api/v1/cluster/rebalance/abort", post(rebalance_abort))
+        .route("/internal/rebalance/build", post(build_start))
+        .route("/internal/rebalance/takeover", post(takeover))
+        .route("/internal/rebalance/vb/{vb}", get(vb_status))
         .with_state(state)
         .merge(internal);
     if let Err(e) = axum::serve(listener, app).await {
@@ -172,12 +189,12 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
     if listed != [me] {
         return conflict(format!(
             "the map lists nodes {listed:?}; only a map of this node alone is placed without \
-             moving data (rebalance is not built yet)"
+             moving data (use POST /api/v1/cluster/rebalance)"
         ));
     }
     if s.node.holds_data() {
         return conflict(
-            "the bucket already holds data; moving it is a rebalance, which is not built yet"
+            "the bucket already holds data; moving it is a rebalance (POST /api/v1/cluster/rebalance)"
                 .into(),
         );
     }
@@ -205,10 +222,23 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
         nodes: targets.clone(),
         vbmap,
     };
-    match s.meta.propose(cmd).await {
-        Ok(Ok(applied)) => Json(json!({ "applied": format!("{applied:?}"), "nodes":
-            targets.iter().map(|n| n.0).collect::<Vec<_>>() }))
-        .into_response(),
+    let nodes: Vec<u32> = targets.iter().map(|n| n.0).collect();
+    propose_answer(
+        &s.meta,
+        cmd,
+        |applied| json!({ "applied": format!("{applied:?}"), "nodes": nodes }),
+    )
+    .await
+}
+
+/// Proposes `cmd`: 200 with `ok(applied)`, 409 with the rejection, or 503 without a quorum.
+async fn propose_answer(
+    meta: &MetaNode,
+    cmd: MetaCommand,
+    ok: impl FnOnce(sluice_cluster::Applied) -> serde_json::Value,
+) -> Response {
+    match meta.propose(cmd).await {
+        Ok(Ok(applied)) => Json(ok(applied)).into_response(),
         Ok(Err(rejection)) => conflict(rejection.to_string()),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -249,5 +279,96 @@ async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -
             )
                 .into_response()
         }
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct RebalanceRequest {
+    #[serde(default)]
+    eject: Vec<u32>,
+}
+
+async fn rebalance_start(
+    State(s): State<AppState>,
+    body: Option<Json<RebalanceRequest>>,
+) -> Response {
+    let eject = body
+        .map(|Json(b)| b.eject)
+        .unwrap_or_default()
+        .into_iter()
+        .map(sluice_cluster::NodeId)
+        .collect();
+    match crate::rebalance::start(s.meta.clone(), s.rebalance.clone(), eject) {
+        Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "started": true }))).into_response(),
+        Err(why) => conflict(why),
+    }
+}
+
+async fn rebalance_status(State(s): State<AppState>) -> Response {
+    let status = s.rebalance.lock().clone();
+    Json(status).into_response()
+}
+
+async fn rebalance_abort(State(s): State<AppState>) -> Response {
+    if s.rebalance.lock().running {
+        return conflict("the rebalance runs on this node; it aborts itself on error".into());
+    }
+    propose_answer(
+        &s.meta,
+        MetaCommand::AbortRebalance,
+        |_| json!({ "aborted": true }),
+    )
+    .await
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct BuildRequest {
+    vb: u16,
+    /// The active's KV address (host:port).
+    source: String,
+}
+
+async fn build_start(State(s): State<AppState>, Json(req): Json<BuildRequest>) -> Response {
+    let vb = sluice_types::VbId(req.vb);
+    if req.vb >= s.node.bucket.num_vbuckets() {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": "no such vbucket" })),
+        )
+            .into_response();
+    }
+    match s.node.builds.start(&s.node, vb, &req.source) {
+        Ok(()) => Json(json!({ "building": req.vb })).into_response(),
+        Err(e) => conflict(e.to_string()),
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct TakeoverRequest {
+    vb: u16,
+}
+
+async fn takeover(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -> Response {
+    if s.node.request_takeover(sluice_types::VbId(req.vb)) {
+        Json(json!({ "takeover": req.vb })).into_response()
+    } else {
+        conflict(format!("vb:{} is followed by no replication here", req.vb))
+    }
+}
+
+async fn vb_status(State(s): State<AppState>, Path(vb): Path<u16>) -> Response {
+    let vb = sluice_types::VbId(vb);
+    match s.node.bucket.vb_state_and_high(vb) {
+        Ok((state, high)) => Json(json!({
+            "state": state.as_str(),
+            "high_seqno": high.0,
+            "building": s.node.builds.contains(vb),
+        }))
+        .into_response(),
+        Err(_) => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": "no such vbucket" })),
+        )
+            .into_response(),
     }
 }

@@ -10,6 +10,10 @@
 //! switches the two copies' states itself) and the map revision that records it, the old map
 //! would undo the takeover.
 //!
+//! Rebalance: a vbucket a rebalance is building here (`Node::builds`) keeps its state until a
+//! map lists this node in its chain; then the build stops and the feed follows it. A takeover
+//! request (`Node::request_takeover`) for a replica a feed follows goes to that feed.
+//!
 //! Promotion (failover): a replica the map makes active becomes active with a new
 //! failover-log branch (`Bucket::set_vbucket_state`), so every consumer that followed the
 //! old active rolls back to the point both histories share.
@@ -80,7 +84,9 @@ impl ClusterAgent {
     pub fn start(node: Arc<Node>) -> ClusterAgent {
         let stop = Arc::new(Notify::new());
         let maps = node.watch_cluster_map();
-        let task = tokio::spawn(run(node, maps, stop.clone()));
+        let (tx, takeovers) = tokio::sync::mpsc::unbounded_channel();
+        *node.agent_takeovers.lock() = Some(tx);
+        let task = tokio::spawn(run(node, maps, takeovers, stop.clone()));
         ClusterAgent { stop, task }
     }
 
@@ -96,16 +102,37 @@ struct Feed {
     replication: Replication,
 }
 
-async fn run(node: Arc<Node>, mut maps: watch::Receiver<Arc<MapView>>, stop: Arc<Notify>) {
+async fn run(
+    node: Arc<Node>,
+    mut maps: watch::Receiver<Arc<MapView>>,
+    mut takeovers: tokio::sync::mpsc::UnboundedReceiver<VbId>,
+    stop: Arc<Notify>,
+) {
     let mut feeds: BTreeMap<NodeId, Feed> = BTreeMap::new();
+    let mut apply_map = true;
     loop {
-        let view = maps.borrow_and_update().clone();
-        apply(&node, &view, &mut feeds).await;
+        if apply_map {
+            let view = maps.borrow_and_update().clone();
+            apply(&node, &view, &mut feeds).await;
+        }
         tokio::select! {
             _ = stop.notified() => break,
-            changed = maps.changed() => if changed.is_err() { break },
+            changed = maps.changed() => {
+                if changed.is_err() { break }
+                apply_map = true;
+            }
+            Some(vb) = takeovers.recv() => {
+                // A rebalance moves the active copy of `vb` here from the node this replica
+                // follows: its feed asks for the takeover stream.
+                apply_map = false;
+                match feeds.values().find(|f| f.spec.vbuckets.contains(&vb)) {
+                    Some(f) => f.replication.takeover(vb),
+                    None => tracing::warn!(%vb, "takeover asked for a vbucket no feed follows here"),
+                }
+            }
         }
     }
+    node.agent_takeovers.lock().take();
     for (_, feed) in std::mem::take(&mut feeds) {
         feed.replication.stop().await;
     }
@@ -124,7 +151,18 @@ async fn apply(node: &Arc<Node>, view: &MapView, feeds: &mut BTreeMap<NodeId, Fe
         let feed = feeds.remove(&id).expect("listed");
         feed.replication.stop().await;
     }
+    // A rebalance build stops once the map lists this node in its vbucket's chain (the
+    // map's feed takes over from the copy it made); until then its state is the build's.
+    let chained = |vb: VbId| {
+        plan.states
+            .iter()
+            .any(|(v, s)| *v == vb && *s != VbState::Dead)
+    };
+    node.builds.stop(chained).await;
     for (vb, state) in &plan.states {
+        if *state == VbState::Dead && node.builds.contains(*vb) {
+            continue;
+        }
         if let Err(e) = node.bucket.set_vbucket_state(*vb, *state) {
             tracing::error!(%vb, ?state, error = %e, "cannot apply the map's vbucket state");
         }

@@ -9,6 +9,8 @@
 //! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
 //! - `failover`    — failing a node over (its replicas elsewhere become active);
 //! - `auto_failover` — the leader's probes, and the failover of a node down too long;
+//! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
+//!   takeovers, chains); `rebalance_builds` — the copies it builds on this node;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
@@ -36,6 +38,8 @@ mod listener;
 mod membership;
 mod metrics;
 mod node;
+mod rebalance;
+mod rebalance_builds;
 mod session;
 mod workers;
 
@@ -167,6 +171,7 @@ impl Running {
         if let Some(a) = self.agent.take() {
             a.stop().await;
         }
+        self.node.builds.stop(|_| true).await;
         for t in &self.tasks {
             t.abort();
         }

@@ -8,6 +8,7 @@ use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_sasl::MemoryCredentialStore;
 use sluice_storage::{FjallStore, StoreMemory};
+use sluice_types::VbId;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,6 +38,11 @@ pub struct Node {
     pub replication: crate::dcp::replication_stats::ReplicationStats,
     /// The replicas' seqno acks, which durable writes on this node's actives wait for.
     pub durability: crate::durability::DurabilityMonitor,
+    /// Copies a running rebalance builds here before the map lists them.
+    pub builds: crate::rebalance_builds::Builds,
+    /// Takeover requests for the cluster agent's feeds (set while the agent runs).
+    pub(crate) agent_takeovers:
+        parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<VbId>>>,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
@@ -107,6 +113,8 @@ impl Node {
             dcp: Default::default(),
             replication: Default::default(),
             durability: Default::default(),
+            builds: Default::default(),
+            agent_takeovers: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
         })
     }
@@ -121,6 +129,18 @@ impl Node {
             let me = self.node_info(SOLO_NODE);
             let map = cluster_map::single_node(me, self.config.replicas, self.config.vbuckets);
             self.install_map(map, SOLO_NODE);
+        }
+    }
+
+    /// Asks whichever replication follows replica `vb` here (a rebalance build, or the
+    /// agent's feed from its active) to take it over. `false` if none can be asked.
+    pub fn request_takeover(&self, vb: VbId) -> bool {
+        if self.builds.takeover(vb) {
+            return true;
+        }
+        match &*self.agent_takeovers.lock() {
+            Some(tx) => tx.send(vb).is_ok(),
+            None => false,
         }
     }
 

@@ -1,0 +1,322 @@
+//! The rebalance orchestrator: carries out `plan_rebalance`'s moves one vbucket at a time,
+//! with data, while clients keep working.
+//!
+//! ```text
+//!  StartRebalance(target) ─► SetMap: the map lists the new nodes too (same chains)
+//!     │
+//!     ▼  for each move, in the plan's order:
+//!  builds: each node entering the chain streams the vbucket from its active
+//!     │    (POST /internal/rebalance/build), until it holds what the active held
+//!     ▼
+//!  takeover (the active moves): the new active's replication asks for a takeover stream;
+//!     │    the old active sends the rest, turns dead, the new one active (new branch)
+//!     ▼
+//!  SetChains(vb → new chain): every node's agent applies it (builds end, feeds follow)
+//!     ▼
+//!  SetMap: the map lists the target nodes only ─► FinishRebalance: nodes outside the
+//!     target are ejected (and leave the Raft group)
+//! ```
+//!
+//! A client writing to the old active between the takeover and the new map gets
+//! NOT_MY_VBUCKET with the map it must retry with; nothing else changes for it. On an error
+//! the rebalance is aborted where it stands: every map published so far is consistent, and
+//! a new rebalance plans again from it. The orchestrator runs on the node that was asked;
+//! the metadata commands go to the leader, compare-and-set on the map revision.
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::json;
+use sluice_client::admin_http;
+use sluice_cluster::metadata::{MetaCommand, NodeStatus};
+use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, VbMove};
+use sluice_meta::MetaNode;
+use sluice_types::VbId;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long one build may take to catch up, and a takeover to complete.
+const MOVE_TIMEOUT: Duration = Duration::from_secs(300);
+const POLL: Duration = Duration::from_millis(20);
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `GET /api/v1/cluster/rebalance` reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RebalanceStatus {
+    pub running: bool,
+    pub target: Vec<u32>,
+    pub moves_total: usize,
+    pub moves_done: usize,
+    /// Why the last rebalance stopped, if it failed.
+    pub error: Option<String>,
+    pub elapsed_ms: u64,
+}
+
+pub type SharedStatus = Arc<Mutex<RebalanceStatus>>;
+
+/// Starts a rebalance onto every active or joining node except `eject`, in the background.
+/// Refused if one runs already (here, or recorded in the cluster state).
+pub fn start(meta: MetaNode, status: SharedStatus, eject: Vec<NodeId>) -> Result<(), String> {
+    {
+        let mut s = status.lock();
+        if s.running {
+            return Err("a rebalance is running".into());
+        }
+        if meta.state().borrow().rebalance().is_some() {
+            return Err(
+                "the cluster records a rebalance in progress (its orchestrator may have \
+                 stopped): POST /api/v1/cluster/rebalance/abort first"
+                    .into(),
+            );
+        }
+        *s = RebalanceStatus {
+            running: true,
+            ..Default::default()
+        };
+    }
+    tokio::spawn(async move {
+        let began = Instant::now();
+        let outcome = run(&meta, &status, &eject).await;
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e, "rebalance failed; aborting it where it stands");
+            let _ = meta.propose(MetaCommand::AbortRebalance).await;
+        }
+        let mut s = status.lock();
+        s.running = false;
+        s.error = outcome.err();
+        s.elapsed_ms = began.elapsed().as_millis() as u64;
+    });
+    Ok(())
+}
+
+async fn run(meta: &MetaNode, status: &SharedStatus, eject: &[NodeId]) -> Result<(), String> {
+    let state = meta.state().borrow().clone();
+    let (Some(map), Some(bucket)) = (state.map().cloned(), state.bucket().cloned()) else {
+        return Err("the cluster has no bucket yet".into());
+    };
+    let mut target: Vec<NodeId> = state
+        .nodes()
+        .values()
+        .filter(|n| matches!(n.status, NodeStatus::Active | NodeStatus::Joining))
+        .map(|n| n.info.id)
+        .filter(|id| !eject.contains(id))
+        .collect();
+    target.sort();
+    let plan = plan_rebalance(map.vbmap(), &target, bucket.replicas).map_err(|e| e.to_string())?;
+    {
+        let mut s = status.lock();
+        s.target = target.iter().map(|n| n.0).collect();
+        s.moves_total = plan.moves().len();
+    }
+    tracing::info!(target = ?target, moves = plan.moves().len(), copies = plan.copies_built(),
+        takeovers = plan.takeovers(), method = ?plan.method(), "rebalance starting");
+    propose(
+        meta,
+        MetaCommand::StartRebalance {
+            target: target.clone(),
+            expected_rev: Some(map.rev()),
+        },
+    )
+    .await?;
+    // The map lists the new nodes before any chain names them.
+    let mut listed: Vec<NodeId> = map.nodes().iter().map(|n| n.id).collect();
+    let joining: Vec<NodeId> = target
+        .iter()
+        .copied()
+        .filter(|id| !listed.contains(id))
+        .collect();
+    if !joining.is_empty() {
+        listed.extend(joining);
+        propose(
+            meta,
+            MetaCommand::SetMap {
+                expected_rev: Some(map.rev()),
+                nodes: listed,
+                vbmap: map.vbmap().clone(),
+            },
+        )
+        .await?;
+    }
+    for mv in plan.moves() {
+        carry_out(meta, mv).await?;
+        status.lock().moves_done += 1;
+    }
+    // The map lists the target only, in the order it had them.
+    let now = current_map(meta)?;
+    let kept: Vec<NodeId> = now
+        .nodes()
+        .iter()
+        .map(|n| n.id)
+        .filter(|id| target.contains(id))
+        .collect();
+    if kept.len() != now.nodes().len() {
+        propose(
+            meta,
+            MetaCommand::SetMap {
+                expected_rev: Some(now.rev()),
+                nodes: kept,
+                vbmap: now.vbmap().clone(),
+            },
+        )
+        .await?;
+    }
+    let rev = current_map(meta)?.rev();
+    let applied = meta
+        .propose(MetaCommand::FinishRebalance {
+            expected_rev: Some(rev),
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|r| r.to_string())?;
+    if let sluice_cluster::Applied::RebalanceFinished { ejected } = applied {
+        for id in ejected {
+            // The ejected node leaves the Raft group too (it keeps running, serving nothing).
+            if let Err(e) = meta.remove_node(id).await {
+                tracing::warn!(node = %id, error = %e, "removing an ejected node from the Raft group");
+            }
+        }
+    }
+    tracing::info!(target = ?target, "rebalance finished");
+    Ok(())
+}
+
+/// One vbucket: builds, then the takeover, then the chain in the map.
+async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), String> {
+    let vb = mv.vb();
+    let map = current_map(meta)?;
+    let held = map.vbmap().chain(vb).ok_or("vbucket outside the map")?;
+    if held != mv.old_chain() {
+        return Err(format!(
+            "{vb} changed under the rebalance (now {held:?}, planned from {:?})",
+            mv.old_chain()
+        ));
+    }
+    let info = |id: NodeId| -> Result<NodeInfo, String> {
+        map.nodes()
+            .iter()
+            .find(|n| n.id == id)
+            .cloned()
+            .ok_or_else(|| format!("node {id} is not in the map"))
+    };
+    if let Some(source) = mv.source() {
+        let src = info(source)?;
+        let builds = mv.builds();
+        for &b in &builds {
+            let body = json!({ "vb": vb.0, "source": format!("{}:{}", src.host, src.kv_port) });
+            call(&info(b)?, "/internal/rebalance/build", Some(&body)).await?;
+        }
+        // Caught up once each copy holds what the active held when the builds started.
+        let wanted = vb_status(&src, vb).await?.high_seqno;
+        for &b in &builds {
+            let node = info(b)?;
+            wait_for(&format!("{vb} built on node {b}"), || async {
+                Ok(vb_status(&node, vb).await?.high_seqno >= wanted)
+            })
+            .await?;
+        }
+        if let Some(t) = mv.takeover() {
+            let to = info(t.to)?;
+            call(
+                &to,
+                "/internal/rebalance/takeover",
+                Some(&json!({ "vb": vb.0 })),
+            )
+            .await?;
+            wait_for(&format!("{vb} taken over by node {}", t.to), || async {
+                Ok(vb_status(&to, vb).await?.state == "active")
+            })
+            .await?;
+        }
+    }
+    propose(
+        meta,
+        MetaCommand::SetChains {
+            expected_rev: map.rev(),
+            chains: vec![(vb.0, mv.new_chain().clone())],
+        },
+    )
+    .await
+}
+
+fn current_map(meta: &MetaNode) -> Result<ClusterMap, String> {
+    meta.state()
+        .borrow()
+        .map()
+        .cloned()
+        .ok_or_else(|| "the cluster has no map".to_string())
+}
+
+/// Proposes a step; once a map it publishes is applied here too, so that the next step,
+/// planned from this node's state, starts from it (a follower applies after the leader).
+async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), String> {
+    let applied = match meta.propose(cmd).await {
+        Ok(Ok(applied)) => applied,
+        Ok(Err(rejection)) => {
+            return Err(format!("the cluster refused a rebalance step: {rejection}"))
+        }
+        Err(e) => return Err(format!("the cluster metadata did not answer: {e}")),
+    };
+    if let sluice_cluster::Applied::MapSet { rev } = applied {
+        let mut states = meta.state();
+        let seen = tokio::time::timeout(
+            HTTP_TIMEOUT,
+            states.wait_for(|s| s.map().is_some_and(|m| m.rev() >= rev)),
+        )
+        .await;
+        if !matches!(seen, Ok(Ok(_))) {
+            return Err(format!(
+                "map revision {} was not applied here in time",
+                rev.0
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct VbStatus {
+    state: String,
+    high_seqno: u64,
+}
+
+async fn vb_status(node: &NodeInfo, vb: VbId) -> Result<VbStatus, String> {
+    let answer = call(node, &format!("/internal/rebalance/vb/{}", vb.0), None).await?;
+    serde_json::from_value(answer).map_err(|e| format!("node {}: {e}", node.id))
+}
+
+/// An internal admin call that must succeed.
+async fn call(
+    node: &NodeInfo,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<serde_json::Value, String> {
+    let addr = format!("{}:{}", node.host, node.admin_port);
+    let answer = match body {
+        Some(b) => admin_http::post(&addr, path, b, HTTP_TIMEOUT).await,
+        None => admin_http::get(&addr, path, HTTP_TIMEOUT).await,
+    }
+    .map_err(|e| format!("node {}: {e}", node.id))?;
+    if !answer.ok() {
+        return Err(format!(
+            "node {} answered {} to {path}: {}",
+            node.id, answer.status, answer.body
+        ));
+    }
+    Ok(answer.body)
+}
+
+async fn wait_for<F, Fut>(what: &str, mut done: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, String>>,
+{
+    let deadline = Instant::now() + MOVE_TIMEOUT;
+    loop {
+        if done().await? {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not done within {MOVE_TIMEOUT:?}"));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,102 @@
+//! Copies a rebalance builds on this node before the map lists them: one replication per
+//! vbucket being built, streaming from the vbucket's active. The orchestrator starts them
+//! (`POST /internal/rebalance/build`), watches their progress, and may ask for a takeover;
+//! the cluster agent stops a build once a map lists this node in the vbucket's chain (the
+//! map's own feed then follows it), and leaves the state of vbuckets under build alone.
+//!
+//! Builds are not in any chain, so their seqno acks count for no durable write.
+
+use crate::dcp::replication::{Replication, ReplicationSpec};
+use crate::node::Node;
+use parking_lot::Mutex;
+use sluice_types::VbId;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+struct Build {
+    source: String,
+    replication: Replication,
+}
+
+#[derive(Default)]
+pub struct Builds {
+    builds: Mutex<BTreeMap<VbId, Build>>,
+}
+
+/// A build asked for while another one of the same vbucket streams from elsewhere.
+#[derive(Debug, thiserror::Error)]
+#[error("{vb} is already being built from {from}")]
+pub struct BuildConflict {
+    pub vb: VbId,
+    pub from: String,
+}
+
+impl Builds {
+    /// Starts building `vb` from the node at KV address `source` (idempotent for the same
+    /// source). The vbucket becomes a replica here and resumes from what it holds.
+    pub fn start(&self, node: &Arc<Node>, vb: VbId, source: &str) -> Result<(), BuildConflict> {
+        let mut builds = self.builds.lock();
+        if let Some(b) = builds.get(&vb) {
+            if b.source == source {
+                return Ok(());
+            }
+            return Err(BuildConflict {
+                vb,
+                from: b.source.clone(),
+            });
+        }
+        let cfg = &node.config;
+        let this = node.cluster_map().this;
+        let replication = Replication::start(
+            node.clone(),
+            ReplicationSpec {
+                source: source.to_string(),
+                username: cfg.username.clone(),
+                password: cfg.password.clone(),
+                bucket: cfg.bucket.clone(),
+                vbuckets: vec![vb],
+                name: format!("rebalance:{source}->{this}:{}:{vb}", cfg.bucket),
+                consumer_name: this.0.to_string(),
+            },
+        );
+        tracing::info!(%vb, %source, "rebalance: building a copy");
+        builds.insert(
+            vb,
+            Build {
+                source: source.to_string(),
+                replication,
+            },
+        );
+        Ok(())
+    }
+
+    /// Asks the build of `vb` to take the vbucket over; `false` if none runs.
+    pub fn takeover(&self, vb: VbId) -> bool {
+        match self.builds.lock().get(&vb) {
+            Some(b) => {
+                b.replication.takeover(vb);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn contains(&self, vb: VbId) -> bool {
+        self.builds.lock().contains_key(&vb)
+    }
+
+    /// Stops the builds of the vbuckets `which` selects.
+    pub async fn stop(&self, which: impl Fn(VbId) -> bool) {
+        let stopped: Vec<(VbId, Build)> = {
+            let mut builds = self.builds.lock();
+            let vbs: Vec<VbId> = builds.keys().copied().filter(|vb| which(*vb)).collect();
+            vbs.into_iter()
+                .filter_map(|vb| builds.remove(&vb).map(|b| (vb, b)))
+                .collect()
+        };
+        for (vb, b) in stopped {
+            b.replication.stop().await;
+            tracing::info!(%vb, "rebalance: build stopped");
+        }
+    }
+}

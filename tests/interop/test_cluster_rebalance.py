@@ -1,0 +1,103 @@
+"""Rebalance over node processes on loopback: a 4th `sluice server` joins a 3-node cluster
+(`sluice cluster up`, one replica) and `sluice rebalance` takes it in while the Python SDK
+writes at durability majority without pause; then `sluice rebalance --eject 3` takes it out
+again, under the same load. No acknowledged write is lost, the SDK reaches the new node while
+it is in (it holds actives), and the only errors the SDK reports are ones a caller retries
+(the SDK retries NOT_MY_VBUCKET itself)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from conftest import PASSWORD, USERNAME, sluice_binary
+from mcbin import kv_connect
+from test_cluster_faults import SdkWriter, cluster_up, cluster_view, read_back
+from test_cluster_up import collection, free_base, stop, wait_up
+from test_dcp_gocbcore import all_vb_seqnos, fail_if
+
+# What a caller may see and retry: timeouts and an unknown durable outcome. Anything else
+# (a document error, an authentication error, durability impossible) fails the test.
+RETRYABLE = {"AmbiguousTimeoutException", "UnAmbiguousTimeoutException",
+             "DurabilitySyncWriteAmbiguousException", "TemporaryFailException"}
+
+
+def rebalance(admin_port: int, *eject: int) -> str:
+    args = [str(sluice_binary()), "rebalance", "--admin", f"127.0.0.1:{admin_port}"]
+    for n in eject:
+        args += ["--eject", str(n)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "rebalanced onto nodes" in out.stdout, out.stdout
+    return out.stdout
+
+
+def wait_health(port: int, proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    import urllib.request
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, f"the 4th node exited ({proc.returncode})"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, "the 4th node did not come up"
+            time.sleep(0.2)
+
+
+@pytest.mark.timeout(420)
+def test_rebalance_in_and_out_under_durable_load(tmp_path):
+    base = free_base()
+    proc = cluster_up(tmp_path, base, auto_failover_s=0)
+    fourth = None
+    try:
+        wait_up(proc, tmp_path)
+        cluster, col = collection(base)
+        writer = SdkWriter(col, "d", durable=True)
+        writer.start()
+        writer.wait_acked(300)
+
+        node3 = tmp_path / "node-3"
+        node3.mkdir()
+        log = open(node3 / "server.log", "w")
+        fourth = subprocess.Popen(
+            [str(sluice_binary()), "server", "--data-dir", str(node3),
+             "--kv-port", str(base + 30), "--admin-port", str(base + 31),
+             "--join", f"127.0.0.1:{base + 1}", "--vbuckets", "64",
+             "--memory-quota-mb", "128", "--auto-failover-timeout", "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        wait_health(base + 31, fourth)
+
+        print(rebalance(base + 1))
+        assert cluster_view(base + 1)["map_nodes"] == [0, 1, 2, 3]
+        with kv_connect(base + 30, USERNAME, PASSWORD) as conn:
+            assert len(all_vb_seqnos(conn)) >= 64 // 4 - 1, "node 3 holds its share of actives"
+        acked_in = len(writer.acked)
+        writer.wait_acked(acked_in + 300)
+        # The SDK reaches every node, the new one included.
+        fail_if(read_back(col, dict(writer.acked)), "after the rebalance in")
+
+        print(rebalance(base + 21, 3))
+        view = cluster_view(base + 1)
+        assert view["map_nodes"] == [0, 1, 2], view
+        assert 3 not in [n["id"] for n in view["nodes"]], view
+        acked_out = len(writer.acked)
+        writer.wait_acked(acked_out + 300)
+        writer.finish()
+
+        fail_if(read_back(col, writer.acked), "acknowledged durable writes after in and out")
+        unexpected = {e: n for e, n in writer.errors.items() if e not in RETRYABLE}
+        assert not unexpected, f"errors that are not retryable: {unexpected}"
+        print(f"rebalance in/out: {len(writer.acked)} durable writes acknowledged of "
+              f"{len(writer.attempted)}; errors {dict(writer.errors)}")
+        cluster.close()
+    finally:
+        if fourth is not None:
+            fourth.terminate()
+            try:
+                fourth.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                fourth.kill()
+        stop(proc)
