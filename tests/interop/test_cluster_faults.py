@@ -54,17 +54,18 @@ def cluster_up(data_dir, base: int, auto_failover_s: int = AUTO_FAILOVER_S) -> s
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def cluster_view(admin_port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/api/v1/cluster",
+def cluster_view(admin_port: int, host: str = "127.0.0.1") -> dict:
+    with urllib.request.urlopen(f"http://{host}:{admin_port}/api/v1/cluster",
                                 timeout=5) as r:
         return json.loads(r.read())
 
 
-def wait_failed_over(admin_port: int, node: int, timeout_s: float = 40) -> dict:
+def wait_failed_over(admin_port: int, node: int, timeout_s: float = 40,
+                     host: str = "127.0.0.1") -> dict:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            view = cluster_view(admin_port)
+            view = cluster_view(admin_port, host)
             status = {n["id"]: n["status"] for n in view["nodes"]}
             if node not in (view["map_nodes"] or []) and status.get(node) == "failed_over":
                 return view

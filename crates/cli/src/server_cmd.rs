@@ -110,6 +110,11 @@ pub struct ServerArgs {
         value_name = "SECS"
     )]
     pub auto_failover_timeout: u64,
+    /// Source address of this node's connections to other nodes (replication, Raft,
+    /// probes). Default: the OS chooses. Giving each node its own loopback address lets
+    /// a fault-injecting proxy tell their connections apart on one host.
+    #[arg(long, env = "SLUICE_SOURCE_IP", value_name = "IP")]
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl ServerArgs {
@@ -138,6 +143,7 @@ impl ServerArgs {
         c.replica_of = self.replica_of.clone();
         c.join = self.join.clone();
         c.replicas = self.replicas;
+        c.source_ip = self.source_ip;
         c.auto_failover_timeout = (self.auto_failover_timeout > 0)
             .then(|| std::time::Duration::from_secs(self.auto_failover_timeout));
         c.dcp_backfill_buffer_bytes = (self.dcp_backfill_buffer_mb as usize) << 20;

@@ -7,8 +7,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
+use std::net::IpAddr;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Largest answer read (admin answers are small JSON documents).
 const ANSWER_BYTES_MAX: usize = 4 * 1024 * 1024;
@@ -41,7 +41,7 @@ impl AdminAnswer {
 
 /// GET `path` on the admin address `addr` (`host:port`).
 pub async fn get(addr: &str, path: &str, timeout: Duration) -> Result<AdminAnswer, AdminHttpError> {
-    call(addr, Method::GET, path, None, timeout).await
+    call(None, addr, Method::GET, path, None, timeout).await
 }
 
 /// POST `body` as JSON to `path` on `addr`.
@@ -51,17 +51,35 @@ pub async fn post(
     body: &serde_json::Value,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    call(addr, Method::POST, path, Some(body), timeout).await
+    call(None, addr, Method::POST, path, Some(body), timeout).await
+}
+
+/// [`get`] (no `body`) or [`post`], connecting from `source` (a node calling its peers).
+pub async fn call_from(
+    source: Option<IpAddr>,
+    addr: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<AdminAnswer, AdminHttpError> {
+    let method = if body.is_some() {
+        Method::POST
+    } else {
+        Method::GET
+    };
+    call(source, addr, method, path, body, timeout).await
 }
 
 async fn call(
+    source: Option<IpAddr>,
     addr: &str,
     method: Method,
     path: &str,
     body: Option<&serde_json::Value>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    match tokio::time::timeout(timeout, exchange(addr, method, path, body)).await {
+    let exchanged = exchange(source, addr, method, path, body);
+    match tokio::time::timeout(timeout, exchanged).await {
         Ok(answer) => answer,
         Err(_) => Err(AdminHttpError::Timeout {
             addr: addr.to_string(),
@@ -71,6 +89,7 @@ async fn call(
 }
 
 async fn exchange(
+    source: Option<IpAddr>,
     addr: &str,
     method: Method,
     path: &str,
@@ -80,12 +99,13 @@ async fn exchange(
         addr: addr.to_string(),
         reason,
     };
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| AdminHttpError::Connect {
-            addr: addr.to_string(),
-            reason: e.to_string(),
-        })?;
+    let stream =
+        crate::net::connect_from(addr, source)
+            .await
+            .map_err(|e| AdminHttpError::Connect {
+                addr: addr.to_string(),
+                reason: e.to_string(),
+            })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| transport(e.to_string()))?;

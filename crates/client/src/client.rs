@@ -42,7 +42,7 @@ impl Client {
         addr: impl ToSocketAddrs,
         options: ConnectOptions,
     ) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr).await?;
+        let stream = crate::net::connect_from(addr, options.source_ip).await?;
         // Requests are small and latency-bound; Nagle would hold them back.
         stream.set_nodelay(true)?;
         let mut client = Client {

@@ -71,6 +71,7 @@ mod connection;
 pub mod dcp;
 mod error;
 mod kv;
+pub mod net;
 mod node_conn;
 mod options;
 mod response;

@@ -32,6 +32,8 @@ pub struct ConnectOptions {
     /// HELLO features to ask for. Empty sends no HELLO at all: memcached 1.6 does not answer
     /// an unknown opcode with a body until the next request arrives.
     pub features: Vec<Feature>,
+    /// Source address of the connection (`None`: the OS chooses); see [`crate::net`].
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl ConnectOptions {
@@ -41,6 +43,7 @@ impl ConnectOptions {
             auth: Some((username.to_string(), password.to_string())),
             bucket: Some(bucket.to_string()),
             features: DEFAULT_FEATURES.to_vec(),
+            source_ip: None,
         }
     }
 
@@ -50,6 +53,7 @@ impl ConnectOptions {
             auth: None,
             bucket: None,
             features: Vec::new(),
+            source_ip: None,
         }
     }
 }
@@ -60,6 +64,7 @@ impl Default for ConnectOptions {
             auth: None,
             bucket: None,
             features: DEFAULT_FEATURES.to_vec(),
+            source_ip: None,
         }
     }
 }

@@ -30,6 +30,10 @@ pub struct MetaConfig {
     /// Entries kept behind the last snapshot, so a briefly lagging follower catches up from
     /// the log instead of receiving the whole snapshot.
     pub log_kept_after_snapshot: u64,
+    /// Source address of this node's connections to its peers (`None`: the OS chooses). A
+    /// node with its own address gives peers, and a fault-injecting proxy between them, a
+    /// way to tell its connections from another node's.
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl MetaConfig {
@@ -46,6 +50,7 @@ impl MetaConfig {
             request_timeout: Duration::from_secs(10),
             snapshot_every_entries: 1000,
             log_kept_after_snapshot: 200,
+            source_ip: None,
         }
     }
 }

@@ -120,7 +120,8 @@ impl MetaNode {
                     Err(LocalError::Failed(e)) => return Err(e),
                 },
                 Leader::Other(peer) => {
-                    let mut client = HttpClient::new(peer.admin_addr.clone());
+                    let mut client =
+                        HttpClient::new(peer.admin_addr.clone(), self.config().source_ip);
                     let request = Forward {
                         op: &op,
                         timeout_ms: millis(remaining),

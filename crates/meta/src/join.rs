@@ -62,7 +62,7 @@ async fn post<B: Serialize, T: serde::de::DeserializeOwned>(
     body: &B,
     timeout: Duration,
 ) -> Result<T, JoinError> {
-    let mut client = HttpClient::new(member.to_string());
+    let mut client = HttpClient::new(member.to_string(), None);
     let answer: Result<Result<T, JoinError>, HttpError> = client.post(path, body, timeout).await;
     answer.map_err(|e| JoinError::Member {
         member: member.to_string(),

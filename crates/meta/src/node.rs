@@ -69,7 +69,7 @@ impl MetaNode {
         let raft = Raft::new(
             raft_id(id),
             Arc::new(raft_config),
-            NetworkFactory::new(raft_id(id)),
+            NetworkFactory::new(raft_id(id), config.source_ip),
             log,
             state_machine,
         )

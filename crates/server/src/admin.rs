@@ -76,6 +76,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, meta: MetaNode) {
         .route("/internal/rebalance/build", post(build_start))
         .route("/internal/rebalance/takeover", post(takeover))
         .route("/internal/rebalance/vb/{vb}", get(vb_status))
+        .route("/internal/rebalance/map_rev", get(map_rev))
         .with_state(state)
         .merge(internal);
     if let Err(e) = axum::serve(listener, app).await {
@@ -371,4 +372,9 @@ async fn vb_status(State(s): State<AppState>, Path(vb): Path<u16>) -> Response {
         )
             .into_response(),
     }
+}
+
+/// The map revision this node serves (a rebalance waits for every node to apply a step).
+async fn map_rev(State(s): State<AppState>) -> Response {
+    Json(json!({ "map_rev": s.node.cluster_map().rev().0 })).into_response()
 }

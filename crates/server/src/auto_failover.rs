@@ -6,6 +6,7 @@
 //! never answers, so a probe must time out rather than only check the connection.
 
 use crate::failover::fail_over_node;
+use sluice_client::admin_http;
 use sluice_cluster::auto_failover::{AutoFailover, Decision};
 use sluice_cluster::metadata::NodeStatus;
 use sluice_cluster::NodeInfo;
@@ -24,6 +25,7 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_held = None;
+    let source = meta.config().source_ip;
     loop {
         ticks.tick().await;
         if meta.leader() != Some(meta.id()) {
@@ -42,9 +44,8 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
         for n in others {
             probes.spawn(async move {
                 let addr = format!("{}:{}", n.host, n.admin_port);
-                let up = sluice_client::admin_http::get(&addr, "/health", PROBE_TIMEOUT)
-                    .await
-                    .is_ok_and(|a| a.ok());
+                let probe = admin_http::call_from(source, &addr, "/health", None, PROBE_TIMEOUT);
+                let up = probe.await.is_ok_and(|a| a.ok());
                 (n.id, up)
             });
         }

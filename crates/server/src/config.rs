@@ -40,6 +40,9 @@ pub struct ServerConfig {
     /// Fail a node over automatically once it has been unreachable this long (the metadata
     /// leader decides; see `auto_failover`). `None`: only manual failover.
     pub auto_failover_timeout: Option<std::time::Duration>,
+    /// Source address of this node's connections to other nodes (replication, Raft, probes,
+    /// rebalance calls); `None` lets the OS choose.
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 impl ServerConfig {
@@ -68,6 +71,7 @@ impl ServerConfig {
             dcp_backfill_buffer_bytes: 20 * 1024 * 1024,
             // The reference cluster manager's default.
             auto_failover_timeout: Some(std::time::Duration::from_secs(120)),
+            source_ip: None,
         }
     }
 }

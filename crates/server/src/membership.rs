@@ -129,11 +129,12 @@ impl Plan {
 /// [`complete`] runs).
 pub async fn start_meta(node: &Node, plan: &Plan) -> anyhow::Result<MetaNode> {
     let admin_addr = format!("{}:{}", node.config.advertise_host, node.admin_port());
-    let config = MetaConfig::new(
+    let mut config = MetaConfig::new(
         plan.node_id(),
         admin_addr,
         node.config.data_dir.join("meta"),
     );
+    config.source_ip = node.config.source_ip;
     MetaNode::start(config)
         .await
         .context("starting the cluster metadata (meta) node")

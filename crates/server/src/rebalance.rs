@@ -202,27 +202,28 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), String> {
         let builds = mv.builds();
         for &b in &builds {
             let body = json!({ "vb": vb.0, "source": format!("{}:{}", src.host, src.kv_port) });
-            call(&info(b)?, "/internal/rebalance/build", Some(&body)).await?;
+            call(meta, &info(b)?, "/internal/rebalance/build", Some(&body)).await?;
         }
         // Caught up once each copy holds what the active held when the builds started.
-        let wanted = vb_status(&src, vb).await?.high_seqno;
+        let wanted = vb_status(meta, &src, vb).await?.high_seqno;
         for &b in &builds {
             let node = info(b)?;
             wait_for(&format!("{vb} built on node {b}"), || async {
-                Ok(vb_status(&node, vb).await?.high_seqno >= wanted)
+                Ok(vb_status(meta, &node, vb).await?.high_seqno >= wanted)
             })
             .await?;
         }
         if let Some(t) = mv.takeover() {
             let to = info(t.to)?;
             call(
+                meta,
                 &to,
                 "/internal/rebalance/takeover",
                 Some(&json!({ "vb": vb.0 })),
             )
             .await?;
             wait_for(&format!("{vb} taken over by node {}", t.to), || async {
-                Ok(vb_status(&to, vb).await?.state == "active")
+                Ok(vb_status(meta, &to, vb).await?.state == "active")
             })
             .await?;
         }
@@ -257,16 +258,33 @@ async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), String> {
     };
     if let sluice_cluster::Applied::MapSet { rev } = applied {
         let mut states = meta.state();
-        let seen = tokio::time::timeout(
-            HTTP_TIMEOUT,
-            states.wait_for(|s| s.map().is_some_and(|m| m.rev() >= rev)),
-        )
-        .await;
-        if !matches!(seen, Ok(Ok(_))) {
+        // (`seen` is a bool: the watch guard must not live across the awaits below.)
+        let seen = matches!(
+            tokio::time::timeout(
+                HTTP_TIMEOUT,
+                states.wait_for(|s| s.map().is_some_and(|m| m.rev() >= rev)),
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        if !seen {
             return Err(format!(
                 "map revision {} was not applied here in time",
                 rev.0
             ));
+        }
+        // Every node must serve it before the next takeover: a node applying this revision
+        // after that takeover would set the vbucket active again on the old active (the
+        // revision still names it), and both copies would take writes.
+        for node in current_map(meta)?.nodes() {
+            wait_for(
+                &format!("node {} serving map rev {}", node.id, rev.0),
+                || async {
+                    let answer = call(meta, node, "/internal/rebalance/map_rev", None).await?;
+                    Ok(answer["map_rev"].as_u64().unwrap_or(0) >= rev.0)
+                },
+            )
+            .await?;
         }
     }
     Ok(())
@@ -278,23 +296,29 @@ struct VbStatus {
     high_seqno: u64,
 }
 
-async fn vb_status(node: &NodeInfo, vb: VbId) -> Result<VbStatus, String> {
-    let answer = call(node, &format!("/internal/rebalance/vb/{}", vb.0), None).await?;
+async fn vb_status(meta: &MetaNode, node: &NodeInfo, vb: VbId) -> Result<VbStatus, String> {
+    let answer = call(
+        meta,
+        node,
+        &format!("/internal/rebalance/vb/{}", vb.0),
+        None,
+    )
+    .await?;
     serde_json::from_value(answer).map_err(|e| format!("node {}: {e}", node.id))
 }
 
 /// An internal admin call that must succeed.
 async fn call(
+    meta: &MetaNode,
     node: &NodeInfo,
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> Result<serde_json::Value, String> {
     let addr = format!("{}:{}", node.host, node.admin_port);
-    let answer = match body {
-        Some(b) => admin_http::post(&addr, path, b, HTTP_TIMEOUT).await,
-        None => admin_http::get(&addr, path, HTTP_TIMEOUT).await,
-    }
-    .map_err(|e| format!("node {}: {e}", node.id))?;
+    let source = meta.config().source_ip;
+    let answer = admin_http::call_from(source, &addr, path, body, HTTP_TIMEOUT)
+        .await
+        .map_err(|e| format!("node {}: {e}", node.id))?;
     if !answer.ok() {
         return Err(format!(
             "node {} answered {} to {path}: {}",

@@ -16,8 +16,8 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::net::IpAddr;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// A call that did not bring back an answer.
 #[derive(Debug, thiserror::Error)]
@@ -43,12 +43,18 @@ pub(crate) enum HttpError {
 /// A client for one peer's admin address.
 pub(crate) struct HttpClient {
     addr: String,
+    source: Option<IpAddr>,
     conn: Option<SendRequest<Full<Bytes>>>,
 }
 
 impl HttpClient {
-    pub(crate) fn new(addr: String) -> HttpClient {
-        HttpClient { addr, conn: None }
+    /// A client for `addr`, connecting from `source` (or an address the OS picks).
+    pub(crate) fn new(addr: String, source: Option<IpAddr>) -> HttpClient {
+        HttpClient {
+            addr,
+            source,
+            conn: None,
+        }
     }
 
     pub(crate) fn addr(&self) -> &str {
@@ -119,10 +125,13 @@ impl HttpClient {
             addr: self.addr.clone(),
             reason,
         };
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
-            .await
-            .map_err(|_| failed(format!("no connection within {CONNECT_TIMEOUT:?}")))?
-            .map_err(|e| failed(e.to_string()))?;
+        let stream = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            sluice_client::net::connect_from(&self.addr, self.source),
+        )
+        .await
+        .map_err(|_| failed(format!("no connection within {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| failed(e.to_string()))?;
         // Raft RPCs are small request/answer pairs: send them without Nagle's delay.
         stream
             .set_nodelay(true)

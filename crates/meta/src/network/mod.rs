@@ -34,11 +34,13 @@ pub(crate) const PATH_SNAPSHOT: &str = "/internal/raft/snapshot";
 pub(crate) struct NetworkFactory {
     /// This node's Raft id, for the errors openraft wants to see it in.
     own: u64,
+    /// Where this node's RPCs connect from (`MetaConfig::source_ip`).
+    source: Option<std::net::IpAddr>,
 }
 
 impl NetworkFactory {
-    pub(crate) fn new(own: u64) -> NetworkFactory {
-        NetworkFactory { own }
+    pub(crate) fn new(own: u64, source: Option<std::net::IpAddr>) -> NetworkFactory {
+        NetworkFactory { own, source }
     }
 }
 
@@ -50,7 +52,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerNetwork {
             own: self.own,
             target,
-            client: HttpClient::new(node.admin_addr.clone()),
+            client: HttpClient::new(node.admin_addr.clone(), self.source),
         }
     }
 }

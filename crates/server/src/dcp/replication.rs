@@ -138,11 +138,9 @@ async fn run(
 }
 
 fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
-    let mut opts = DcpOptions::new(ConnectOptions::sluice(
-        &spec.username,
-        &spec.password,
-        &spec.bucket,
-    ));
+    let mut connect = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
+    connect.source_ip = node.config.source_ip;
+    let mut opts = DcpOptions::new(connect);
     opts.name = spec.name.clone();
     let quota = node.bucket.config.quota_bytes;
     opts.window_bytes = (quota / 20).clamp(1 << 20, u64::from(u32::MAX)) as u32;

@@ -8,7 +8,7 @@ use sluice_cluster::durability::{Level, Requirement};
 use sluice_engine::{ArithmeticRequest, Document, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{Command, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
-use sluice_types::{Cas, Datatype, VbId};
+use sluice_types::{Cas, Datatype, VbId, VbState};
 use std::time::Duration;
 
 /// How long a durable write waits when the client gave no timeout.
@@ -207,15 +207,28 @@ fn requirement(
         DurabilityLevel::PersistToMajority => Level::PersistToMajority,
     };
     let view = node.cluster_map();
-    let Some(chain) = view.map.vbmap().chain(vb) else {
-        // Not a vbucket of the map: the engine answers NOT_MY_VBUCKET.
-        return Ok(Requirement {
+    let chain = view.map.vbmap().chain(vb);
+    match chain {
+        Some(chain) if chain.active == Some(view.this) => Requirement::new(level, chain)
+            .map_err(|e| (Status::DurabilityImpossible, e.to_string())),
+        _ if node.bucket.vb_state(vb).ok() == Some(VbState::Active) => {
+            // A takeover made the vbucket active here before the map says so: the chain
+            // to count is not published yet.
+            Err((
+                Status::Etmpfail,
+                "the vbucket is moving to this node; retry".into(),
+            ))
+        }
+        // The map places the active elsewhere: the engine refuses the write with
+        // NOT_MY_VBUCKET. Should the vbucket turn active here in between (a takeover), a
+        // requirement no ack can meet makes the write time out as ambiguous rather than be
+        // acknowledged against a chain nobody published.
+        _ => Ok(Requirement {
             level,
             replicas: Vec::new(),
-            needed: 1,
-        });
-    };
-    Requirement::new(level, chain).map_err(|e| (Status::DurabilityImpossible, e.to_string()))
+            needed: usize::MAX,
+        }),
+    }
 }
 
 /// The answer to a mutation: CAS, and mutation token extras when negotiated. With a
