@@ -1,6 +1,7 @@
 """`sluice cluster up`: three node processes on 127.0.0.1 form one cluster with one
 replica; the Python SDK reaches every node through one seed, reads replicas, and makes
-durable writes at every level (acknowledged once the replica holds them); Ctrl-C stops every node cleanly and a second run restarts the same cluster
+durable writes at every level (acknowledged once the replica holds them), and so does
+`sluice kv` (the Rust smart client) from one seed; Ctrl-C stops every node cleanly and a second run restarts the same cluster
 with its data."""
 
 from __future__ import annotations
@@ -114,6 +115,21 @@ def test_three_nodes_sdk_replicas_and_restart(tmp_path):
                 timeout=timedelta(seconds=10)))
             replicas = [r for r in col.get_all_replicas(key) if r.is_replica]
             assert [r.content_as[dict] for r in replicas] == [{"d": i}], key
+        # The CLI's smart client, bootstrapped from the last node: routed by the map.
+        seeds = f"127.0.0.1:{base + 20}"
+        kv = [str(sluice_binary()), "kv", "--seeds", seeds]
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(kv + list(args), capture_output=True, text=True, timeout=60)
+        for i in range(20):
+            out = cli("set", f"cli{i}", f'{{"c":{i}}}', "--durability", "majority")
+            assert out.returncode == 0 and out.stdout.startswith("cas="), out
+            assert col.get(f"cli{i}").content_as[dict] == {"c": i}
+            out = cli("get", f"cli{i}", "--replica", "0")
+            assert out.returncode == 0 and out.stdout.strip() == f'{{"c":{i}}}', out
+        assert cli("delete", "cli0").returncode == 0
+        missing = cli("get", "cli0")
+        assert missing.returncode == 1 and "not found" in missing.stderr, missing
         cluster.close()
     finally:
         err = stop(proc)

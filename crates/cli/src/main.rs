@@ -2,12 +2,14 @@
 //! - `server` — run one node (`server_cmd`);
 //! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
 //! - `failover` — fail a node over by hand (`failover_cmd`);
+//! - `kv` — get / set / delete one document through the smart client (`kv_cmd`);
 //! - `rebalance` — move data onto joined nodes and off ejected ones (`rebalance_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod cluster_cmd;
 mod failover_cmd;
+mod kv_cmd;
 mod rebalance_cmd;
 mod server_cmd;
 mod watch_cmd;
@@ -54,6 +56,9 @@ enum Command {
     Cluster(cluster_cmd::ClusterCommand),
     /// Fail a node over: its replicas on other nodes become active, and it leaves the map.
     Failover(failover_cmd::FailoverArgs),
+    /// One document through the smart client (routed by the cluster map): get, set (with an
+    /// optional durability level) or delete.
+    Kv(kv_cmd::KvArgs),
     /// Rebalance: spread the bucket over every node, taking joined nodes in and ejected ones
     /// out, moving vbuckets with their data (DCP takeover) while clients keep working.
     Rebalance(rebalance_cmd::RebalanceArgs),
@@ -94,6 +99,12 @@ fn main() -> anyhow::Result<()> {
         Command::Server(args) => server_cmd::run(args),
         Command::Cluster(cmd) => cluster_cmd::run(cmd),
         Command::Failover(args) => failover_cmd::run(args),
+        Command::Kv(args) => {
+            if !kv_cmd::run(args)? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
