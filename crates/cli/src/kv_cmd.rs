@@ -19,17 +19,8 @@ pub struct KvArgs {
         value_delimiter = ','
     )]
     pub seeds: Vec<String>,
-    #[arg(long, env = "SLUICE_BUCKET", default_value = "default")]
-    pub bucket: String,
-    #[arg(long, env = "SLUICE_USERNAME", default_value = "Administrator")]
-    pub username: String,
-    #[arg(
-        long,
-        env = "SLUICE_PASSWORD",
-        default_value = "password",
-        hide_env_values = true
-    )]
-    pub password: String,
+    #[command(flatten)]
+    pub login: crate::login_args::LoginArgs,
     #[command(subcommand)]
     pub op: KvOp,
 }
@@ -77,7 +68,11 @@ pub fn run(args: KvArgs) -> anyhow::Result<bool> {
 
 /// `Ok(false)`: the document was not found.
 async fn kv(args: KvArgs) -> anyhow::Result<bool> {
-    let mut options = ClusterOptions::sluice(&args.username, &args.password, &args.bucket);
+    let mut options = ClusterOptions::sluice(
+        &args.login.username,
+        &args.login.password,
+        &args.login.bucket,
+    );
     if let KvOp::Set {
         durability: Some(_),
         durability_timeout_ms,

@@ -10,6 +10,7 @@
 mod cluster_cmd;
 mod failover_cmd;
 mod kv_cmd;
+mod login_args;
 mod rebalance_cmd;
 mod server_cmd;
 mod watch_cmd;

@@ -45,18 +45,8 @@ pub struct WatchArgs {
     /// KV address of the node (host:port).
     #[arg(long, env = "SLUICE_ADDR", default_value = "127.0.0.1:11210")]
     pub addr: String,
-    /// Bucket to watch.
-    #[arg(long, env = "SLUICE_BUCKET", default_value = "default")]
-    pub bucket: String,
-    #[arg(long, env = "SLUICE_USERNAME", default_value = "Administrator")]
-    pub username: String,
-    #[arg(
-        long,
-        env = "SLUICE_PASSWORD",
-        default_value = "password",
-        hide_env_values = true
-    )]
-    pub password: String,
+    #[command(flatten)]
+    pub login: crate::login_args::LoginArgs,
     /// Where to start when there is no position file to resume from.
     #[arg(long, env = "SLUICE_WATCH_FROM", value_enum, default_value = "now")]
     pub from: FromArg,
@@ -80,9 +70,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
 
 async fn watch(args: WatchArgs) -> anyhow::Result<()> {
     let mut opts = DcpOptions::new(ConnectOptions::sluice(
-        &args.username,
-        &args.password,
-        &args.bucket,
+        &args.login.username,
+        &args.login.password,
+        &args.login.bucket,
     ));
     opts.no_value = args.no_value;
     let saved = match &args.position {
@@ -175,14 +165,14 @@ fn explain(e: DcpError, args: &WatchArgs) -> anyhow::Error {
     if e.is_auth_failure() {
         return anyhow::anyhow!(
             "authentication failed for user {:?} on {} (check --username / --password)",
-            args.username,
+            args.login.username,
             args.addr
         );
     }
     match e {
         DcpError::Connect { .. } | DcpError::ConnectTimeout { .. } => anyhow::anyhow!("{e}"),
         DcpError::Client(ref c) if c.is_not_found() => {
-            anyhow::anyhow!("bucket {:?} not found on {}", args.bucket, args.addr)
+            anyhow::anyhow!("bucket {:?} not found on {}", args.login.bucket, args.addr)
         }
         other => anyhow::Error::new(other).context(format!("watching {}", args.addr)),
     }
