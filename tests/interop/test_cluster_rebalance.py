@@ -18,10 +18,14 @@ from test_cluster_faults import SdkWriter, cluster_up, cluster_view, read_back
 from test_cluster_up import collection, free_base, stop, wait_up
 from test_dcp_gocbcore import all_vb_seqnos, fail_if
 
-# What a caller may see and retry: timeouts and an unknown durable outcome. Anything else
-# (a document error, an authentication error, durability impossible) fails the test.
+# What a caller may see and retry: timeouts and an unknown durable outcome (a durable write
+# waiting on a vbucket that a takeover moved away is answered SYNC_WRITE_AMBIGUOUS), and
+# RequestCanceled: the SDK closes its connection to an ejected node with a request still in
+# flight, whose outcome is then unknown. Anything else (a document error, an authentication
+# error, durability impossible) fails the test.
 RETRYABLE = {"AmbiguousTimeoutException", "UnAmbiguousTimeoutException",
-             "DurabilitySyncWriteAmbiguousException", "TemporaryFailException"}
+             "DurabilitySyncWriteAmbiguousException", "TemporaryFailException",
+             "RequestCanceledException"}
 
 
 def rebalance(admin_port: int, *eject: int) -> str:

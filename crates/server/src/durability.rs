@@ -106,9 +106,19 @@ pub async fn wait(node: &Node, w: &DurableWrite) -> bool {
         if node.durability.is_met(w, active_persisted) {
             return true;
         }
+        // The vbucket left this node (a takeover, a failover elsewhere): the acks that would
+        // count can no longer come here. Say at once that the outcome is unknown rather than
+        // hold the client until its timeout (or until its connection to this node closes).
+        if node.bucket.vb_state(w.vb).ok() != Some(sluice_types::VbState::Active) {
+            return false;
+        }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return false },
+            _ = tokio::time::sleep(STATE_CHECK_EVERY) => {}
             _ = tokio::time::sleep_until(deadline) => return false,
         }
     }
 }
+
+/// How often a waiting durable write checks that its vbucket is still active here.
+const STATE_CHECK_EVERY: Duration = Duration::from_millis(50);
