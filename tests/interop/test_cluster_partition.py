@@ -20,15 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from couchbase.auth import PasswordAuthenticator
-from couchbase.cluster import Cluster
-from couchbase.options import ClusterOptions
 
 import mcbin
 from conftest import PASSWORD, USERNAME, sluice_binary
 from fault_proxy import FaultProxy
 from test_cluster_faults import SdkWriter, read_back, wait_failed_over
-from test_cluster_up import free_base
+from test_cluster_up import collection, free_base
 from test_dcp_gocbcore import fail_if
 
 NODES = 3
@@ -100,7 +97,7 @@ def test_partitioned_node_is_failed_over_and_never_acknowledges_durable_writes(t
             except urllib.error.HTTPError as e:
                 assert e.code == 409 and time.monotonic() < deadline, e.read()
                 time.sleep(0.2)
-        cluster, col = collection_at(f"{proxy_ip(0)}:{base}")
+        cluster, col = collection(base, host=proxy_ip(0))
         writer = SdkWriter(col, "p", durable=True)
         writer.start()
         writer.wait_acked(200)
@@ -151,8 +148,3 @@ def test_partitioned_node_is_failed_over_and_never_acknowledges_durable_writes(t
         for px in proxies:
             px.close()
 
-
-def collection_at(seed: str):
-    cluster = Cluster(f"couchbase://{seed}",
-                      ClusterOptions(PasswordAuthenticator(USERNAME, PASSWORD)))
-    return cluster, cluster.bucket("default").default_collection()

@@ -71,8 +71,8 @@ def stop(proc: subprocess.Popen) -> str:
     return err
 
 
-def collection(seed_port: int):
-    cluster = Cluster(f"couchbase://{HOST}:{seed_port}",
+def collection(seed_port: int, host: str = HOST):
+    cluster = Cluster(f"couchbase://{host}:{seed_port}",
                       ClusterOptions(PasswordAuthenticator(USERNAME, PASSWORD)))
     return cluster, cluster.bucket("default").default_collection()
 

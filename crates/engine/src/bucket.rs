@@ -428,6 +428,11 @@ impl Bucket {
             .collect()
     }
 
+    /// The uuid of the vbucket's current history branch (its newest failover-log entry).
+    pub fn vb_uuid(&self, vb: VbId) -> Result<VbUuid, EngineError> {
+        self.with_vb(vb, |inner| inner.failover.latest().uuid)
+    }
+
     /// A vbucket's state and high seqno, read together.
     pub fn vb_state_and_high(&self, vb: VbId) -> Result<(VbState, Seqno), EngineError> {
         self.with_vb(vb, |inner| (inner.state, inner.high_seqno))

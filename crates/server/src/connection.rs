@@ -95,17 +95,8 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     // Answers before this one go out now; this one waits its turn.
                     wr.write_all(&out).await?;
                     out.clear();
-                    let bucket = node.bucket.clone();
-                    let done = tokio::task::spawn_blocking(move || {
-                        bucket.wait_persisted(vb, seqno, timeout)
-                    })
-                    .await
-                    .map_err(std::io::Error::other)?;
-                    out.extend_from_slice(if matches!(done, Ok(true)) {
-                        &on_success
-                    } else {
-                        &on_timeout
-                    });
+                    let done = crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
+                    out.extend_from_slice(if done { &on_success } else { &on_timeout });
                 }
                 Next::AwaitDurability {
                     write,

@@ -84,22 +84,23 @@ pub struct DurableWrite {
     pub timeout: Duration,
 }
 
-/// Waits until `w` is durable: `true`, or `false` after its timeout (the outcome is then
-/// unknown to the client: the write stays applied here, and may or may not reach the
-/// replicas). An error is the bucket refusing writes after a storage failure.
+/// Waits until `seqno` of `vb` is persisted on this node, at most `timeout`: `false` on the
+/// timeout, or when the bucket refuses writes after a storage failure.
+pub async fn wait_persisted(node: &Node, vb: VbId, seqno: Seqno, timeout: Duration) -> bool {
+    let bucket = node.bucket.clone();
+    let done = tokio::task::spawn_blocking(move || bucket.wait_persisted(vb, seqno, timeout)).await;
+    matches!(done, Ok(Ok(true)))
+}
+
+/// Waits until `w` is durable: `true`, or `false` after its timeout or once its vbucket left
+/// this node (the outcome is then unknown to the client: the write stays applied here, and
+/// may or may not reach the replicas).
 pub async fn wait(node: &Node, w: &DurableWrite) -> bool {
     let deadline = tokio::time::Instant::now() + w.timeout;
     let mut changes = node.durability.changed.subscribe();
-    let mut active_persisted = false;
-    if w.requirement.persist_active() {
-        let bucket = node.bucket.clone();
-        let (vb, seqno, timeout) = (w.vb, w.seqno, w.timeout);
-        let done =
-            tokio::task::spawn_blocking(move || bucket.wait_persisted(vb, seqno, timeout)).await;
-        if !matches!(done, Ok(Ok(true))) {
-            return false;
-        }
-        active_persisted = true;
+    let active_persisted = w.requirement.persist_active();
+    if active_persisted && !wait_persisted(node, w.vb, w.seqno, w.timeout).await {
+        return false;
     }
     loop {
         changes.borrow_and_update();

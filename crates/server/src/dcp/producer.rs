@@ -358,14 +358,14 @@ impl Conn {
                 "seqno ack from a consumer without a node consumer_name: ignored");
             return;
         };
-        let Ok(log) = self.node.bucket.failover_log(vb) else {
+        let Ok(vb_uuid) = self.node.bucket.vb_uuid(vb) else {
             return;
         };
         self.node.durability.ack(
             self.shared.id,
             vb,
             NodeId(node_id),
-            log.latest().uuid,
+            vb_uuid,
             in_memory,
             persisted,
         );
