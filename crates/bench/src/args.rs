@@ -4,6 +4,8 @@
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+
+use crate::login_args::BenchLogin;
 use std::path::PathBuf;
 
 /// Largest value the bench sends: the server's default maximum document size.
@@ -20,27 +22,13 @@ pub struct KvArgs {
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "vs")]
     pub target_memcached: Option<String>,
 
-    /// Bucket to select on Sluice (and to create when the bench starts its own server).
-    #[arg(long, default_value = "default")]
-    pub bucket: String,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub login: BenchLogin,
 
     /// Bucket type for the server the bench starts (ignored with --connect).
     #[arg(long, value_enum, default_value_t = BucketTypeArg::Couchbase)]
     pub bucket_type: BucketTypeArg,
-
-    /// User for SCRAM-SHA512 (also given to the server the bench starts).
-    #[arg(long, default_value = "Administrator", env = "SLUICE_USERNAME")]
-    pub username: String,
-
-    /// Password for SCRAM-SHA512. Never written to results.json.
-    #[arg(
-        long,
-        default_value = "password",
-        env = "SLUICE_PASSWORD",
-        hide_env_values = true
-    )]
-    #[serde(skip)]
-    pub password: String,
 
     /// Bucket memory quota for the started server and for --in-process buckets.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
@@ -190,7 +178,7 @@ mod tests {
         assert_eq!((a.connections, a.value_bytes, a.keys), (50, 1024, 100_000));
         assert_eq!((a.get_ratio, a.pipeline, a.runs), (0.9, 1, 1));
         assert_eq!(
-            (a.username.as_str(), a.password.as_str()),
+            (a.login.username.as_str(), a.login.password.as_str()),
             ("Administrator", "password")
         );
         assert_eq!(a.bucket_type, BucketTypeArg::Couchbase);

@@ -106,12 +106,12 @@ impl LoadedBucket {
     pub async fn load(setup: Setup, args: &DcpArgs) -> Result<LoadedBucket, BenchError> {
         let shape = SetupShape::of(setup, args);
         let target = start_sluice(&ServerSpec {
-            bucket: args.bucket.clone(),
+            bucket: args.login.bucket.clone(),
             bucket_type: shape.bucket_type,
             memory_quota_mb: shape.memory_quota_mb,
             vbuckets: args.vbuckets,
-            username: args.username.clone(),
-            password: args.password.clone(),
+            username: args.login.username.clone(),
+            password: args.login.password.clone(),
         })
         .await?;
         let pid = target.pid().expect("the bench started this server");

@@ -4,6 +4,8 @@
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+
+use crate::login_args::BenchLogin;
 use std::path::PathBuf;
 
 use crate::args::{parse_rate, parse_value_bytes, BucketTypeArg};
@@ -89,23 +91,9 @@ pub struct DcpArgs {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub stall_timeout_s: u64,
 
-    /// Bucket name on the started servers.
-    #[arg(long, default_value = "default")]
-    pub bucket: String,
-
-    /// User for SCRAM-SHA512 (also given to the started servers).
-    #[arg(long, default_value = "Administrator", env = "SLUICE_USERNAME")]
-    pub username: String,
-
-    /// Password for SCRAM-SHA512. Never written to results.json.
-    #[arg(
-        long,
-        default_value = "password",
-        env = "SLUICE_PASSWORD",
-        hide_env_values = true
-    )]
-    #[serde(skip)]
-    pub password: String,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub login: BenchLogin,
 
     /// Write results.json, report.md and each server's log here (the table is printed
     /// either way).

@@ -31,6 +31,14 @@ impl Latency {
             .expect("histograms with the same bounds merge");
     }
 
+    /// The value at quantile `q` (0.0–1.0) in µs; 0 when empty.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        if self.0.is_empty() {
+            return 0.0;
+        }
+        self.0.value_at_quantile(q) as f64 / 1000.0
+    }
+
     pub fn summary(&self) -> LatencySummary {
         let h = &self.0;
         let us = |ns: u64| ns as f64 / 1000.0;

@@ -28,6 +28,17 @@
 //! - `proc_stats`, `rss_sampler` — the server's CPU and RSS from /proc; `memory_stats` — the
 //!   bucket's quota use and residency;
 //! - `dcp_report`     — medians, ratios, results.json, report.md; `dcp_tables` — its tables.
+//!
+//! Layout of `bench replication` (seeds 000/001; it reuses the pacer, latency and tables):
+//! - `repl_args`    — [`ReplArgs`], the command line;
+//! - `repl_run`     — [`run_replication`]: each target in turn, fresh, up the rate ladder;
+//! - `repl_cluster` — the local cluster (`sluice cluster up` as a child process);
+//! - `repl_target`  — the targets behind one interface: `repl_sluice` (smart client,
+//!   GET_REPLICA, STAT lag) and `repl_redis` (RESP, INFO replication lag);
+//! - `redis_peer`   — Redis primary + replica processes; `resp` — the RESP2 codec;
+//! - `repl_step`    — one rate: writers, latency sampler and lag monitor side by side;
+//! - `repl_measure` — what a step measures and the lag/bytes arithmetic;
+//! - `repl_report`  — medians, the lines (issue 4, ours, the seeds'), report.md, results.json.
 #![deny(unsafe_code)]
 
 mod args;
@@ -45,6 +56,7 @@ mod in_process;
 mod key_set;
 mod latency;
 mod load;
+mod login_args;
 mod measure;
 mod memory_stats;
 mod pacer;
@@ -52,7 +64,18 @@ mod prefill;
 mod proc_stats;
 mod process;
 mod progress;
+mod redis_peer;
+mod repl_args;
+mod repl_cluster;
+mod repl_measure;
+mod repl_redis;
+mod repl_report;
+mod repl_run;
+mod repl_sluice;
+mod repl_step;
+mod repl_target;
 mod report;
+mod resp;
 mod rss_sampler;
 mod run;
 mod settle;
@@ -67,4 +90,8 @@ mod write_rate;
 pub use args::{BucketTypeArg, KvArgs, Peer};
 pub use dcp_args::{DcpArgs, Scenario, Setup};
 pub use dcp_run::run_dcp;
+pub use login_args::BenchLogin;
+pub use redis_peer::RedisPersistence;
+pub use repl_args::{ReplArgs, ReplPeer};
+pub use repl_run::run_replication;
 pub use run::run_kv;

@@ -76,17 +76,21 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
         return Ok(Target {
             name: "sluice",
             addr: loopback_addr(addr)?,
-            options: ConnectOptions::sluice(&args.username, &args.password, &args.bucket),
+            options: ConnectOptions::sluice(
+                &args.login.username,
+                &args.login.password,
+                &args.login.bucket,
+            ),
             owned: None,
         });
     }
     start_sluice(&ServerSpec {
-        bucket: args.bucket.clone(),
+        bucket: args.login.bucket.clone(),
         bucket_type: args.bucket_type,
         memory_quota_mb: args.memory_quota_mb,
         vbuckets: args.vbuckets,
-        username: args.username.clone(),
-        password: args.password.clone(),
+        username: args.login.username.clone(),
+        password: args.login.password.clone(),
     })
     .await
 }

@@ -80,6 +80,10 @@ enum BenchCommand {
     /// than memory), and many consumers catching up from seqno 0 at once. Starts its own
     /// servers.
     Dcp(sluice_bench::DcpArgs),
+    /// Replication (seeds 000/001): stepped open-loop set rates on a local 2-node cluster
+    /// with 1 replica; replication latency, items remaining and bytes/s per rate, and the
+    /// highest rate meeting each line. `--vs redis` runs Redis primary + replica the same way.
+    Replication(sluice_bench::ReplArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -116,5 +120,11 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(sluice_bench::run_dcp(args)),
+        Command::Bench(BenchCommand::Replication(args)) => {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(sluice_bench::run_replication(args))
+        }
     }
 }

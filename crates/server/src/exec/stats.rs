@@ -2,7 +2,8 @@
 //!
 //! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
 //! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals),
-//! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles).
+//! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles;
+//! and the summed high seqnos of the active and of the replica vbuckets).
 //! An unknown group answers KEY_ENOENT.
 
 use super::{Next, Responder};
@@ -177,6 +178,20 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
             }
         }
         "replication" => {
+            // Summed high seqnos of this node's active and replica vbuckets. Over a cluster
+            // whose replicas are all placed, replicas × Σ active − Σ replica is how many
+            // changes the replicas have yet to apply (seqnos are per-vbucket offsets), the
+            // same measure as a Redis replica's offset lag.
+            let (mut active, mut replica) = (0u64, 0u64);
+            for d in bucket.vb_details() {
+                match d.state {
+                    sluice_types::VbState::Active => active += d.high_seqno.0,
+                    sluice_types::VbState::Replica => replica += d.high_seqno.0,
+                    _ => {}
+                }
+            }
+            put("vb_active_high_seqno_total", active.to_string());
+            put("vb_replica_high_seqno_total", replica.to_string());
             for (feed, f) in node.replication.snapshot() {
                 let p = format!("replication:{feed}");
                 put(
@@ -223,6 +238,27 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
                 "ep_dcp_backfill_buffer_bytes",
                 sum(|c| c.backfill_bytes_buffered),
             );
+            // Per kind of connection, the kind being the name up to its first ':'
+            // ("replication:…" for the cluster's own feeds), as the reference server groups
+            // them: the seeds' replication items remaining and bytes apart from other clients.
+            let mut kinds: std::collections::BTreeMap<&str, [u64; 4]> = Default::default();
+            for c in &conns {
+                let kind = c.name.split_once(':').map_or("other", |(k, _)| k);
+                let t = kinds.entry(kind).or_default();
+                t[0] += 1;
+                t[1] += c.streams.iter().map(|s| s.items_remaining).sum::<u64>();
+                t[2] += c.bytes_sent;
+                t[3] += c.items_sent;
+            }
+            for (kind, [count, remaining, bytes, items]) in kinds {
+                put(&format!("ep_dcpq:{kind}:count"), count.to_string());
+                put(
+                    &format!("ep_dcpq:{kind}:items_remaining"),
+                    remaining.to_string(),
+                );
+                put(&format!("ep_dcpq:{kind}:total_bytes"), bytes.to_string());
+                put(&format!("ep_dcpq:{kind}:items_sent"), items.to_string());
+            }
             put(
                 "ep_dcp_paused_connections",
                 conns

@@ -1,0 +1,129 @@
+//! The local cluster of `bench replication`: `sluice cluster up` run as a child process (the
+//! product's own first command), ready once it has written `DIR/cluster.json`. Stopping it
+//! (SIGTERM) stops every node cleanly.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::process::ChildProcess;
+use crate::repl_args::ReplArgs;
+
+/// Forming a cluster includes one Raft election and one placement per node.
+const UP_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub struct LocalCluster {
+    proc: ChildProcess,
+    /// KV `host:port` of every node.
+    pub seeds: Vec<String>,
+    /// Every node's process id.
+    pub pids: Vec<u32>,
+    /// Data directory; removed on drop when the bench made it.
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl LocalCluster {
+    pub async fn start(args: &ReplArgs, out_dir: &Path) -> anyhow::Result<LocalCluster> {
+        let (dir, temp) = match &args.data_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("sluice-bench-repl-")
+                    .tempdir()?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let json = dir.join("cluster.json");
+        // A stale file from an earlier run would look ready at once.
+        let _ = std::fs::remove_file(&json);
+        let mut cmd = Command::new(std::env::current_exe().context("locating sluice")?);
+        cmd.args(["cluster", "up"])
+            .args(["--nodes", &args.nodes.to_string()])
+            .args(["--replicas", &args.replicas.to_string()])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--base-port", &args.base_port.to_string()])
+            .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
+            .args(["--vbuckets", &args.vbuckets.to_string()])
+            // A benchmark must not fail a busy node over.
+            .args(["--auto-failover-timeout", "0"])
+            // The nodes create this user and bucket; the bench logs in to them.
+            .env("SLUICE_USERNAME", &args.login.username)
+            .env("SLUICE_PASSWORD", &args.login.password)
+            .env("SLUICE_BUCKET", &args.login.bucket);
+        let mut proc = ChildProcess::spawn("sluice cluster up", cmd, &out_dir.join("cluster.log"))?;
+        let doc = wait_for_cluster_json(&mut proc, &json).await?;
+        let seeds = seeds_of(&doc)?;
+        let pids = doc["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+            .collect();
+        Ok(LocalCluster {
+            proc,
+            seeds,
+            pids,
+            _temp: temp,
+        })
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.proc.stop().await?;
+        Ok(())
+    }
+}
+
+async fn wait_for_cluster_json(
+    proc: &mut ChildProcess,
+    json: &PathBuf,
+) -> anyhow::Result<serde_json::Value> {
+    let deadline = Instant::now() + UP_TIMEOUT;
+    loop {
+        proc.check_running()?;
+        if let Ok(text) = std::fs::read(json) {
+            if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&text) {
+                return Ok(doc);
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the cluster did not come up within {UP_TIMEOUT:?}; see {}",
+            proc.log().display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// KV addresses from a cluster.json.
+fn seeds_of(doc: &serde_json::Value) -> anyhow::Result<Vec<String>> {
+    let nodes = doc["nodes"]
+        .as_array()
+        .context("cluster.json lists no nodes")?;
+    nodes
+        .iter()
+        .map(|n| {
+            n["kv_port"]
+                .as_u64()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .context("a node of cluster.json has no kv_port")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_come_from_the_kv_ports() {
+        let doc = serde_json::json!({"nodes": [{"kv_port": 13100}, {"kv_port": 13110}]});
+        assert_eq!(
+            seeds_of(&doc).unwrap(),
+            vec!["127.0.0.1:13100", "127.0.0.1:13110"]
+        );
+        assert!(seeds_of(&serde_json::json!({"nodes": [{}]})).is_err());
+        assert!(seeds_of(&serde_json::json!({})).is_err());
+    }
+}

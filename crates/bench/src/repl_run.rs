@@ -1,0 +1,234 @@
+//! [`run_replication`]: for each run, each target in turn (alternating order run by run):
+//! start it fresh, prefill, wait until the replicas have caught up, climb the rate ladder until
+//! a rate is not held, stop it. Then medians, report.md and results.json.
+
+use anyhow::Context;
+use bytes::Bytes;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::progress::{Length, Ticker};
+use crate::redis_peer::{find_redis_server, RedisPair, RedisPersistence};
+use crate::repl_args::{ReplArgs, ReplPeer};
+use crate::repl_cluster::LocalCluster;
+use crate::repl_redis::RedisTarget;
+use crate::repl_report::ReplReport;
+use crate::repl_sluice::SluiceTarget;
+use crate::repl_step::{run_step, StepConfig, StepResult};
+use crate::repl_target::Target;
+
+/// After the prefill, the replicas get this long to catch up.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest wait for quiet processes after the prefill (storage compaction, AOF rewrite) and
+/// between steps.
+const SETTLE_AFTER_PREFILL: Duration = Duration::from_secs(60);
+const SETTLE_BETWEEN_STEPS: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sluice,
+    Redis(RedisPersistence),
+}
+
+impl Kind {
+    fn label(self) -> String {
+        match self {
+            Kind::Sluice => "sluice".to_string(),
+            Kind::Redis(RedisPersistence::None) => "redis (no persistence)".to_string(),
+            Kind::Redis(RedisPersistence::Aof) => "redis (AOF everysec)".to_string(),
+        }
+    }
+}
+
+/// What keeps a target running; stopped after its ladder.
+enum Running {
+    Cluster(Option<LocalCluster>),
+    Redis,
+}
+
+pub async fn run_replication(args: ReplArgs) -> anyhow::Result<()> {
+    let args = args.effective();
+    args.validate()?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench-out/replication"));
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let redis = match args.vs {
+        Some(ReplPeer::Redis) => Some(find_redis_server()?),
+        None => None,
+    };
+    let mut kinds = vec![Kind::Sluice];
+    if redis.is_some() {
+        let mut modes = args.redis_persistence.clone();
+        modes.dedup();
+        kinds.extend(modes.into_iter().map(Kind::Redis));
+    }
+    let cfg = StepConfig {
+        length: args.step(),
+        warmup: args.warmup(),
+        writers: args.writers,
+        in_flight_max: args.in_flight_max,
+        items: args.items,
+        value: Bytes::from(vec![b'v'; args.value_bytes]),
+        sample_hz: args.sample_hz,
+    };
+    let mut steps = Vec::new();
+    for run in 0..args.runs {
+        let mut order = kinds.clone();
+        if run % 2 == 1 {
+            order.reverse();
+        }
+        for kind in order {
+            let ladder = run_target(kind, run, &args, &cfg, &out_dir, redis.as_deref())
+                .await
+                .with_context(|| format!("{} (run {})", kind.label(), run + 1))?;
+            steps.extend(ladder);
+        }
+    }
+    let report = ReplReport::new(
+        args.clone(),
+        kinds.iter().map(|k| k.label()).collect(),
+        steps,
+    );
+    report.write(&out_dir)?;
+    println!("{}", report.summary_table().to_text());
+    println!("replication latency p80 / p95 / p99:");
+    println!("{}", report.latency_table().to_text());
+    println!("items remaining avg / max:");
+    println!("{}", report.items_table().to_text());
+    eprintln!("wrote {}/report.md and results.json", out_dir.display());
+    Ok(())
+}
+
+async fn run_target(
+    kind: Kind,
+    run: u32,
+    args: &ReplArgs,
+    cfg: &StepConfig,
+    out_dir: &Path,
+    redis: Option<&Path>,
+) -> anyhow::Result<Vec<StepResult>> {
+    let label = kind.label();
+    let (target, running) = start(kind, run, args, out_dir, redis).await?;
+    let target = Arc::new(target);
+    let outcome = ladder(&target, &label, run, args, cfg).await;
+    let target = Arc::into_inner(target).context("a step left a task holding the target")?;
+    match (running, target) {
+        (Running::Cluster(cluster), _) => {
+            if let Some(c) = cluster {
+                c.stop().await?;
+            }
+        }
+        (Running::Redis, Target::Redis(r)) => r.pair.stop().await?,
+        (Running::Redis, Target::Sluice(_)) => unreachable!("a Redis run holds a Redis target"),
+    }
+    outcome
+}
+
+async fn start(
+    kind: Kind,
+    run: u32,
+    args: &ReplArgs,
+    out_dir: &Path,
+    redis: Option<&Path>,
+) -> anyhow::Result<(Target, Running)> {
+    match kind {
+        Kind::Sluice => {
+            let (cluster, seeds) = if args.connect.is_empty() {
+                eprintln!("starting a {}-node cluster", args.nodes);
+                let c = LocalCluster::start(args, out_dir).await?;
+                let seeds = c.seeds.clone();
+                (Some(c), seeds)
+            } else {
+                (None, args.connect.clone())
+            };
+            let pids = cluster.as_ref().map_or(Vec::new(), |c| c.pids.clone());
+            let t = SluiceTarget::connect(
+                &seeds,
+                &args.login.username,
+                &args.login.password,
+                &args.login.bucket,
+                pids,
+            )
+            .await?;
+            Ok((Target::Sluice(t), Running::Cluster(cluster)))
+        }
+        Kind::Redis(mode) => {
+            let bin = redis.context("no redis-server")?;
+            let dir = out_dir.join(format!("redis-{mode:?}-run{}", run + 1).to_lowercase());
+            let _ = std::fs::remove_dir_all(&dir);
+            let pair = RedisPair::start(bin, &dir, mode).await?;
+            Ok((
+                Target::Redis(Box::new(RedisTarget::connect(pair).await?)),
+                Running::Redis,
+            ))
+        }
+    }
+}
+
+async fn ladder(
+    target: &Arc<Target>,
+    label: &str,
+    run: u32,
+    args: &ReplArgs,
+    cfg: &StepConfig,
+) -> anyhow::Result<Vec<StepResult>> {
+    let done = Arc::new(AtomicU64::new(0));
+    let bar = Ticker::start(
+        format!("{label} prefill"),
+        Length::Ops(args.items),
+        done.clone(),
+    );
+    let filled = target.prefill(args.items, &cfg.value, &done).await;
+    bar.finish();
+    filled?;
+    caught_up(target).await?;
+    target.settle(SETTLE_AFTER_PREFILL).await?;
+    let mut out = Vec::new();
+    for &rate in &args.rates {
+        let done = Arc::new(AtomicU64::new(0));
+        let bar = Ticker::start(
+            format!("{label} {}/s", crate::table::thousands(rate)),
+            Length::Time(cfg.length),
+            done.clone(),
+        );
+        let step = run_step(target.clone(), label, run, rate, cfg, done).await;
+        bar.finish();
+        let step = step?;
+        eprintln!(
+            "{label}, run {}, {rate}/s: held {:.0}/s, replication p99 {}, items remaining avg {:.1}",
+            run + 1,
+            step.achieved_per_s,
+            crate::latency::format_us(step.repl_latency.p99_us),
+            step.lag.items_remaining_avg,
+        );
+        let held = step.sustained;
+        out.push(step);
+        if !held {
+            break;
+        }
+        caught_up(target).await?;
+        target.settle(SETTLE_BETWEEN_STEPS).await?;
+    }
+    Ok(out)
+}
+
+/// Waits until the replicas have applied everything written so far.
+async fn caught_up(target: &Target) -> anyhow::Result<()> {
+    let deadline = Instant::now() + CATCH_UP_TIMEOUT;
+    loop {
+        let lag = target.probe().await?;
+        if lag.behind <= 0.0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the replicas are still {} behind after {CATCH_UP_TIMEOUT:?}",
+            lag.behind
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
