@@ -133,6 +133,8 @@ fn spawn(
     persistence: RedisPersistence,
 ) -> anyhow::Result<ChildProcess> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Redis changes into `dir` before opening its log: every path it is given is absolute.
+    let dir = &std::fs::canonicalize(dir)?;
     let conf = dir.join("redis.conf");
     std::fs::write(&conf, config(dir, addr, primary, persistence))?;
     let mut cmd = Command::new(binary);
