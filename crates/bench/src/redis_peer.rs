@@ -27,6 +27,8 @@ pub enum RedisPersistence {
 }
 
 pub struct RedisPair {
+    /// Both servers' directories (config, log, AOF) are under this one.
+    pub dir: PathBuf,
     pub primary: SocketAddr,
     pub replica: SocketAddr,
     primary_proc: ChildProcess,
@@ -53,6 +55,7 @@ impl RedisPair {
         )?;
         replica_proc.wait_for_port(replica, START_TIMEOUT).await?;
         let pair = RedisPair {
+            dir: dir.to_path_buf(),
             primary,
             replica,
             primary_proc,

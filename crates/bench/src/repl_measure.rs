@@ -26,6 +26,17 @@ pub struct WriteOutcome {
 }
 
 impl WriteOutcome {
+    /// One set's answer: `ok` or not, scheduled at `due`, answered at `at`. Only sets due
+    /// after the warm-up (`measure_from`) count toward the rate and the latency.
+    pub fn account(&mut self, ok: bool, due: Instant, at: Instant, measure_from: Instant) {
+        if !ok {
+            self.errors += 1;
+        } else if due >= measure_from {
+            self.done_measured += 1;
+            self.latency.record(at - due);
+        }
+    }
+
     pub fn merge(&mut self, other: WriteOutcome) {
         self.done_measured += other.done_measured;
         self.errors += other.errors;

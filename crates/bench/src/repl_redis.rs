@@ -84,13 +84,8 @@ impl RedisTarget {
         let mut buf = Vec::new();
         let mut k = 0u64;
         let account = |out: &mut WriteOutcome, due: Instant, r: &Reply| {
-            if !r.is_ok() {
-                out.errors += 1;
-            } else if due >= plan.measure_from {
-                plan.done.fetch_add(1, Ordering::Relaxed);
-                out.done_measured += 1;
-                out.latency.record(due.elapsed());
-            }
+            plan.done.fetch_add(u64::from(r.is_ok()), Ordering::Relaxed);
+            out.account(r.is_ok(), due, Instant::now(), plan.measure_from);
         };
         loop {
             let now = Instant::now();

@@ -42,12 +42,6 @@ impl Kind {
     }
 }
 
-/// What keeps a target running; stopped after its ladder.
-enum Running {
-    Cluster(Option<LocalCluster>),
-    Redis,
-}
-
 pub async fn run_replication(args: ReplArgs) -> anyhow::Result<()> {
     let args = args.effective();
     args.validate()?;
@@ -112,29 +106,32 @@ async fn run_target(
     redis: Option<&Path>,
 ) -> anyhow::Result<Vec<StepResult>> {
     let label = kind.label();
-    let (target, running) = start(kind, run, args, out_dir, redis).await?;
+    let (target, cluster) = start(kind, run, args, out_dir, redis).await?;
     let target = Arc::new(target);
     let outcome = ladder(&target, &label, run, args, cfg).await;
     let target = Arc::into_inner(target).context("a step left a task holding the target")?;
-    match (running, target) {
-        (Running::Cluster(cluster), _) => {
-            if let Some(c) = cluster {
-                c.stop().await?;
-            }
+    if let Some(c) = cluster {
+        c.stop().await?;
+    }
+    if let Target::Redis(r) = target {
+        let dir = r.pair.dir.clone();
+        r.pair.stop().await?;
+        // Its AOF files are tens of MB per run; kept only when a run failed (with its logs).
+        if outcome.is_ok() {
+            std::fs::remove_dir_all(&dir)?;
         }
-        (Running::Redis, Target::Redis(r)) => r.pair.stop().await?,
-        (Running::Redis, Target::Sluice(_)) => unreachable!("a Redis run holds a Redis target"),
     }
     outcome
 }
 
+/// The target, and the cluster the bench started for it (stopped after the ladder).
 async fn start(
     kind: Kind,
     run: u32,
     args: &ReplArgs,
     out_dir: &Path,
     redis: Option<&Path>,
-) -> anyhow::Result<(Target, Running)> {
+) -> anyhow::Result<(Target, Option<LocalCluster>)> {
     match kind {
         Kind::Sluice => {
             let (cluster, seeds) = if args.connect.is_empty() {
@@ -154,7 +151,7 @@ async fn start(
                 pids,
             )
             .await?;
-            Ok((Target::Sluice(t), Running::Cluster(cluster)))
+            Ok((Target::Sluice(t), cluster))
         }
         Kind::Redis(mode) => {
             let bin = redis.context("no redis-server")?;
@@ -163,7 +160,7 @@ async fn start(
             let pair = RedisPair::start(bin, &dir, mode).await?;
             Ok((
                 Target::Redis(Box::new(RedisTarget::connect(pair).await?)),
-                Running::Redis,
+                None,
             ))
         }
     }

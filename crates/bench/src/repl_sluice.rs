@@ -116,13 +116,8 @@ impl SluiceTarget {
         let mut running = JoinSet::new();
         let mut k = 0u64;
         let account = |out: &mut WriteOutcome, (due, ok, at): (Instant, bool, Instant)| {
-            if !ok {
-                out.errors += 1;
-            } else if due >= plan.measure_from {
-                plan.done.fetch_add(1, Ordering::Relaxed);
-                out.done_measured += 1;
-                out.latency.record(at - due);
-            }
+            plan.done.fetch_add(u64::from(ok), Ordering::Relaxed);
+            out.account(ok, due, at, plan.measure_from);
         };
         loop {
             let now = Instant::now();

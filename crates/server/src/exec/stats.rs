@@ -182,14 +182,10 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
             // whose replicas are all placed, replicas × Σ active − Σ replica is how many
             // changes the replicas have yet to apply (seqnos are per-vbucket offsets), the
             // same measure as a Redis replica's offset lag.
-            let (mut active, mut replica) = (0u64, 0u64);
-            for d in bucket.vb_details() {
-                match d.state {
-                    sluice_types::VbState::Active => active += d.high_seqno.0,
-                    sluice_types::VbState::Replica => replica += d.high_seqno.0,
-                    _ => {}
-                }
-            }
+            let total =
+                |state| -> u64 { bucket.vb_seqnos(Some(state)).iter().map(|(_, s)| s.0).sum() };
+            let active = total(sluice_types::VbState::Active);
+            let replica = total(sluice_types::VbState::Replica);
             put("vb_active_high_seqno_total", active.to_string());
             put("vb_replica_high_seqno_total", replica.to_string());
             for (feed, f) in node.replication.snapshot() {
