@@ -56,17 +56,7 @@ fn run_bucket(
     work: &Workload,
     bucket_type: BucketType,
 ) -> Result<InProcessResult, BenchError> {
-    let dir = tempfile::Builder::new()
-        .prefix("sluice-bench-ip-")
-        .tempdir()?;
-    let mut config = BucketConfig::new("bench", bucket_type);
-    config.quota_bytes = spec.quota_bytes;
-    config.num_vbuckets = spec.num_vbuckets;
-    let store: Option<Arc<dyn Store>> = match bucket_type {
-        BucketType::Couchbase => Some(Arc::new(FjallStore::open(dir.path())?)),
-        BucketType::Ephemeral => None,
-    };
-    let bucket = Bucket::open(config, store, Arc::new(SystemClock))?;
+    let (bucket, dir) = open_bucket(spec, bucket_type)?;
     prefill(&bucket, work, spec.threads)?;
     let mut runs = Vec::new();
     let (mut misses, mut errors) = (0, 0);
@@ -77,6 +67,9 @@ fn run_bucket(
         errors += t.errors;
     }
     bucket.shutdown()?;
+    // The storage engine's last cleanups need the directory: it goes after the bucket.
+    drop(bucket);
+    drop(dir);
     Ok(InProcessResult {
         bucket_type: match bucket_type {
             BucketType::Couchbase => "couchbase",
@@ -90,7 +83,29 @@ fn run_bucket(
     })
 }
 
-fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), BenchError> {
+/// A fresh bucket of `bucket_type` with the spec's quota and vbuckets; a couchbase bucket
+/// stores into a temporary directory, removed when the returned guard is dropped (drop the
+/// bucket first).
+pub fn open_bucket(
+    spec: &InProcessSpec,
+    bucket_type: BucketType,
+) -> Result<(Arc<Bucket>, tempfile::TempDir), BenchError> {
+    let dir = tempfile::Builder::new()
+        .prefix("sluice-bench-ip-")
+        .tempdir()?;
+    let mut config = BucketConfig::new("bench", bucket_type);
+    config.quota_bytes = spec.quota_bytes;
+    config.num_vbuckets = spec.num_vbuckets;
+    let store: Option<Arc<dyn Store>> = match bucket_type {
+        BucketType::Couchbase => Some(Arc::new(FjallStore::open(dir.path())?)),
+        BucketType::Ephemeral => None,
+    };
+    let bucket = Bucket::open(config, store, Arc::new(SystemClock))?;
+    Ok((bucket, dir))
+}
+
+/// Stores every key of `work` once, from `threads` threads.
+pub fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), BenchError> {
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads as u64)
             .map(|t| {
@@ -110,13 +125,14 @@ fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), Bench
 }
 
 #[derive(Default)]
-struct ThreadTally {
-    ops: u64,
-    misses: u64,
-    errors: u64,
+pub struct ThreadTally {
+    pub ops: u64,
+    pub misses: u64,
+    pub errors: u64,
 }
 
-fn timed_run(bucket: &Bucket, work: &Workload, spec: &InProcessSpec, run: u64) -> ThreadTally {
+/// One warm-up plus measured run of `work` on `bucket`; counts only the measured part.
+pub fn timed_run(bucket: &Bucket, work: &Workload, spec: &InProcessSpec, run: u64) -> ThreadTally {
     let start = Instant::now();
     let measure_from = start + spec.warmup;
     let end = measure_from + spec.duration;

@@ -48,6 +48,7 @@ impl Latency {
         LatencySummary {
             count: h.len(),
             mean_us: h.mean() / 1000.0,
+            min_us: us(h.min()),
             p50_us: us(h.value_at_quantile(0.50)),
             p95_us: us(h.value_at_quantile(0.95)),
             p99_us: us(h.value_at_quantile(0.99)),
@@ -67,6 +68,7 @@ impl Default for Latency {
 pub struct LatencySummary {
     pub count: u64,
     pub mean_us: f64,
+    pub min_us: f64,
     pub p50_us: f64,
     pub p95_us: f64,
     pub p99_us: f64,
@@ -105,6 +107,7 @@ mod tests {
         assert!(close(s.p95_us, 950.0), "{s:?}");
         assert!(close(s.p99_us, 990.0), "{s:?}");
         assert!(close(s.max_us, 1000.0), "{s:?}");
+        assert!(close(s.min_us, 1.0), "{s:?}");
         assert!(close(s.mean_us, 500.5), "{s:?}");
     }
 

@@ -32,18 +32,43 @@
 //! Layout of `bench replication` (seeds 000/001; it reuses the pacer, latency and tables):
 //! - `repl_args`    — [`ReplArgs`], the command line;
 //! - `repl_run`     — [`run_replication`]: each target in turn, fresh, up the rate ladder;
-//! - `repl_cluster` — the local cluster (`sluice cluster up` as a child process);
+//! - `local_cluster` — the local cluster (`sluice cluster up` as a child process), shared
+//!   with `clients` and `parallel`;
 //! - `repl_target`  — the targets behind one interface: `repl_sluice` (smart client,
 //!   GET_REPLICA, STAT lag) and `repl_redis` (RESP, INFO replication lag);
 //! - `redis_peer`   — Redis primary + replica processes; `resp` — the RESP2 codec;
 //! - `repl_step`    — one rate: writers, latency sampler and lag monitor side by side;
 //! - `repl_measure` — what a step measures and the lag/bytes arithmetic;
 //! - `repl_report`  — medians, the lines (issue 4, ours, the seeds'), report.md, results.json.
+//!
+//! Layout of `bench clients` (seed 002):
+//! - `clients_args`   — [`ClientsArgs`], the command line and its cases;
+//! - `clients_run`    — [`run_clients`]: a cluster per case, warm-up, write and read phases;
+//! - `clients_phase`  — one phase: users started over the ramp-up, each a fresh client;
+//! - `clients_report` — JMeter's table, where the time goes, the seed beside us;
+//! - `node_probe`     — STAT figures summed over the nodes, and their CPU, around a phase.
+//!
+//! Layout of `bench parallel` (seed 004):
+//! - `parallel_args`   — [`ParallelArgs`], the command line;
+//! - `parallel_run`    — [`run_parallel`]: a cluster per node count, a warm-up build, cells;
+//! - `parallel_build`  — one client's build as a list of operations (pure) and its documents;
+//! - `parallel_client` — one client running its build, one request at a time;
+//! - `parallel_report` — seed 004's table with our figures and the seed's beside.
+//!
+//! Layout of `bench footprint` (seed 003; it reuses the in-process engine load, the KV
+//! prefill and timed runs, and the memcached target):
+//! - `footprint_args`   — [`FootprintArgs`], the command line;
+//! - `footprint_run`    — [`run_footprint`]: a fresh bucket per row; store, memory, phases;
+//! - `footprint_report` — the rows, memcached ratios, the seed's figures.
 #![deny(unsafe_code)]
 
 mod args;
 mod bucket_setup;
 mod catch_up;
+mod clients_args;
+mod clients_phase;
+mod clients_report;
+mod clients_run;
 mod connect;
 mod consumer;
 mod dcp_args;
@@ -52,21 +77,30 @@ mod dcp_run;
 mod dcp_tables;
 mod drain;
 mod error;
+mod footprint_args;
+mod footprint_report;
+mod footprint_run;
 mod in_process;
 mod key_set;
 mod latency;
 mod load;
+mod local_cluster;
 mod login_args;
 mod measure;
 mod memory_stats;
+mod node_probe;
 mod pacer;
+mod parallel_args;
+mod parallel_build;
+mod parallel_client;
+mod parallel_report;
+mod parallel_run;
 mod prefill;
 mod proc_stats;
 mod process;
 mod progress;
 mod redis_peer;
 mod repl_args;
-mod repl_cluster;
 mod repl_measure;
 mod repl_redis;
 mod repl_report;
@@ -88,9 +122,15 @@ mod workload;
 mod write_rate;
 
 pub use args::{BucketTypeArg, KvArgs, Peer};
+pub use clients_args::{ClientCase, ClientsArgs};
+pub use clients_run::run_clients;
 pub use dcp_args::{DcpArgs, Scenario, Setup};
 pub use dcp_run::run_dcp;
+pub use footprint_args::{FootprintArgs, Mode as FootprintMode};
+pub use footprint_run::run_footprint;
 pub use login_args::BenchLogin;
+pub use parallel_args::ParallelArgs;
+pub use parallel_run::run_parallel;
 pub use redis_peer::RedisPersistence;
 pub use repl_args::{ReplArgs, ReplPeer};
 pub use repl_run::run_replication;

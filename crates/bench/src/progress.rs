@@ -38,7 +38,7 @@ impl Ticker {
                 d.as_secs().max(1),
                 "{prefix:>20} [{bar:30}] {pos:>3}/{len} s  {msg}",
             ),
-            Length::Ops(n) => (n.max(1), "{prefix:>20} [{bar:30}] {pos}/{len} keys  {msg}"),
+            Length::Ops(n) => (n.max(1), "{prefix:>20} [{bar:30}] {pos}/{len}  {msg}"),
         };
         let bar = ProgressBar::with_draw_target(Some(len), target);
         bar.set_style(

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::args::{parse_rate, parse_value_bytes};
+use crate::local_cluster::ClusterSpec;
 use crate::redis_peer::RedisPersistence;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -39,8 +40,8 @@ pub struct ReplArgs {
     #[arg(long, default_value_t = 13100)]
     pub base_port: u16,
 
-    /// Where the started cluster keeps its data (default: a temporary directory, removed
-    /// afterwards).
+    /// Where the started clusters keep their data, one subdirectory per run (default: a
+    /// temporary directory each, removed afterwards).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 
@@ -135,6 +136,23 @@ impl ReplArgs {
             a.runs = 1;
         }
         a
+    }
+
+    /// The cluster the bench starts for run `run` (0-based).
+    pub fn cluster_spec(&self, run: u32) -> ClusterSpec<'_> {
+        ClusterSpec {
+            nodes: self.nodes,
+            replicas: self.replicas,
+            base_port: self.base_port,
+            data_dir: self
+                .data_dir
+                .as_ref()
+                .map(|d| d.join(format!("run{}", run + 1))),
+            memory_quota_mb: self.memory_quota_mb,
+            vbuckets: self.vbuckets,
+            login: &self.login,
+            scenario: "repl",
+        }
     }
 
     pub fn step(&self) -> Duration {

@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::local_cluster::LocalCluster;
 use crate::progress::{Length, Ticker};
 use crate::redis_peer::{find_redis_server, RedisPair, RedisPersistence};
 use crate::repl_args::{ReplArgs, ReplPeer};
-use crate::repl_cluster::LocalCluster;
 use crate::repl_redis::RedisTarget;
 use crate::repl_report::ReplReport;
 use crate::repl_sluice::SluiceTarget;
@@ -136,7 +136,8 @@ async fn start(
         Kind::Sluice => {
             let (cluster, seeds) = if args.connect.is_empty() {
                 eprintln!("starting a {}-node cluster", args.nodes);
-                let c = LocalCluster::start(args, out_dir).await?;
+                let c = LocalCluster::start(args.cluster_spec(run), &out_dir.join("cluster.log"))
+                    .await?;
                 let seeds = c.seeds.clone();
                 (Some(c), seeds)
             } else {

@@ -157,13 +157,27 @@ pub fn existing_memcached(addr: &str) -> Result<Target, BenchError> {
 
 /// A memcached started like the baseline's: `-t 2 -m 2048 -c 1024 -U 0` on loopback.
 pub async fn start_memcached(args: &KvArgs) -> Result<Target, BenchError> {
+    start_memcached_with(&args.memcached_bin, 2048).await
+}
+
+/// memcached as the baselines run it (2 threads, 1024 connections), with `-m memory_mb`.
+pub async fn start_memcached_with(bin: &Path, memory_mb: u64) -> Result<Target, BenchError> {
     let dir = tempfile::Builder::new()
         .prefix("sluice-bench-mc-")
         .tempdir()?;
     let port = free_port()?;
-    let mut cmd = Command::new(&args.memcached_bin);
+    let mut cmd = Command::new(bin);
     cmd.args(["-u", "root", "-l", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-t", "2", "-m", "2048", "-c", "1024", "-U", "0"]);
+        .args([
+            "-t",
+            "2",
+            "-m",
+            &memory_mb.to_string(),
+            "-c",
+            "1024",
+            "-U",
+            "0",
+        ]);
     let mut process = ChildProcess::spawn("memcached", cmd, &dir.path().join("memcached.log"))?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     process.wait_for_port(addr, READY_TIMEOUT).await?;

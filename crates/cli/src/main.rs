@@ -84,6 +84,19 @@ enum BenchCommand {
     /// with 1 replica; replication latency, items remaining and bytes/s per rate, and the
     /// highest rate meeting each line. `--vs redis` runs Redis primary + replica the same way.
     Replication(sluice_bench::ReplArgs),
+    /// Clients (seed 002): N users × M servers × ramp-up, each user a fresh smart client
+    /// making one request; a write phase, then a read phase over the same keys, reported as
+    /// JMeter's table (count, average, min, max, error %, throughput). Starts a local
+    /// cluster of M nodes per case.
+    Clients(sluice_bench::ClientsArgs),
+    /// Parallel builds (seed 004): every client creates, reads, updates and deletes a tree of
+    /// small documents, one request at a time; clients × nodes, reporting time to finish,
+    /// average sum of client latency and CPU per node. Starts a local cluster per node count.
+    Parallel(sluice_bench::ParallelArgs),
+    /// Footprint (seed 003): update and GET ops/s and memory per item, in-process and over
+    /// local sockets, ephemeral and couchbase buckets, small and large quotas; `--vs
+    /// memcached` runs memcached beside the socket rows with the same memory limit.
+    Footprint(sluice_bench::FootprintArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -112,19 +125,21 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::Watch(args) => watch_cmd::run(args),
-        Command::Bench(BenchCommand::Kv(args)) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(sluice_bench::run_kv(args)),
-        Command::Bench(BenchCommand::Dcp(args)) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(sluice_bench::run_dcp(args)),
+        Command::Bench(BenchCommand::Kv(args)) => bench(sluice_bench::run_kv(args)),
+        Command::Bench(BenchCommand::Dcp(args)) => bench(sluice_bench::run_dcp(args)),
         Command::Bench(BenchCommand::Replication(args)) => {
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(sluice_bench::run_replication(args))
+            bench(sluice_bench::run_replication(args))
         }
+        Command::Bench(BenchCommand::Clients(args)) => bench(sluice_bench::run_clients(args)),
+        Command::Bench(BenchCommand::Parallel(args)) => bench(sluice_bench::run_parallel(args)),
+        Command::Bench(BenchCommand::Footprint(args)) => bench(sluice_bench::run_footprint(args)),
     }
+}
+
+/// Runs a benchmark on a multi-threaded runtime of its own.
+fn bench(run: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run)
 }

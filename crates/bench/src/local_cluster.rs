@@ -1,17 +1,35 @@
-//! The local cluster of `bench replication`: `sluice cluster up` run as a child process (the
-//! product's own first command), ready once it has written `DIR/cluster.json`. Stopping it
-//! (SIGTERM) stops every node cleanly.
+//! The local cluster of the cluster scenarios (`replication`, `clients`, `parallel`):
+//! `sluice cluster up` run as a child process (the product's own first command), ready once it
+//! has written `DIR/cluster.json`. Stopping it (SIGTERM) stops every node cleanly.
 
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::login_args::BenchLogin;
 use crate::process::ChildProcess;
-use crate::repl_args::ReplArgs;
 
 /// Forming a cluster includes one Raft election and one placement per node.
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec<'a> {
+    pub nodes: u16,
+    pub replicas: u8,
+    /// Each node takes 10 ports from here on.
+    pub base_port: u16,
+    /// None: a temporary directory, removed when the cluster is dropped. A given directory
+    /// must be empty or missing: a cluster found there would be restarted, not started.
+    pub data_dir: Option<PathBuf>,
+    /// Bucket quota per node.
+    pub memory_quota_mb: u64,
+    pub vbuckets: u16,
+    pub login: &'a BenchLogin,
+    /// Names the temporary directory (`sluice-bench-{scenario}-…`).
+    pub scenario: &'static str,
+}
 
 pub struct LocalCluster {
     proc: ChildProcess,
@@ -24,12 +42,21 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    pub async fn start(args: &ReplArgs, out_dir: &Path) -> anyhow::Result<LocalCluster> {
-        let (dir, temp) = match &args.data_dir {
-            Some(d) => (d.clone(), None),
+    /// Starts the cluster; its log goes to `log`.
+    pub async fn start(spec: ClusterSpec<'_>, log: &Path) -> anyhow::Result<LocalCluster> {
+        let (dir, temp) = match &spec.data_dir {
+            Some(d) => {
+                let used = std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some());
+                anyhow::ensure!(
+                    !used,
+                    "{} is not empty; give the bench a fresh --data-dir",
+                    d.display()
+                );
+                (d.clone(), None)
+            }
             None => {
                 let t = tempfile::Builder::new()
-                    .prefix("sluice-bench-repl-")
+                    .prefix(&format!("sluice-bench-{}-", spec.scenario))
                     .tempdir()?;
                 (t.path().to_path_buf(), Some(t))
             }
@@ -39,20 +66,20 @@ impl LocalCluster {
         let _ = std::fs::remove_file(&json);
         let mut cmd = Command::new(std::env::current_exe().context("locating sluice")?);
         cmd.args(["cluster", "up"])
-            .args(["--nodes", &args.nodes.to_string()])
-            .args(["--replicas", &args.replicas.to_string()])
+            .args(["--nodes", &spec.nodes.to_string()])
+            .args(["--replicas", &spec.replicas.to_string()])
             .arg("--data-dir")
             .arg(&dir)
-            .args(["--base-port", &args.base_port.to_string()])
-            .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
-            .args(["--vbuckets", &args.vbuckets.to_string()])
+            .args(["--base-port", &spec.base_port.to_string()])
+            .args(["--memory-quota-mb", &spec.memory_quota_mb.to_string()])
+            .args(["--vbuckets", &spec.vbuckets.to_string()])
             // A benchmark must not fail a busy node over.
             .args(["--auto-failover-timeout", "0"])
             // The nodes create this user and bucket; the bench logs in to them.
-            .env("SLUICE_USERNAME", &args.login.username)
-            .env("SLUICE_PASSWORD", &args.login.password)
-            .env("SLUICE_BUCKET", &args.login.bucket);
-        let mut proc = ChildProcess::spawn("sluice cluster up", cmd, &out_dir.join("cluster.log"))?;
+            .env("SLUICE_USERNAME", &spec.login.username)
+            .env("SLUICE_PASSWORD", &spec.login.password)
+            .env("SLUICE_BUCKET", &spec.login.bucket);
+        let mut proc = ChildProcess::spawn("sluice cluster up", cmd, log)?;
         let doc = wait_for_cluster_json(&mut proc, &json).await?;
         let seeds = seeds_of(&doc)?;
         let pids = doc["nodes"]
