@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::args::parse_value_bytes;
+use crate::cluster_args::ClusterArgs;
 use crate::local_cluster::ClusterSpec;
 use crate::login_args::BenchLogin;
 
@@ -72,31 +73,9 @@ pub struct ClientsArgs {
     )]
     pub cases: Vec<ClientCase>,
 
-    /// Run against an existing Sluice cluster (KV ports, loopback only) instead of starting
-    /// one per case; the cases' server counts are then only labels.
-    #[arg(long, value_name = "HOST:PORT", value_delimiter = ',')]
-    pub connect: Vec<String>,
-
-    /// Replicas of the bucket of each started cluster (capped at servers − 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub replicas: u8,
-
-    /// First port of the started clusters (each node takes 10 from here on).
-    #[arg(long, default_value_t = 13300)]
-    pub base_port: u16,
-
-    /// Where the started clusters keep their data, one subdirectory per case (default: a
-    /// temporary directory each, removed afterwards).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-
-    /// Bucket memory quota per node of the started clusters.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-    pub memory_quota_mb: u64,
-
-    /// vbuckets of the started clusters.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub vbuckets: u16,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub cluster: ClusterArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -126,7 +105,7 @@ impl ClientsArgs {
         let mut a = self.clone();
         if a.quick {
             a.cases = vec!["50x1x1".parse().unwrap(), "100x3x2".parse().unwrap()];
-            a.vbuckets = 64;
+            a.cluster.vbuckets = 64;
             a.runs = 1;
         }
         a
@@ -139,21 +118,9 @@ impl ClientsArgs {
 
     /// The cluster started for case number `index` (0-based).
     pub fn cluster_spec(&self, index: usize, case: &ClientCase) -> ClusterSpec<'_> {
-        ClusterSpec {
-            nodes: case.servers,
-            replicas: self
-                .replicas
-                .min(u8::try_from(case.servers - 1).unwrap_or(u8::MAX)),
-            base_port: self.base_port,
-            data_dir: self
-                .data_dir
-                .as_ref()
-                .map(|d| d.join(format!("case{}", index + 1))),
-            memory_quota_mb: self.memory_quota_mb,
-            vbuckets: self.vbuckets,
-            login: &self.login,
-            scenario: "clients",
-        }
+        let subdir = format!("case{}", index + 1);
+        self.cluster
+            .spec(case.servers, &subdir, &self.login, "clients")
     }
 }
 
@@ -219,6 +186,6 @@ mod tests {
     fn quick_replaces_the_matrix() {
         let a = parse(&["--quick", "--runs", "5"]).unwrap().effective();
         assert_eq!(a.cases.len(), 2);
-        assert_eq!((a.vbuckets, a.runs), (64, 1));
+        assert_eq!((a.cluster.vbuckets, a.runs), (64, 1));
     }
 }

@@ -4,7 +4,6 @@
 //! (bootstrap and request) with the nodes' own figures (connections opened, CPU); and the
 //! seed's numbers beside ours. Every figure is the median over runs.
 
-use anyhow::Context;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use crate::clients_args::{ClientCase, ClientsArgs};
 use crate::clients_phase::PhaseResult;
 use crate::node_probe::NodeReading;
 use crate::report::median;
+use crate::scenario_out::write_report;
 use crate::table::Table;
 
 /// Seed 002's published TOTAL rows: (users, servers, ramp s, phase, average ms, throughput/s).
@@ -254,7 +254,7 @@ impl ClientsReport {
         format!(
             "{} run(s) per case, {} B values, {} vbuckets, {} replica(s) where the servers allow, \
              users are fresh smart clients (SCRAM-SHA512) making one request each",
-            s.runs, s.value_bytes, s.vbuckets, s.replicas
+            s.runs, s.value_bytes, s.cluster.vbuckets, s.cluster.replicas
         )
     }
 
@@ -306,12 +306,7 @@ impl ClientsReport {
     }
 
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(self).context("encoding results.json")?;
-        std::fs::write(dir.join("results.json"), json)
-            .with_context(|| format!("writing {}/results.json", dir.display()))?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())
-            .with_context(|| format!("writing {}/report.md", dir.display()))?;
-        Ok(())
+        write_report(dir, self, &self.to_markdown())
     }
 }
 

@@ -6,7 +6,6 @@
 use anyhow::Context;
 use bytes::Bytes;
 use sluice_client::ClusterOptions;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use crate::local_cluster::LocalCluster;
 use crate::node_probe::NodeProbe;
 use crate::proc_stats::cpu_time;
 use crate::progress::{Length, Ticker};
+use crate::scenario_out::out_dir;
 
 /// Users of the warm-up (a write and a read phase over 1 s each, not measured).
 const WARMUP_USERS: u32 = 50;
@@ -28,11 +28,7 @@ const PROBED: [(&str, &str); 1] = [("", "total_connections")];
 pub async fn run_clients(args: ClientsArgs) -> anyhow::Result<()> {
     let args = args.effective();
     args.validate()?;
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out/clients"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = out_dir(args.out.as_deref(), "clients")?;
     let mut cases = Vec::new();
     for (i, case) in args.cases.iter().enumerate() {
         let log = out_dir.join(format!("cluster-case{}.log", i + 1));
@@ -54,13 +50,13 @@ async fn run_case(
     case: &ClientCase,
     log: &std::path::Path,
 ) -> anyhow::Result<CaseResult> {
-    let (cluster, seeds) = if args.connect.is_empty() {
+    let (cluster, seeds) = if args.cluster.connect.is_empty() {
         eprintln!("starting a {}-node cluster", case.servers);
         let c = LocalCluster::start(args.cluster_spec(index, case), log).await?;
         let seeds = c.seeds.clone();
         (Some(c), seeds)
     } else {
-        (None, args.connect.clone())
+        (None, args.cluster.connect.clone())
     };
     let pids = cluster.as_ref().map_or(Vec::new(), |c| c.pids.clone());
     let outcome = phases(args, case, seeds, pids).await;

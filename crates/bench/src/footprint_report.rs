@@ -3,13 +3,13 @@
 //! growth while the items were stored); memcached's socket rows beside ours as ratios; seed
 //! 003's published figures below. Throughputs are medians over runs.
 
-use anyhow::Context;
 use serde::Serialize;
 use std::path::Path;
 
 use crate::args::BucketTypeArg;
 use crate::footprint_args::{FootprintArgs, Mode};
 use crate::report::median;
+use crate::scenario_out::write_report;
 use crate::table::{thousands, Table};
 
 /// Seed 003 (Xenon), as published: (what, quota, update ops/s).
@@ -241,12 +241,7 @@ impl FootprintReport {
     }
 
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(self).context("encoding results.json")?;
-        std::fs::write(dir.join("results.json"), json)
-            .with_context(|| format!("writing {}/results.json", dir.display()))?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())
-            .with_context(|| format!("writing {}/report.md", dir.display()))?;
-        Ok(())
+        write_report(dir, self, &self.to_markdown())
     }
 }
 

@@ -8,7 +8,6 @@
 use anyhow::Context;
 use sluice_client::Client;
 use sluice_engine::BucketType;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,17 +22,14 @@ use crate::memory_stats::MemoryStats;
 use crate::prefill::prefill;
 use crate::proc_stats::rss_bytes;
 use crate::progress::{Length, Ticker};
+use crate::scenario_out::out_dir;
 use crate::targets::{start_memcached_with, start_sluice, ServerSpec, Target};
 use crate::workload::Workload;
 
 pub async fn run_footprint(args: FootprintArgs) -> anyhow::Result<()> {
     let args = args.effective();
     args.validate()?;
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out/footprint"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = out_dir(args.out.as_deref(), "footprint")?;
     let mut rows = Vec::new();
     for &mode in &args.modes {
         for &bucket_type in &args.bucket_types {

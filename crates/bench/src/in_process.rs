@@ -111,7 +111,7 @@ pub fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), B
             .map(|t| {
                 s.spawn(move || {
                     for i in (t..work.keys).step_by(threads) {
-                        set(bucket, &key(i), &work.value)?;
+                        store_retrying(bucket, &key(i), &work.value)?;
                     }
                     Ok::<_, EngineError>(())
                 })
@@ -122,6 +122,23 @@ pub fn prefill(bucket: &Bucket, work: &Workload, threads: usize) -> Result<(), B
         }
         Ok(())
     })
+}
+
+/// Longest a prefill store waits for memory, as a client retrying ETMPFAIL would.
+const TMP_OOM_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// A set that waits while the bucket is temporarily out of memory (a durable bucket under a
+/// small quota frees memory only as its flusher persists and values are evicted).
+fn store_retrying(bucket: &Bucket, k: &[u8], value: &[u8]) -> Result<(), EngineError> {
+    let deadline = Instant::now() + TMP_OOM_WAIT_MAX;
+    loop {
+        match set(bucket, k, value) {
+            Err(EngineError::TempFail) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 #[derive(Default)]

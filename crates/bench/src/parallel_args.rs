@@ -6,6 +6,7 @@ use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
 
+use crate::cluster_args::ClusterArgs;
 use crate::local_cluster::ClusterSpec;
 use crate::login_args::BenchLogin;
 
@@ -21,11 +22,6 @@ pub struct ParallelArgs {
           value_parser = clap::value_parser!(u16).range(1..=16))]
     pub nodes: Vec<u16>,
 
-    /// Run against an existing Sluice cluster (KV ports, loopback only) instead of starting
-    /// one per node count; --nodes is then ignored.
-    #[arg(long, value_name = "HOST:PORT", value_delimiter = ',')]
-    pub connect: Vec<String>,
-
     /// Source files of each client's tree (16 per directory).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub files: u32,
@@ -34,26 +30,9 @@ pub struct ParallelArgs {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(96..=65536))]
     pub doc_bytes: u32,
 
-    /// Replicas of the bucket of each started cluster (capped at nodes − 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub replicas: u8,
-
-    /// First port of the started clusters (each node takes 10 from here on).
-    #[arg(long, default_value_t = 13500)]
-    pub base_port: u16,
-
-    /// Where the started clusters keep their data, one subdirectory per node count (default:
-    /// a temporary directory each, removed afterwards).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-
-    /// Bucket memory quota per node of the started clusters.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
-    pub memory_quota_mb: u64,
-
-    /// vbuckets of the started clusters.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub vbuckets: u16,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub cluster: ClusterArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -81,10 +60,10 @@ impl ParallelArgs {
             a.clients = vec![4, 8];
             a.nodes = vec![1, 2];
             a.files = 500;
-            a.vbuckets = 64;
+            a.cluster.vbuckets = 64;
             a.runs = 1;
         }
-        if !a.connect.is_empty() {
+        if !a.cluster.connect.is_empty() {
             // One existing cluster: one column of the matrix, labelled by its map.
             a.nodes = vec![0];
         }
@@ -99,21 +78,8 @@ impl ParallelArgs {
 
     /// The cluster started for `nodes` nodes.
     pub fn cluster_spec(&self, nodes: u16) -> ClusterSpec<'_> {
-        ClusterSpec {
-            nodes,
-            replicas: self
-                .replicas
-                .min(u8::try_from(nodes - 1).unwrap_or(u8::MAX)),
-            base_port: self.base_port,
-            data_dir: self
-                .data_dir
-                .as_ref()
-                .map(|d| d.join(format!("{nodes}-nodes"))),
-            memory_quota_mb: self.memory_quota_mb,
-            vbuckets: self.vbuckets,
-            login: &self.login,
-            scenario: "parallel",
-        }
+        let subdir = format!("{nodes}-nodes");
+        self.cluster.spec(nodes, &subdir, &self.login, "parallel")
     }
 }
 

@@ -3,7 +3,6 @@
 //! htop), the operations the clients made against what the nodes counted, and the seed's own
 //! rows beside it. Every figure is the median over runs.
 
-use anyhow::Context;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use crate::node_probe::NodeReading;
 use crate::parallel_args::ParallelArgs;
 use crate::parallel_client::ClientOutcome;
 use crate::report::median;
+use crate::scenario_out::write_report;
 use crate::table::{thousands, Table};
 
 /// Seed 004's rows: (RAM/cores, clients, MDSs, time in minutes, average sum of client
@@ -283,7 +283,7 @@ impl ParallelReport {
              An update is a read and a CAS-checked write. {} run(s) per cell, medians; \
              {} replica(s) where the nodes allow; all nodes and clients share this machine's \
              cores.\n\n",
-            s.files, s.doc_bytes, s.runs, s.replicas
+            s.files, s.doc_bytes, s.runs, s.cluster.replicas
         ));
         md.push_str("## Sluice\n\n");
         md.push_str(&self.summary_table().to_markdown());
@@ -308,12 +308,7 @@ impl ParallelReport {
     }
 
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        let json = serde_json::to_string_pretty(self).context("encoding results.json")?;
-        std::fs::write(dir.join("results.json"), json)
-            .with_context(|| format!("writing {}/results.json", dir.display()))?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())
-            .with_context(|| format!("writing {}/report.md", dir.display()))?;
-        Ok(())
+        write_report(dir, self, &self.to_markdown())
     }
 }
 

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use sluice_client::{ClusterClient, ClusterOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::parallel_build::BuildPlan;
 use crate::parallel_client::{run_client, ClientOutcome};
 use crate::parallel_report::{CellRun, ParallelReport};
 use crate::progress::{Length, Ticker};
+use crate::scenario_out::out_dir;
 
 /// The counters the nodes keep of what the clients asked, read around each cell.
 pub const PROBED: [(&str, &str); 3] = [("", "cmd_get"), ("", "cmd_set"), ("", "cmd_delete")];
@@ -28,11 +29,7 @@ const START_DELAY: Duration = Duration::from_millis(50);
 pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
     let args = args.effective();
     args.validate()?;
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out/parallel"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = out_dir(args.out.as_deref(), "parallel")?;
     let mut cells = Vec::new();
     for &nodes in &args.nodes {
         let log = out_dir.join(format!("cluster-{nodes}-nodes.log"));
@@ -49,13 +46,13 @@ pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
 }
 
 async fn on_cluster(args: &ParallelArgs, nodes: u16, log: &Path) -> anyhow::Result<Vec<CellRun>> {
-    let (cluster, seeds) = if args.connect.is_empty() {
+    let (cluster, seeds) = if args.cluster.connect.is_empty() {
         eprintln!("starting a {nodes}-node cluster");
         let c = LocalCluster::start(args.cluster_spec(nodes), log).await?;
         let seeds = c.seeds.clone();
         (Some(c), seeds)
     } else {
-        (None, args.connect.clone())
+        (None, args.cluster.connect.clone())
     };
     let pids = cluster.as_ref().map_or(Vec::new(), |c| c.pids.clone());
     let outcome = cells(args, seeds, pids).await;
