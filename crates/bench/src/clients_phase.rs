@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::latency::Latency;
+use crate::local_cluster::seeds_from;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,11 +53,7 @@ impl PhasePlan {
 
     /// The seeds in the order user `i` tries them.
     fn seeds_for(&self, user: u32) -> Vec<String> {
-        let n = self.seeds.len();
-        let first = user as usize % n;
-        (0..n)
-            .map(|k| self.seeds[(first + k) % n].clone())
-            .collect()
+        seeds_from(&self.seeds, user as usize)
     }
 }
 

@@ -123,6 +123,13 @@ async fn wait_for_cluster_json(
     }
 }
 
+/// The seeds in the order client `i` tries them: starting at seed `i mod n`, so that many
+/// clients bootstrapping at once spread their handshakes over the nodes.
+pub fn seeds_from(seeds: &[String], i: usize) -> Vec<String> {
+    let n = seeds.len();
+    (0..n).map(|k| seeds[(i + k) % n].clone()).collect()
+}
+
 /// KV addresses from a cluster.json.
 fn seeds_of(doc: &serde_json::Value) -> anyhow::Result<Vec<String>> {
     let nodes = doc["nodes"]
@@ -142,6 +149,14 @@ fn seeds_of(doc: &serde_json::Value) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_start_from_the_seeds_in_turn() {
+        let seeds: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(seeds_from(&seeds, 0), vec!["a", "b", "c"]);
+        assert_eq!(seeds_from(&seeds, 1), vec!["b", "c", "a"]);
+        assert_eq!(seeds_from(&seeds, 5), vec!["c", "a", "b"]);
+    }
 
     #[test]
     fn seeds_come_from_the_kv_ports() {

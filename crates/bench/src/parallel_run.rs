@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::local_cluster::LocalCluster;
+use crate::local_cluster::{seeds_from, LocalCluster};
 use crate::node_probe::NodeProbe;
 use crate::parallel_args::ParallelArgs;
 use crate::parallel_build::BuildPlan;
@@ -112,10 +112,7 @@ async fn build(
     let options = ClusterOptions::sluice(&login.username, &login.password, &login.bucket);
     let mut connected = Vec::new();
     for i in 0..clients {
-        // Each client bootstraps from the nodes in turn.
-        let n = seeds.len();
-        let order: Vec<&String> = (0..n).map(|k| &seeds[(i as usize + k) % n]).collect();
-        let c = ClusterClient::connect(&order, options.clone())
+        let c = ClusterClient::connect(&seeds_from(seeds, i as usize), options.clone())
             .await
             .with_context(|| format!("connecting client {i}"))?;
         connected.push(c);
