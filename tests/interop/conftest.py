@@ -67,6 +67,20 @@ def sluice_binary() -> Path:
     return path
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_charts(out: Path, names: List[str]) -> None:
+    """A bench report shows each named chart, and each is a PNG with something drawn in it
+    (a blank 1000x560 image compresses to far less than 5 kB)."""
+    md = (out / "report.md").read_text()
+    assert "## Charts" in md
+    for name in names:
+        assert f"](charts/{name})" in md, name
+        data = (out / "charts" / name).read_bytes()
+        assert data[:8] == PNG_SIGNATURE and len(data) > 5000, name
+
+
 def free_ports(n: int) -> List[int]:
     """n distinct currently-free loopback TCP ports (held open together so they differ)."""
     socks = []

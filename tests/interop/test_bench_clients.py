@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import sluice_binary
+from conftest import assert_charts, sluice_binary
 from test_cluster_up import free_base
 
 pytestmark = pytest.mark.timeout(240)
@@ -64,3 +64,7 @@ def test_every_user_succeeded_and_the_figures_are_sane(quick_run):
             # Each user opened at least its bootstrap connection on some node.
             assert p["connections_opened"] >= p["count"], where
             assert p["server_cpu_s"] > 0 and p["bench_cpu_s"] > 0, where
+
+
+def test_charts_are_drawn(quick_run):
+    assert_charts(quick_run, ["clients-sample-time.png"])

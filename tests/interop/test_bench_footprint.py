@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import sluice_binary
+from conftest import assert_charts, sluice_binary
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -64,3 +64,44 @@ def test_rows_are_sane(quick_run):
         assert r["rss_bytes_per_item"] >= 0, where
         if r["mode"] == "sockets":
             assert all(p > 0 for p in r["runs"]["update_p99_us"] + r["runs"]["get_p99_us"]), where
+
+
+def test_charts_are_drawn(quick_run):
+    assert_charts(quick_run, ["footprint-ops-in-process.png", "footprint-ops-sockets.png",
+                              "footprint-bytes-per-item.png"])
+
+
+def test_a_run_is_repeated_from_its_saved_configuration(tmp_path):
+    """`sluice bench rerun DIR` runs the scenario again with DIR/config.json's options (here a
+    one-row in-process footprint run), into DIR-rerun1, and never saves the password."""
+    first = tmp_path / "fp"
+    args = ["--modes", "in-process", "--bucket-types", "ephemeral", "--quotas-mb", "64",
+            "--items", "3000", "--vbuckets", "64", "--duration-s", "1", "--warmup-s", "1"]
+    proc = subprocess.run(
+        [str(sluice_binary()), "bench", "footprint", *args, "--out", str(first),
+         "--password", "not-saved-anywhere"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    config = json.loads((first / "config.json").read_text())
+    assert config["scenario"] == "footprint"
+    assert config["args"]["items"] == 3000 and config["args"]["duration_s"] == 1
+    assert "not-saved-anywhere" not in (first / "config.json").read_text()
+    assert "not-saved-anywhere" not in (first / "results.json").read_text()
+
+    proc = subprocess.run([str(sluice_binary()), "bench", "rerun", str(first)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    again = tmp_path / "fp-rerun1"
+    rows = json.loads((again / "results.json").read_text())["rows"]
+    assert [(r["mode"], r["bucket_type"], r["quota_mb"], r["items"]) for r in rows] == \
+        [("in-process", "ephemeral", 64, 3000)]
+    assert rows[0]["update_ops_per_s"] > 0 and rows[0]["runs"]["errors"] == 0
+    # The rerun saved the same options again (pointing at its own directory).
+    config2 = json.loads((again / "config.json").read_text())
+    assert config2["scenario"] == "footprint"
+    assert {k: v for k, v in config2["args"].items() if k != "out"} == \
+        {k: v for k, v in config["args"].items() if k != "out"}
+
+    missing = subprocess.run([str(sluice_binary()), "bench", "rerun", str(tmp_path / "nope")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "config.json" in missing.stderr

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import sluice_binary
+from conftest import assert_charts, sluice_binary
 from test_cluster_up import free_base
 
 pytestmark = pytest.mark.timeout(240)
@@ -65,3 +65,7 @@ def test_every_build_completed_and_the_nodes_counted_it(quick_run):
         assert c["node_gets"] == 2 * files + files + dirs, where
         assert c["node_sets"] == files + files + files + dirs + dirs + c["clients"], where
         assert c["node_deletes"] == 2 * files + dirs + c["clients"], where
+
+
+def test_charts_are_drawn(quick_run):
+    assert_charts(quick_run, ["parallel-time.png", "parallel-latency-sum.png"])

@@ -1,6 +1,7 @@
 """Smoke test of `sluice bench replication --quick --vs redis` (issue 4's replication benchmark,
 issue 5's scenario): it starts its own 2-node cluster and a Redis primary + replica, climbs a
-short rate ladder on each, and writes report.md and results.json.
+short rate ladder on each (on Sluice twice: replication only, then with views, XDCR and two
+external DCP clients reading beside it), and writes report.md, results.json and the charts.
 
 Checks structure and sanity only (figures present, non-zero, percentiles ordered, no lost
 samples), never timings: this machine is shared and noisy, and benchmarks live in
@@ -13,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import sluice_binary
+from conftest import assert_charts, sluice_binary
 from test_cluster_up import free_base
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,7 +37,7 @@ def quick_run(tmp_path_factory):
     proc = subprocess.run(
         [str(sluice_binary()), "bench", "replication", "--quick", "--vs", "redis",
          "--redis-persistence", "none,aof", "--out", str(out), "--data-dir", str(data),
-         "--base-port", str(free_base())],
+         "--base-port", str(free_base()), "--columns", "replication,views+xdcr+clients:2"],
         capture_output=True, text=True, timeout=200)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     return out, proc
@@ -47,7 +48,8 @@ def test_report_has_every_table_with_a_column_per_target(quick_run):
     md = (out / "report.md").read_text()
     for s in SECTIONS:
         assert s in md, s
-    for target in ("sluice", "redis (no persistence)", "redis (AOF everysec)"):
+    for target in ("sluice", "sluice + views + XDCR + 2 DCP clients",
+                   "redis (no persistence)", "redis (AOF everysec)"):
         assert f"| {target} |" in md or f" {target} |" in md, target
     # The quick ladder: 2,000 and 10,000 sets/s.
     assert "| 2,000 |" in md
@@ -60,7 +62,7 @@ def test_results_are_sane(quick_run):
     assert "password" not in doc["args"]
     steps = doc["steps"]
     assert {s["target"] for s in steps} == set(doc["targets"])
-    assert len(doc["targets"]) == 3
+    assert len(doc["targets"]) == 4
     for s in steps:
         where = f'{s["target"]} at {s["rate"]}/s'
         assert s["achieved_per_s"] > 0, where
@@ -76,12 +78,42 @@ def test_results_are_sane(quick_run):
         assert 0 < lag["bytes_mb_per_s_min"] <= lag["bytes_mb_per_s_avg"] <= lag["bytes_mb_per_s_max"], where
         # Every set carries a 1 KiB value: the stream moves at least rate × 1 KiB per second.
         assert lag["bytes_mb_per_s_avg"] * 1e6 >= 0.8 * s["achieved_per_s"] * 1024, where
-        if s["target"] == "sluice":
+        if s["target"].startswith("sluice"):
             assert lag["producer_remaining_avg"] is not None, where
+            assert 0 < s["resident_pct"] <= 100, where
         else:
             assert 1024 < s["stream_bytes_per_set"] < 1200, where
     for h in doc["highest"]:
         assert h["sustained"] is not None, h
+
+
+def test_the_column_readers_read(quick_run):
+    out, _ = quick_run
+    doc = json.loads((out / "results.json").read_text())
+    [column] = doc["readers"]
+    assert column["target"] == "sluice + views + XDCR + 2 DCP clients"
+    kinds = {r["kind"]: r for r in column["readers"]}
+    assert set(kinds) == {"views", "XDCR", "DCP clients"}
+    for r in kinds.values():
+        assert r["errors"] == 0, r
+    # One connection per node (2 nodes); XDCR 16 per node; each client one per node.
+    assert kinds["views"]["connections"] == 2
+    assert kinds["XDCR"]["connections"] == 32
+    assert kinds["DCP clients"]["connections"] == 4
+    # The cycling readers came back many times during 8 s of writes.
+    assert kinds["views"]["cycles"] >= 2 and kinds["XDCR"]["cycles"] >= 10
+    assert kinds["views"]["items"] > 0 and kinds["XDCR"]["items"] > 0
+    # Each client read every prefilled document from seqno 0 (20,000 in --quick).
+    assert kinds["DCP clients"]["items"] >= 2 * 20_000
+    md = (out / "report.md").read_text()
+    assert "## What the columns' DCP readers did" in md
+
+
+def test_charts_are_drawn(quick_run):
+    out, _ = quick_run
+    assert_charts(out, ["repl-latency-p99.png", "repl-items-remaining.png",
+                        "repl-sluice-2000-latency.png", "repl-sluice-2000-items-remaining.png",
+                        "repl-sluice-views-xdcr-2-dcp-clients-10000-latency.png"])
 
 
 def test_stdout_prints_the_summary(quick_run):

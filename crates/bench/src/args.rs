@@ -3,7 +3,7 @@
 //! 90 % get), so a bare run is comparable with it.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::login_args::BenchLogin;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// Largest value the bench sends: the server's default maximum document size.
 pub const VALUE_BYTES_MAX: usize = 20 * 1024 * 1024;
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct KvArgs {
     /// Benchmark an existing Sluice KV port (loopback only) instead of starting a server.
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "target_memcached")]
@@ -100,7 +100,7 @@ pub struct KvArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BucketTypeArg {
     Couchbase,
@@ -116,7 +116,7 @@ impl BucketTypeArg {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Peer {
     Memcached,

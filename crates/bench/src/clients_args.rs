@@ -3,7 +3,7 @@
 //! of M nodes; a write phase, then a read phase over the same keys.
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -13,7 +13,7 @@ use crate::local_cluster::ClusterSpec;
 use crate::login_args::BenchLogin;
 
 /// One cell of the matrix: users × servers × ramp-up.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ClientCase {
     pub users: u32,
     pub servers: u16,
@@ -62,7 +62,7 @@ impl FromStr for ClientCase {
     }
 }
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ClientsArgs {
     /// The matrix, one case per entry: USERSxSERVERSxRAMP_S. The defaults are seed 002's
     /// three test cases.

@@ -8,6 +8,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::chart::{BarChart, Chart};
 use crate::clients_args::{ClientCase, ClientsArgs};
 use crate::clients_phase::PhaseResult;
 use crate::node_probe::NodeReading;
@@ -305,8 +306,34 @@ impl ClientsReport {
         md
     }
 
+    /// Average and 99th percentile sample time per case and phase.
+    pub fn charts(&self) -> Vec<Chart> {
+        let categories = self
+            .cases
+            .iter()
+            .map(|c| format!("{} users × {} servers", c.case.users, c.case.servers))
+            .collect();
+        let series = |name: &str, f: fn(&CaseResult) -> f64| {
+            (name.to_string(), self.cases.iter().map(f).collect())
+        };
+        vec![Chart::bars(
+            "clients-sample-time.png",
+            BarChart {
+                title: "Sample time per case (median of runs)".into(),
+                y_label: "sample time (ms)".into(),
+                categories,
+                series: vec![
+                    series("write average", |c| c.write.avg_ms),
+                    series("write 99%", |c| c.write.p99_ms),
+                    series("read average", |c| c.read.avg_ms),
+                    series("read 99%", |c| c.read.p99_ms),
+                ],
+            },
+        )]
+    }
+
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        write_report(dir, self, &self.to_markdown())
+        write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }
 
@@ -385,5 +412,17 @@ mod tests {
         }
         // The 7-user case is not one of the seed's: no seed row for it.
         assert_eq!(report.seed_table().rows.len(), 2);
+        // One bar per case in each of the four series, the figures of the table.
+        let charts = report.charts();
+        let crate::chart::ChartKind::Bars(b) = &charts[0].kind else {
+            panic!("bars expected")
+        };
+        assert_eq!(
+            b.categories,
+            ["100 users × 1 servers", "7 users × 2 servers"]
+        );
+        assert_eq!(b.series.len(), 4);
+        assert_eq!(b.series[0].1, vec![1.5, 1.5]);
+        assert_eq!(b.series[2].1, vec![1.2, 1.2]);
     }
 }

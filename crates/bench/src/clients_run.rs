@@ -17,7 +17,7 @@ use crate::local_cluster::LocalCluster;
 use crate::node_probe::NodeProbe;
 use crate::proc_stats::cpu_time;
 use crate::progress::{Length, Ticker};
-use crate::scenario_out::out_dir;
+use crate::scenario_out::{out_dir, save_config};
 
 /// Users of the warm-up (a write and a read phase over 1 s each, not measured).
 const WARMUP_USERS: u32 = 50;
@@ -26,9 +26,11 @@ const WARMUP_RAMP: Duration = Duration::from_secs(1);
 const PROBED: [(&str, &str); 1] = [("", "total_connections")];
 
 pub async fn run_clients(args: ClientsArgs) -> anyhow::Result<()> {
-    let args = args.effective();
+    let given = args;
+    let args = given.effective();
     args.validate()?;
     let out_dir = out_dir(args.out.as_deref(), "clients")?;
+    save_config(&out_dir, "clients", &given)?;
     let mut cases = Vec::new();
     for (i, case) in args.cases.iter().enumerate() {
         let log = out_dir.join(format!("cluster-case{}.log", i + 1));

@@ -2,13 +2,13 @@
 //! the existing one they use instead.
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 use crate::local_cluster::ClusterSpec;
 use crate::login_args::BenchLogin;
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ClusterArgs {
     /// Run against an existing Sluice cluster (KV ports, loopback only) instead of starting
     /// one per case or node count; the scenario's node counts are then only labels.

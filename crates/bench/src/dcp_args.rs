@@ -3,14 +3,14 @@
 //! couchbase bucket (about 8× its quota), 25 consumers for the catch-up.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::login_args::BenchLogin;
 use std::path::PathBuf;
 
 use crate::args::{parse_rate, parse_value_bytes, BucketTypeArg};
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct DcpArgs {
     /// What to measure: the drain rate of one consumer against the node's write rate
     /// (both bucket setups), the catch-up of many consumers at once, or both.
@@ -101,7 +101,7 @@ pub struct DcpArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     Drain,
@@ -110,7 +110,7 @@ pub enum Scenario {
 }
 
 /// The two bucket setups of the drain scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Setup {
     /// Every document resident: `--memory-bucket-type` with `--memory-quota-mb`.

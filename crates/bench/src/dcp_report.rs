@@ -176,11 +176,10 @@ impl DcpReport {
         out
     }
 
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+    /// The tables say it all here (one figure per setup): no charts.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("results.json"), json + "\n")?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())
+        crate::scenario_out::write_report(dir, self, &self.to_markdown(), &[])
     }
 }
 

@@ -15,7 +15,7 @@ use crate::write_rate::write_once;
 /// Runs `sluice bench dcp` and prints the tables (and writes `--out`).
 pub async fn run_dcp(args: DcpArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::scenario_out::save_config(dir, "dcp", &args)?;
     }
     let mut setups = Vec::new();
     for setup in args.setups() {

@@ -4,13 +4,13 @@
 //! memcached beside the socket rows with `--vs memcached`.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 use crate::args::{parse_value_bytes, BucketTypeArg, Peer};
 use crate::login_args::BenchLogin;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// The engine called from threads of the bench's own process: no sockets, no protocol.
@@ -19,7 +19,7 @@ pub enum Mode {
     Sockets,
 }
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct FootprintArgs {
     /// Ways of reaching the engine, each a row group.
     #[arg(

@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::path::Path;
 
 use crate::args::BucketTypeArg;
+use crate::chart::{BarChart, Chart};
 use crate::footprint_args::{FootprintArgs, Mode};
 use crate::report::median;
 use crate::scenario_out::write_report;
@@ -32,10 +33,16 @@ pub struct Phases {
     pub update_p99_us: Vec<f64>,
     pub get_p99_us: Vec<f64>,
     pub errors: u64,
+    /// Temporary failures (ETMPFAIL / temporary OOM), each followed by a 1 ms back-off.
+    pub refused: u64,
     pub get_misses: u64,
 }
 
 impl Phases {
+    pub fn add_refused(&mut self, refused: u64) {
+        self.refused += refused;
+    }
+
     pub fn add_update(&mut self, ops_per_s: f64, errors: u64, misses: u64) {
         self.update_ops_per_s.push(ops_per_s);
         self.errors += errors;
@@ -141,6 +148,7 @@ impl FootprintReport {
             "bytes/item (server)",
             "bytes/item (RSS)",
             "resident",
+            "refused (tmp OOM)",
             "errors",
         ]);
         for r in &self.rows {
@@ -159,6 +167,7 @@ impl FootprintReport {
                     .map_or("-".into(), |b| format!("{b:.0}")),
                 format!("{:.0}", r.rss_bytes_per_item),
                 r.resident_pct.map_or("-".into(), |p| format!("{p} %")),
+                thousands(r.runs.refused as f64),
                 r.runs.errors.to_string(),
             ]);
         }
@@ -228,7 +237,10 @@ impl FootprintReport {
             "\nbytes/item (server): the server's own accounting after storing the items \
              (Sluice `mem_used`, memcached `bytes`) over the item count. bytes/item (RSS): the \
              process's resident memory growth while storing them, over the item count; for \
-             in-process rows that is this bench's process.\n",
+             in-process rows that is this bench's process. refused: requests answered with a \
+             temporary failure (out of memory for now: a durable bucket's unpersisted changes \
+             cannot be evicted), summed over the runs; they are not in the ops/s, and the \
+             client (connection or thread) then backs off for 1 ms, as the SDKs do.\n",
         );
         let ratios = self.ratio_table();
         if !ratios.rows.is_empty() {
@@ -240,8 +252,79 @@ impl FootprintReport {
         md
     }
 
+    /// Update and GET rates per row, one chart per path (in-process rates are an order of
+    /// magnitude above socket rates), and bytes per item over all rows.
+    pub fn charts(&self) -> Vec<Chart> {
+        let label = |r: &FootprintRow| {
+            let bucket = match r.bucket_type {
+                Some(BucketTypeArg::Ephemeral) => "ephemeral",
+                Some(BucketTypeArg::Couchbase) => "couchbase",
+                None => "memcached",
+            };
+            format!("{bucket} {} MiB", r.quota_mb)
+        };
+        let mut charts = Vec::new();
+        for (mode, file) in [
+            (Mode::InProcess, "footprint-ops-in-process.png"),
+            (Mode::Sockets, "footprint-ops-sockets.png"),
+        ] {
+            let rows: Vec<&FootprintRow> = self.rows.iter().filter(|r| r.mode == mode).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            charts.push(Chart::bars(
+                file,
+                BarChart {
+                    title: format!("Operations per second, {} (median of runs)", rows[0].path()),
+                    y_label: "ops/s".into(),
+                    categories: rows.iter().map(|r| label(r)).collect(),
+                    series: vec![
+                        (
+                            "update".into(),
+                            rows.iter().map(|r| r.update_ops_per_s).collect(),
+                        ),
+                        ("GET".into(), rows.iter().map(|r| r.get_ops_per_s).collect()),
+                    ],
+                },
+            ));
+        }
+        charts.push(Chart::bars(
+            "footprint-bytes-per-item.png",
+            BarChart {
+                title: "Memory per item".into(),
+                y_label: "bytes per item".into(),
+                categories: self
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let path = if r.mode == Mode::InProcess {
+                            "in-proc"
+                        } else {
+                            "socket"
+                        };
+                        format!("{path} {}", label(r))
+                    })
+                    .collect(),
+                series: vec![
+                    (
+                        "server's own count".into(),
+                        self.rows
+                            .iter()
+                            .map(|r| r.engine_bytes_per_item.unwrap_or(f64::NAN))
+                            .collect(),
+                    ),
+                    (
+                        "RSS growth".into(),
+                        self.rows.iter().map(|r| r.rss_bytes_per_item).collect(),
+                    ),
+                ],
+            },
+        ));
+        charts
+    }
+
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        write_report(dir, self, &self.to_markdown())
+        write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }
 
@@ -300,11 +383,27 @@ mod tests {
         let md = report.to_markdown();
         for needle in [
             "| path | bucket | quota | update ops/s | GET ops/s |",
-            "| local sockets | memcached | 64 MiB | 100 | 200 | 2.00× | 600 | 400 | - | 0 |",
+            "| local sockets | memcached | 64 MiB | 100 | 200 | 2.00× | 600 | 400 | - | 0 | 0 |",
             "## Against memcached, same memory limit",
             "| durable, replicated, 5 nodes | 2 GB | 2,000 |",
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");
         }
+        // Socket rows only here: no in-process chart, the socket chart has every row.
+        let charts = report.charts();
+        let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
+        assert_eq!(
+            files,
+            ["footprint-ops-sockets.png", "footprint-bytes-per-item.png"]
+        );
+        let crate::chart::ChartKind::Bars(ops) = &charts[0].kind else {
+            panic!("bars expected")
+        };
+        assert_eq!(
+            ops.categories,
+            ["couchbase 64 MiB", "ephemeral 64 MiB", "memcached 64 MiB"]
+        );
+        assert_eq!(ops.series[0].1, vec![50.0, 90.0, 100.0]);
+        assert_eq!(ops.series[1].1, vec![100.0, 180.0, 200.0]);
     }
 }

@@ -22,14 +22,16 @@ use crate::memory_stats::MemoryStats;
 use crate::prefill::prefill;
 use crate::proc_stats::rss_bytes;
 use crate::progress::{Length, Ticker};
-use crate::scenario_out::out_dir;
+use crate::scenario_out::{out_dir, save_config};
 use crate::targets::{start_memcached_with, start_sluice, ServerSpec, Target};
 use crate::workload::Workload;
 
 pub async fn run_footprint(args: FootprintArgs) -> anyhow::Result<()> {
-    let args = args.effective();
+    let given = args;
+    let args = given.effective();
     args.validate()?;
     let out_dir = out_dir(args.out.as_deref(), "footprint")?;
+    save_config(&out_dir, "footprint", &given)?;
     let mut rows = Vec::new();
     for &mode in &args.modes {
         for &bucket_type in &args.bucket_types {
@@ -105,7 +107,9 @@ async fn in_process_row(
         for run in 0..spec.runs {
             let u = timed_run(&bucket, &updates, &spec, u64::from(run));
             phases.add_update(u.ops as f64 / spec.duration.as_secs_f64(), u.errors, 0);
+            phases.add_refused(u.refused);
             let g = timed_run(&bucket, &gets, &spec, u64::from(run));
+            phases.add_refused(g.refused);
             phases.add_get(
                 g.ops as f64 / spec.duration.as_secs_f64(),
                 g.errors,
@@ -212,6 +216,7 @@ async fn over_sockets(
             bar.finish();
             let (back, r) = outcome.with_context(|| format!("{} {name}", target.name))?;
             clients = back;
+            phases.add_refused(r.refused);
             if work.get_ratio > 0.0 {
                 phases.add_get(r.ops_per_s, r.errors, r.get_misses);
                 phases.get_p99_us.push(r.latency.p99_us);

@@ -44,6 +44,10 @@ const BEHIND_SLACK: Duration = Duration::from_millis(10);
 
 /// SET extras: flags 0, expiry 0 (never).
 const SET_EXTRAS: [u8; 8] = [0; 8];
+/// After a temporary failure (the server is out of memory for now) a connection sends
+/// nothing for this long, as the SDKs back off, rather than hammering a server that is
+/// trying to free memory.
+pub const REFUSED_BACKOFF: Duration = Duration::from_millis(1);
 
 /// When a run sends and when it counts.
 #[derive(Debug, Clone)]
@@ -69,6 +73,8 @@ pub struct Tally {
     pub gets: u64,
     pub sets: u64,
     pub get_misses: u64,
+    /// Temporary failures (ETMPFAIL): refused for now, followed by [`REFUSED_BACKOFF`].
+    pub refused: u64,
     /// Answers with any other status (counted apart from `ops`).
     pub errors: u64,
     /// Open loop only: requests due before the end that were never sent.
@@ -85,6 +91,7 @@ impl Tally {
         self.gets += other.gets;
         self.sets += other.sets;
         self.get_misses += other.get_misses;
+        self.refused += other.refused;
         self.errors += other.errors;
         self.behind_schedule += other.behind_schedule;
         self.latency.merge(&other.latency);
@@ -107,6 +114,8 @@ struct Conn<'a> {
     pacer: Option<Pacer>,
     rng: Rng,
     pending: VecDeque<Pending>,
+    /// Backing off after a temporary failure: nothing is sent before this.
+    hold_until: Option<Instant>,
 }
 
 /// Drives one connection through `window`. `completed` counts every answer (warmup included)
@@ -127,6 +136,7 @@ pub async fn drive(
         pacer,
         rng,
         pending: VecDeque::with_capacity(pipeline),
+        hold_until: None,
     };
     let mut tally = Tally::default();
     let answer_deadline = (window.end + ANSWER_GRACE).into();
@@ -134,12 +144,15 @@ pub async fn drive(
         let now = Instant::now();
         let end = window.end_now();
         let sending = now < end;
-        if sending {
+        let held = conn.hold_until.filter(|t| now < *t);
+        if sending && held.is_none() {
             conn.send_what_is_due(now).await?;
         }
-        // With room in the pipeline, the next slot may come before the next answer.
-        let wake = match &conn.pacer {
-            Some(p) if sending && conn.pending.len() < conn.pipeline => Some(wake_for(p, end)),
+        // With room in the pipeline, the next slot may come before the next answer; a
+        // connection backing off wakes when the back-off ends.
+        let wake = match (&conn.pacer, held) {
+            (_, Some(t)) if sending => Some(t.min(end)),
+            (Some(p), _) if sending && conn.pending.len() < conn.pipeline => Some(wake_for(p, end)),
             _ => None,
         };
         if conn.pending.is_empty() {
@@ -169,6 +182,9 @@ pub async fn drive(
                 expected: p.opaque,
                 got: resp.opaque,
             });
+        }
+        if resp.status_code == Status::Etmpfail.code() {
+            conn.hold_until = Some(done + REFUSED_BACKOFF);
         }
         if done >= window.measure_from && done <= window.end_now() {
             count(&mut tally, &p, resp.status_code, done);
@@ -243,6 +259,10 @@ fn count(tally: &mut Tally, p: &Pending, status: u16, done: Instant) {
             tally.get_misses += 1;
         }
         Op::Set if ok => tally.sets += 1,
+        _ if status == Status::Etmpfail.code() => {
+            tally.refused += 1;
+            return;
+        }
         _ => {
             tally.errors += 1;
             return;
@@ -271,6 +291,33 @@ mod tests {
             latency_origin(slot, early),
             early,
             "no credit for sending early"
+        );
+    }
+
+    #[test]
+    fn answers_are_counted_by_status() {
+        let now = Instant::now();
+        let pending = |op| Pending {
+            opaque: 1,
+            op,
+            scheduled: now,
+            sent: now,
+        };
+        let mut t = Tally::default();
+        count(&mut t, &pending(Op::Set), Status::Success.code(), now);
+        count(&mut t, &pending(Op::Get), Status::KeyEnoent.code(), now);
+        count(&mut t, &pending(Op::Set), Status::Etmpfail.code(), now);
+        count(&mut t, &pending(Op::Set), Status::E2big.code(), now);
+        assert_eq!((t.ops, t.sets, t.gets, t.get_misses), (2, 1, 1, 1));
+        assert_eq!(
+            (t.refused, t.errors),
+            (1, 1),
+            "a temporary failure is not an error"
+        );
+        assert_eq!(
+            t.latency.summary().count,
+            2,
+            "only answered operations have latency"
         );
     }
 }

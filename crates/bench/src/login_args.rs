@@ -2,9 +2,9 @@
 //! servers it starts).
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct BenchLogin {
     /// Bucket to use (created on the servers the bench starts).
     #[arg(long, default_value = "default")]
@@ -21,6 +21,7 @@ pub struct BenchLogin {
         env = "SLUICE_PASSWORD",
         hide_env_values = true
     )]
-    #[serde(skip)]
+    // Read back by `bench rerun` (which puts it in), never written.
+    #[serde(skip_serializing, default)]
     pub password: String,
 }

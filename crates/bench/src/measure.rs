@@ -37,6 +37,8 @@ pub struct RunResult {
     pub gets: u64,
     pub sets: u64,
     pub get_misses: u64,
+    /// Temporary failures (ETMPFAIL), each followed by a back-off; not in `ops`.
+    pub refused: u64,
     pub errors: u64,
     pub behind_schedule: u64,
     /// From the scheduled send (open loop) or the actual send (closed loop).
@@ -119,6 +121,7 @@ pub async fn run_until(
         gets: total.gets,
         sets: total.sets,
         get_misses: total.get_misses,
+        refused: total.refused,
         errors: total.errors,
         behind_schedule: total.behind_schedule,
         latency: total.latency.summary(),

@@ -3,14 +3,14 @@
 //! reads, updates and deletes of many small documents); the matrix is clients × nodes.
 
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 use crate::cluster_args::ClusterArgs;
 use crate::local_cluster::ClusterSpec;
 use crate::login_args::BenchLogin;
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ParallelArgs {
     /// Client counts of the matrix (each client one smart client, one request at a time).
     #[arg(long, value_delimiter = ',', default_value = "8,16",

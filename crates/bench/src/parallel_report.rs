@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::chart::{Chart, LineChart, Marks, Series};
 use crate::latency::Latency;
 use crate::node_probe::NodeReading;
 use crate::parallel_args::ParallelArgs;
@@ -307,8 +308,59 @@ impl ParallelReport {
         md
     }
 
+    /// Seed 004's two figures against the number of nodes, a line per client count.
+    pub fn charts(&self) -> Vec<Chart> {
+        let mut clients: Vec<u32> = self.medians.iter().map(|c| c.clients).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        let lines = |f: fn(&CellRun) -> f64| -> Vec<Series> {
+            clients
+                .iter()
+                .map(|&k| {
+                    let mut points: Vec<(f64, f64)> = self
+                        .medians
+                        .iter()
+                        .filter(|c| c.clients == k)
+                        .map(|c| (c.nodes as f64, f(c)))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Series {
+                        name: format!("{k} clients"),
+                        points,
+                    }
+                })
+                .collect()
+        };
+        let chart = |file: &str, title: &str, y_label: &str, f: fn(&CellRun) -> f64| {
+            Chart::line(
+                file,
+                LineChart {
+                    title: title.into(),
+                    x_label: "nodes".into(),
+                    y_label: y_label.into(),
+                    series: lines(f),
+                    marks: Marks::Lines,
+                },
+            )
+        };
+        vec![
+            chart(
+                "parallel-time.png",
+                "Time to finish the builds (median of runs)",
+                "time (s)",
+                |c| c.time_s,
+            ),
+            chart(
+                "parallel-latency-sum.png",
+                "Average sum of client latency (median of runs)",
+                "latency sum per client (s)",
+                |c| c.avg_latency_sum_s,
+            ),
+        ]
+    }
+
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        write_report(dir, self, &self.to_markdown())
+        write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }
 
@@ -395,5 +447,13 @@ mod tests {
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");
         }
+        let charts = r.charts();
+        let crate::chart::ChartKind::Line(time) = &charts[0].kind else {
+            panic!("a line chart expected")
+        };
+        let names: Vec<&str> = time.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["8 clients", "16 clients"]);
+        assert_eq!(time.series[0].points, vec![(1.0, 2.0)]);
+        assert_eq!(time.series[1].points, vec![(1.0, 3.0)]);
     }
 }

@@ -19,7 +19,7 @@ use crate::parallel_build::BuildPlan;
 use crate::parallel_client::{run_client, ClientOutcome};
 use crate::parallel_report::{CellRun, ParallelReport};
 use crate::progress::{Length, Ticker};
-use crate::scenario_out::out_dir;
+use crate::scenario_out::{out_dir, save_config};
 
 /// The counters the nodes keep of what the clients asked, read around each cell.
 pub const PROBED: [(&str, &str); 3] = [("", "cmd_get"), ("", "cmd_set"), ("", "cmd_delete")];
@@ -27,9 +27,11 @@ pub const PROBED: [(&str, &str); 3] = [("", "cmd_get"), ("", "cmd_set"), ("", "c
 const START_DELAY: Duration = Duration::from_millis(50);
 
 pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
-    let args = args.effective();
+    let given = args;
+    let args = given.effective();
     args.validate()?;
     let out_dir = out_dir(args.out.as_deref(), "parallel")?;
+    save_config(&out_dir, "parallel", &given)?;
     let mut cells = Vec::new();
     for &nodes in &args.nodes {
         let log = out_dir.join(format!("cluster-{nodes}-nodes.log"));

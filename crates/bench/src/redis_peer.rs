@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +17,7 @@ use crate::resp::{info_u64, RespConn};
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How the Redis peer persists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RedisPersistence {
     /// `appendonly no`, no snapshots: memory only.

@@ -3,7 +3,7 @@
 //! rates, on a local 2-node cluster with 1 replica, optionally beside Redis primary + replica.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::login_args::BenchLogin;
 use std::path::PathBuf;
@@ -12,8 +12,10 @@ use std::time::Duration;
 use crate::args::{parse_rate, parse_value_bytes};
 use crate::local_cluster::ClusterSpec;
 use crate::redis_peer::RedisPersistence;
+use crate::repl_background::Cadence;
+use crate::repl_column::Column;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReplPeer {
     /// Redis primary + 1 replica (redis-server from PATH), with the same load and the same
@@ -21,7 +23,7 @@ pub enum ReplPeer {
     Redis,
 }
 
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ReplArgs {
     /// Run against an existing Sluice cluster (KV ports, loopback only) instead of starting
     /// one. Its bucket must have at least one replica.
@@ -104,6 +106,22 @@ pub struct ReplArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub runs: u32,
 
+    /// The seeds' columns: what reads the change streams beside the replication, each with
+    /// its own climb of the rate ladder on the same cluster. `replication` (nothing else),
+    /// `views` (an index consumer cycling open / read / close), `xdcr` (16 connections per
+    /// node cycling streams), `clients:N` (N external DCP clients from seqno 0, then
+    /// following), or several joined by `+`. Peers run replication only.
+    #[arg(long, value_delimiter = ',', default_value = "replication")]
+    pub columns: Vec<Column>,
+
+    /// Pause between the views reader's cycles.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub views_every_ms: u64,
+
+    /// Pause between the XDCR readers' cycles.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub xdcr_every_ms: u64,
+
     /// Also run the same load against a peer, in the same run.
     #[arg(long, value_enum)]
     pub vs: Option<ReplPeer>,
@@ -163,7 +181,23 @@ impl ReplArgs {
         Duration::from_secs(self.warmup_s)
     }
 
+    pub fn cadence(&self) -> Cadence {
+        Cadence {
+            views: Duration::from_millis(self.views_every_ms),
+            xdcr: Duration::from_millis(self.xdcr_every_ms),
+        }
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !self.columns.is_empty(),
+            "--columns needs at least one column"
+        );
+        let mut seen = std::collections::HashSet::new();
+        anyhow::ensure!(
+            self.columns.iter().all(|c| seen.insert(*c)),
+            "--columns names a column twice"
+        );
         anyhow::ensure!(
             self.warmup_s < self.step_s,
             "--warmup-s ({}) must be shorter than --step-s ({})",
@@ -205,6 +239,7 @@ mod tests {
         );
         assert_eq!(a.rates.first(), Some(&5000.0));
         assert_eq!(a.redis_persistence, vec![RedisPersistence::Aof]);
+        assert_eq!(a.columns, vec![Column::REPLICATION]);
         a.validate().unwrap();
     }
 
@@ -235,6 +270,12 @@ mod tests {
         let a = parse(&["--step-s", "5", "--warmup-s", "5"]).unwrap();
         assert!(a.validate().is_err());
         assert!(parse(&["--rates", "0"]).unwrap().validate().is_err());
+        assert!(parse(&["--columns", "views,bogus"]).is_err());
+        let twice = parse(&["--columns", "views,replication,views"]).unwrap();
+        assert!(twice.validate().is_err());
+        let ok = parse(&["--columns", "replication,views+xdcr,clients:5"]).unwrap();
+        assert_eq!(ok.columns.len(), 3);
+        ok.validate().unwrap();
     }
 
     #[test]

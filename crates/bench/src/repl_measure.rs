@@ -56,6 +56,8 @@ pub struct SampleOutcome {
     pub polls: u64,
     /// Sample sets or reads that failed outright.
     pub errors: u64,
+    /// (seconds after the warm-up, latency in ms) of each measured sample, for the charts.
+    pub points: Vec<(f64, f64)>,
 }
 
 /// One reading of the lag monitor.

@@ -5,10 +5,13 @@
 use serde::Serialize;
 use std::path::Path;
 
+use crate::chart::{file_name, Chart, LineChart, Marks, Series};
 use crate::latency::format_us;
 use crate::repl_args::ReplArgs;
+use crate::repl_background::ReaderCount;
 use crate::repl_step::StepResult;
 use crate::report::median;
+use crate::scenario_out::write_report;
 use crate::table::{thousands, Table};
 
 /// Issue 4's line: replication latency p99 ≤ 5 ms and items remaining ≤ 1 % of the rate.
@@ -38,6 +41,8 @@ pub struct MedianRow {
     pub items_remaining_avg: f64,
     pub items_remaining_max: f64,
     pub producer_remaining_avg: Option<f64>,
+    /// Sluice: the lowest active resident ratio over the nodes at the steps' ends, in %.
+    pub resident_pct: Option<f64>,
     pub bytes_mb_per_s_avg: f64,
     pub bytes_mb_per_s_max: f64,
     pub bytes_mb_per_s_min: f64,
@@ -68,6 +73,13 @@ impl MedianRow {
             items_remaining_avg: m(&|s| s.lag.items_remaining_avg),
             items_remaining_max: m(&|s| s.lag.items_remaining_max),
             producer_remaining_avg: (!producer.is_empty()).then(|| median(&producer)),
+            resident_pct: {
+                let r: Vec<f64> = steps
+                    .iter()
+                    .filter_map(|s| s.resident_pct.map(|p| p as f64))
+                    .collect();
+                (!r.is_empty()).then(|| median(&r))
+            },
             bytes_mb_per_s_avg: m(&|s| s.lag.bytes_mb_per_s_avg),
             bytes_mb_per_s_max: m(&|s| s.lag.bytes_mb_per_s_max),
             bytes_mb_per_s_min: m(&|s| s.lag.bytes_mb_per_s_min),
@@ -110,6 +122,14 @@ fn highest(rows: &[&MedianRow], meets: impl Fn(&MedianRow) -> bool) -> Option<f6
     rows.iter().take_while(|r| meets(r)).map(|r| r.rate).last()
 }
 
+/// What a column's DCP readers did over one run's ladder.
+#[derive(Debug, Clone, Serialize)]
+pub struct ColumnReaders {
+    pub target: String,
+    pub run: u32,
+    pub readers: Vec<ReaderCount>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct ReplReport {
     pub scenario: &'static str,
@@ -119,10 +139,16 @@ pub struct ReplReport {
     pub medians: Vec<MedianRow>,
     pub highest: Vec<Highest>,
     pub steps: Vec<StepResult>,
+    pub readers: Vec<ColumnReaders>,
 }
 
 impl ReplReport {
-    pub fn new(args: ReplArgs, targets: Vec<String>, steps: Vec<StepResult>) -> ReplReport {
+    pub fn new(
+        args: ReplArgs,
+        targets: Vec<String>,
+        steps: Vec<StepResult>,
+        readers: Vec<ColumnReaders>,
+    ) -> ReplReport {
         let mut medians = Vec::new();
         for t in &targets {
             for &rate in &args.rates {
@@ -156,6 +182,7 @@ impl ReplReport {
             medians,
             highest,
             steps,
+            readers,
         }
     }
 
@@ -242,12 +269,132 @@ impl ReplReport {
     pub fn load_table(&self) -> Table {
         self.by_rate(|r| {
             let held = if r.sustained() { "" } else { " (not held)" };
+            let resident = r
+                .resident_pct
+                .map_or(String::new(), |p| format!(", {p:.0} % resident"));
             format!(
-                "{} /s, p99 {}{held}",
+                "{} /s, p99 {}{held}{resident}",
                 thousands(r.achieved_per_s),
                 format_us(r.set_p99_us)
             )
         })
+    }
+
+    /// What the columns' DCP readers did, summed over each run's ladder (median over runs
+    /// would hide a run whose readers failed, so every run is a row).
+    pub fn readers_table(&self) -> Table {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "readers",
+            "connections",
+            "streams opened",
+            "cycles",
+            "items read",
+            "MB read",
+            "ended by producer",
+            "errors",
+        ]);
+        for c in &self.readers {
+            for r in &c.readers {
+                let errors = match &r.first_error {
+                    Some(e) => format!("{} (first: {e})", r.errors),
+                    None => r.errors.to_string(),
+                };
+                t.push(vec![
+                    c.target.clone(),
+                    (c.run + 1).to_string(),
+                    r.kind.clone(),
+                    r.connections.to_string(),
+                    thousands(r.streams_opened as f64),
+                    thousands(r.cycles as f64),
+                    thousands(r.items as f64),
+                    format!("{:.1}", r.bytes as f64 / 1e6),
+                    thousands(r.ended_by_producer as f64),
+                    errors,
+                ]);
+            }
+        }
+        t
+    }
+
+    /// Per target, a line over the rates of `f` of its median rows.
+    fn by_rate_lines(&self, f: fn(&MedianRow) -> f64) -> Vec<Series> {
+        self.targets
+            .iter()
+            .map(|t| Series {
+                name: t.clone(),
+                points: self
+                    .medians
+                    .iter()
+                    .filter(|r| &r.target == t)
+                    .map(|r| (r.rate, f(r)))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Replication latency p99 and items remaining against the set rate, then, like the
+    /// seeds' 11k / 13k pictures, each step of the first run over time.
+    pub fn charts(&self) -> Vec<Chart> {
+        let by_rate = |file: &str, title: &str, y: &str, f: fn(&MedianRow) -> f64| {
+            Chart::line(
+                file,
+                LineChart {
+                    title: title.into(),
+                    x_label: "set rate (sets/s)".into(),
+                    y_label: y.into(),
+                    series: self.by_rate_lines(f),
+                    marks: Marks::Lines,
+                },
+            )
+        };
+        let mut charts = vec![
+            by_rate(
+                "repl-latency-p99.png",
+                "Replication latency p99 by set rate (median of runs)",
+                "replication latency p99 (ms)",
+                |r| r.repl_p99_us / 1e3,
+            ),
+            by_rate(
+                "repl-items-remaining.png",
+                "Replication items remaining by set rate (median of runs)",
+                "items remaining, average",
+                |r| r.items_remaining_avg,
+            ),
+        ];
+        let first_run = self.steps.iter().map(|s| s.run).min();
+        for s in self.steps.iter().filter(|s| Some(s.run) == first_run) {
+            let rate = format!("{}/s", thousands(s.rate));
+            let over_time = |what: &str, y: &str, points: &[(f64, f64)], marks| {
+                Chart::line(
+                    file_name(&["repl", &s.target, &s.rate.to_string(), what]),
+                    LineChart {
+                        title: format!("{}, {rate}: {what} over time", s.target),
+                        x_label: "time after the warm-up (s)".into(),
+                        y_label: y.into(),
+                        series: vec![Series {
+                            name: String::new(),
+                            points: points.to_vec(),
+                        }],
+                        marks,
+                    },
+                )
+            };
+            charts.push(over_time(
+                "latency",
+                "replication latency (ms)",
+                &s.timeline.latency_ms,
+                Marks::Dots,
+            ));
+            charts.push(over_time(
+                "items remaining",
+                "items remaining",
+                &s.timeline.items_remaining,
+                Marks::Lines,
+            ));
+        }
+        charts
     }
 
     pub fn markdown(&self) -> String {
@@ -299,7 +446,8 @@ impl ReplReport {
             (
                 "Load held",
                 "Sets answered per second after the warm-up, and their p99 from the scheduled \
-                 send time.",
+                 send time; for Sluice, the lowest active resident ratio over the nodes at \
+                 the step's end.",
                 self.load_table(),
             ),
         ];
@@ -309,13 +457,25 @@ impl ReplReport {
                 table.to_markdown()
             ));
         }
+        if !self.readers.is_empty() {
+            md.push_str(&format!(
+                "## What the columns' DCP readers did\n\nViews: one connection per node \
+                 opening, reading to the current seqno and closing a stream per changed \
+                 vbucket every {} ms. XDCR: the same over 16 connections per node every {} ms \
+                 (source side only). DCP clients: one connection per node each, every vbucket \
+                 from seqno 0, then following. Counts are over the column's whole ladder; \
+                 `ended by producer`: streams the producer ended (e.g. too slow under memory \
+                 pressure), each asked for again.\n\n{}\n",
+                self.args.views_every_ms,
+                self.args.xdcr_every_ms,
+                self.readers_table().to_markdown()
+            ));
+        }
         md
     }
 
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(self)?)?;
-        std::fs::write(dir.join("report.md"), self.markdown())?;
-        Ok(())
+        write_report(dir, self, &self.markdown(), &self.charts())
     }
 }
 
@@ -323,7 +483,7 @@ impl ReplReport {
 mod tests {
     use super::*;
     use crate::repl_measure::LagSummary;
-    use crate::repl_step::ReplLatency;
+    use crate::repl_step::{ReplLatency, Timeline};
     use clap::Parser;
 
     fn step(target: &str, run: u32, rate: f64, p99_ms: f64, items: f64) -> StepResult {
@@ -347,6 +507,11 @@ mod tests {
                 ..Default::default()
             },
             stream_bytes_per_set: None,
+            resident_pct: Some(100),
+            timeline: Timeline {
+                latency_ms: vec![(0.5, p99_ms)],
+                items_remaining: vec![(0.1, items)],
+            },
         }
     }
 
@@ -367,7 +532,7 @@ mod tests {
             step("s", 0, 3000.0, 6.0, 10.0), // p99 over 5 ms
             step("s", 0, 4000.0, 1.0, 10.0), // meets again: not counted
         ];
-        let r = ReplReport::new(args("1000,2000,3000,4000"), vec!["s".into()], steps);
+        let r = ReplReport::new(args("1000,2000,3000,4000"), vec!["s".into()], steps, vec![]);
         let h = &r.highest[0];
         assert_eq!(h.issue_line, Some(2000.0));
         assert_eq!(h.our_line, Some(2000.0));
@@ -382,6 +547,7 @@ mod tests {
             args("1000"),
             vec!["s".into()],
             vec![step("s", 0, 1000.0, 1.0, 50.0)],
+            vec![],
         );
         assert_eq!(r.highest[0].issue_line, None);
         assert_eq!(r.highest[0].our_line, Some(1000.0));
@@ -396,7 +562,12 @@ mod tests {
             step("b", 0, 1000.0, 1.0, 1.0),
             step("a", 0, 2000.0, 1.0, 1.0),
         ];
-        let r = ReplReport::new(args("1000,2000"), vec!["a".into(), "b".into()], steps);
+        let r = ReplReport::new(
+            args("1000,2000"),
+            vec!["a".into(), "b".into()],
+            steps,
+            vec![],
+        );
         let a1000 = r.row("a", 1000.0).unwrap();
         assert_eq!((a1000.runs, a1000.repl_p99_us), (3, 2000.0));
         let md = r.markdown();
@@ -409,6 +580,45 @@ mod tests {
         assert!(
             lat.lines().last().unwrap().contains('—'),
             "b never ran 2000/s: {lat}"
+        );
+        // Two rate charts with a line per target, then two timelines per first-run step.
+        let charts = r.charts();
+        assert_eq!(charts.len(), 2 + 2 * 3);
+        let crate::chart::ChartKind::Line(p99) = &charts[0].kind else {
+            panic!("a line chart expected")
+        };
+        assert_eq!(p99.series[0].points, vec![(1000.0, 2.0), (2000.0, 1.0)]);
+        assert_eq!(p99.series[1].points, vec![(1000.0, 1.0)]);
+        let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
+        assert!(files.contains(&"repl-a-2000-latency.png"), "{files:?}");
+        assert!(
+            files.contains(&"repl-b-1000-items-remaining.png"),
+            "{files:?}"
+        );
+    }
+
+    #[test]
+    fn the_readers_table_has_a_row_per_reader_kind_and_run() {
+        let readers = vec![ColumnReaders {
+            target: "sluice + views".into(),
+            run: 0,
+            readers: vec![ReaderCount {
+                kind: "views".into(),
+                connections: 2,
+                items: 1500,
+                bytes: 2_000_000,
+                streams_opened: 40,
+                cycles: 10,
+                ended_by_producer: 3,
+                errors: 1,
+                first_error: Some("refused".into()),
+            }],
+        }];
+        let r = ReplReport::new(args("1000"), vec!["s".into()], vec![], readers);
+        let t = r.readers_table().to_markdown();
+        assert!(
+            t.contains("| sluice + views | 1 | views | 2 | 40 | 10 | 1,500 | 2.0 | 3 | 1 (first: refused) |"),
+            "{t}"
         );
     }
 }

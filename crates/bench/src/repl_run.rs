@@ -1,10 +1,12 @@
 //! [`run_replication`]: for each run, each target in turn (alternating order run by run):
-//! start it fresh, prefill, wait until the replicas have caught up, climb the rate ladder until
-//! a rate is not held, stop it. Then medians, report.md and results.json.
+//! start it fresh, prefill, wait until the replicas have caught up, then for each column
+//! (Sluice; a peer has only replication) start the column's DCP readers and climb the rate
+//! ladder until a rate is not held, stop the readers and let the cluster settle. Then
+//! medians, report.md, results.json and the charts.
 
 use anyhow::Context;
 use bytes::Bytes;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,8 +15,10 @@ use crate::local_cluster::LocalCluster;
 use crate::progress::{Length, Ticker};
 use crate::redis_peer::{find_redis_server, RedisPair, RedisPersistence};
 use crate::repl_args::{ReplArgs, ReplPeer};
+use crate::repl_background::Background;
+use crate::repl_column::Column;
 use crate::repl_redis::RedisTarget;
-use crate::repl_report::ReplReport;
+use crate::repl_report::{ColumnReaders, ReplReport};
 use crate::repl_sluice::SluiceTarget;
 use crate::repl_step::{run_step, StepConfig, StepResult};
 use crate::repl_target::Target;
@@ -40,16 +44,28 @@ impl Kind {
             Kind::Redis(RedisPersistence::Aof) => "redis (AOF everysec)".to_string(),
         }
     }
+
+    /// The columns this target runs: all of them on Sluice, replication only on a peer.
+    fn columns(self, args: &ReplArgs) -> Vec<Column> {
+        match self {
+            Kind::Sluice => args.columns.clone(),
+            Kind::Redis(_) => vec![Column::REPLICATION],
+        }
+    }
 }
 
-pub async fn run_replication(args: ReplArgs) -> anyhow::Result<()> {
-    let args = args.effective();
+/// What one target's runs produced.
+#[derive(Default)]
+struct Outcome {
+    steps: Vec<StepResult>,
+    readers: Vec<ColumnReaders>,
+}
+
+pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
+    let args = given.effective();
     args.validate()?;
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bench-out/replication"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = crate::scenario_out::out_dir(args.out.as_deref(), "replication")?;
+    crate::scenario_out::save_config(&out_dir, "replication", &given)?;
     let redis = match args.vs {
         Some(ReplPeer::Redis) => Some(find_redis_server()?),
         None => None,
@@ -69,24 +85,25 @@ pub async fn run_replication(args: ReplArgs) -> anyhow::Result<()> {
         value: Bytes::from(vec![b'v'; args.value_bytes]),
         sample_hz: args.sample_hz,
     };
-    let mut steps = Vec::new();
+    let mut all = Outcome::default();
     for run in 0..args.runs {
         let mut order = kinds.clone();
         if run % 2 == 1 {
             order.reverse();
         }
         for kind in order {
-            let ladder = run_target(kind, run, &args, &cfg, &out_dir, redis.as_deref())
+            let done = run_target(kind, run, &args, &cfg, &out_dir, redis.as_deref())
                 .await
                 .with_context(|| format!("{} (run {})", kind.label(), run + 1))?;
-            steps.extend(ladder);
+            all.steps.extend(done.steps);
+            all.readers.extend(done.readers);
         }
     }
-    let report = ReplReport::new(
-        args.clone(),
-        kinds.iter().map(|k| k.label()).collect(),
-        steps,
-    );
+    let labels = kinds
+        .iter()
+        .flat_map(|k| k.columns(&args).into_iter().map(|c| c.label(&k.label())))
+        .collect();
+    let report = ReplReport::new(args.clone(), labels, all.steps, all.readers);
     report.write(&out_dir)?;
     println!("{}", report.summary_table().to_text());
     println!("replication latency p80 / p95 / p99:");
@@ -104,11 +121,10 @@ async fn run_target(
     cfg: &StepConfig,
     out_dir: &Path,
     redis: Option<&Path>,
-) -> anyhow::Result<Vec<StepResult>> {
-    let label = kind.label();
+) -> anyhow::Result<Outcome> {
     let (target, cluster) = start(kind, run, args, out_dir, redis).await?;
     let target = Arc::new(target);
-    let outcome = ladder(&target, &label, run, args, cfg).await;
+    let outcome = columns(&target, kind, run, args, cfg).await;
     let target = Arc::into_inner(target).context("a step left a task holding the target")?;
     if let Some(c) = cluster {
         c.stop().await?;
@@ -167,16 +183,18 @@ async fn start(
     }
 }
 
-async fn ladder(
+/// Prefills the target, then climbs the ladder once per column with the column's readers
+/// running.
+async fn columns(
     target: &Arc<Target>,
-    label: &str,
+    kind: Kind,
     run: u32,
     args: &ReplArgs,
     cfg: &StepConfig,
-) -> anyhow::Result<Vec<StepResult>> {
+) -> anyhow::Result<Outcome> {
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start(
-        format!("{label} prefill"),
+        format!("{} prefill", kind.label()),
         Length::Ops(args.items),
         done.clone(),
     );
@@ -185,6 +203,43 @@ async fn ladder(
     filled?;
     caught_up(target).await?;
     target.settle(SETTLE_AFTER_PREFILL).await?;
+    let mut out = Outcome::default();
+    for column in kind.columns(args) {
+        let label = column.label(&kind.label());
+        let readers = match (&**target, column.is_replication_only()) {
+            (Target::Sluice(t), false) => {
+                eprintln!("{label}: starting the column's DCP readers");
+                Some(Background::start(
+                    column,
+                    &t.shares()?,
+                    t.login(),
+                    args.cadence(),
+                ))
+            }
+            _ => None,
+        };
+        let climbed = ladder(target, &label, run, args, cfg).await;
+        if let Some(r) = readers {
+            out.readers.push(ColumnReaders {
+                target: label.clone(),
+                run,
+                readers: r.stop().await,
+            });
+        }
+        out.steps.extend(climbed?);
+        caught_up(target).await?;
+        target.settle(SETTLE_BETWEEN_STEPS).await?;
+    }
+    Ok(out)
+}
+
+async fn ladder(
+    target: &Arc<Target>,
+    label: &str,
+    run: u32,
+    args: &ReplArgs,
+    cfg: &StepConfig,
+) -> anyhow::Result<Vec<StepResult>> {
     let mut out = Vec::new();
     for &rate in &args.rates {
         let done = Arc::new(AtomicU64::new(0));

@@ -9,6 +9,7 @@
 use anyhow::Context;
 use bytes::Bytes;
 use sluice_client::{Client, ClusterClient, ClusterOptions, ConnectOptions, StoreOptions};
+use sluice_types::VbId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::pacer::Pacer;
 use crate::process::loopback_addr;
+use crate::repl_background::NodeShare;
 use crate::repl_measure::{LagReading, WriteOutcome};
 use crate::repl_step::WritePlan;
 use crate::settle;
@@ -36,6 +38,8 @@ pub struct SluiceTarget {
     sample_errors: Arc<AtomicU64>,
     /// The nodes' processes when the bench started them (for the quiet wait).
     pids: Vec<u32>,
+    /// How the column readers log in.
+    login: ConnectOptions,
 }
 
 impl SluiceTarget {
@@ -77,7 +81,40 @@ impl SluiceTarget {
             replicas,
             sample_errors: Arc::default(),
             pids,
+            login: ConnectOptions::sluice(username, password, bucket),
         })
+    }
+
+    pub fn login(&self) -> &ConnectOptions {
+        &self.login
+    }
+
+    /// Each node of the map with the vbuckets active on it.
+    pub fn shares(&self) -> anyhow::Result<Vec<NodeShare>> {
+        let map = self.writer.map();
+        let mut out = Vec::new();
+        for node in map.nodes() {
+            let vbuckets = (0..map.num_vbuckets())
+                .map(VbId)
+                .filter(|vb| map.active_node(*vb).is_some_and(|n| n.addr == node.addr))
+                .collect();
+            out.push(NodeShare {
+                addr: loopback_addr(&node.addr)?.to_string(),
+                vbuckets,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The lowest resident ratio of active items over the nodes, in % (STAT
+    /// `vb_active_perc_mem_resident`).
+    pub async fn resident_pct(&self) -> anyhow::Result<u64> {
+        let mut lowest = 100;
+        for c in &self.stats {
+            let all = c.lock().await.stats("").await?;
+            lowest = lowest.min(stat(&all, "vb_active_perc_mem_resident")?);
+        }
+        Ok(lowest)
     }
 
     /// Waits until every node has persisted everything, then until the nodes are quiet

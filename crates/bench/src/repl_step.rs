@@ -83,6 +83,20 @@ pub struct StepResult {
     pub lag: LagSummary,
     /// Redis: replication-stream bytes per SET, measured over the step.
     pub stream_bytes_per_set: Option<f64>,
+    /// Sluice: the lowest active resident ratio over the nodes at the step's end, in %.
+    pub resident_pct: Option<u64>,
+    /// The step over time, for the charts (not in results.json: the figures above are).
+    #[serde(skip)]
+    pub timeline: Timeline,
+}
+
+/// A step's samples over time, in seconds after the warm-up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    /// (s, replication latency in ms), one point per sample.
+    pub latency_ms: Vec<(f64, f64)>,
+    /// (s, items remaining), one point per lag reading.
+    pub items_remaining: Vec<(f64, f64)>,
 }
 
 pub async fn run_step(
@@ -137,6 +151,20 @@ pub async fn run_step(
     let measured = (plan.until - plan.measure_from).as_secs_f64();
     let achieved = writes.done_measured as f64 / measured;
     let polls = samples.polls as f64 / samples.latency.summary().count.max(1) as f64;
+    let units_per_item = per_set.filter(|u| *u > 0.0).unwrap_or(1.0);
+    let timeline = Timeline {
+        latency_ms: samples.points.clone(),
+        items_remaining: lag_samples
+            .iter()
+            .map(|l| {
+                let at =
+                    l.at.saturating_duration_since(plan.measure_from)
+                        .as_secs_f64();
+                (at, l.reading.behind.max(0.0) / units_per_item)
+            })
+            .collect(),
+    };
+    let resident_pct = target.resident_pct().await?;
     Ok(StepResult {
         target: label.to_string(),
         run,
@@ -157,8 +185,10 @@ pub async fn run_step(
             errors: samples.errors,
             polls_per_sample: polls,
         },
-        lag: summarize_lag(&lag_samples, per_set.unwrap_or(1.0)),
+        lag: summarize_lag(&lag_samples, units_per_item),
         stream_bytes_per_set: per_set,
+        resident_pct,
+        timeline,
     })
 }
 
@@ -211,8 +241,11 @@ async fn sample(
             match target.visible(&key, &value).await {
                 Ok(true) => {
                     if sent >= plan.measure_from {
-                        out.latency.record(sent.elapsed());
+                        let took = sent.elapsed();
+                        out.latency.record(took);
                         out.polls += polls;
+                        let at = (sent - plan.measure_from).as_secs_f64();
+                        out.points.push((at, took.as_secs_f64() * 1e3));
                     }
                     break;
                 }

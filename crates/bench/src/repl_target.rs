@@ -72,6 +72,15 @@ impl Target {
         }
     }
 
+    /// The lowest active resident ratio over the nodes, in % (Redis keeps everything in
+    /// memory: `None`).
+    pub async fn resident_pct(&self) -> anyhow::Result<Option<u64>> {
+        match self {
+            Target::Sluice(t) => Ok(Some(t.resident_pct().await?)),
+            Target::Redis(_) => Ok(None),
+        }
+    }
+
     pub async fn probe(&self) -> anyhow::Result<LagReading> {
         match self {
             Target::Sluice(t) => t.probe().await,

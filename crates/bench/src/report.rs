@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::path::Path;
 
 use crate::args::KvArgs;
+use crate::chart::{BarChart, Chart};
 use crate::in_process::InProcessResult;
 use crate::latency::format_us;
 use crate::measure::RunResult;
@@ -221,11 +222,60 @@ impl Report {
         out
     }
 
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+    /// Throughput and latency percentiles per target (over sockets), or ops/s per bucket
+    /// type (in process).
+    pub fn charts(&self) -> Vec<Chart> {
+        if !self.in_process.is_empty() {
+            return vec![Chart::bars(
+                "kv-in-process.png",
+                BarChart {
+                    title: "Engine called in process (median of runs)".into(),
+                    y_label: "ops/s".into(),
+                    categories: self
+                        .in_process
+                        .iter()
+                        .map(|r| format!("{} bucket", r.bucket_type))
+                        .collect(),
+                    series: vec![(
+                        "ops/s".into(),
+                        self.in_process.iter().map(|r| r.median_ops_per_s).collect(),
+                    )],
+                },
+            )];
+        }
+        let names: Vec<String> = self.targets.iter().map(|t| t.name.to_string()).collect();
+        let per_target = |f: fn(&Median) -> f64| -> Vec<f64> {
+            self.targets.iter().map(|t| f(&t.median)).collect()
+        };
+        vec![
+            Chart::bars(
+                "kv-throughput.png",
+                BarChart {
+                    title: "Throughput (median of runs)".into(),
+                    y_label: "ops/s".into(),
+                    categories: names.clone(),
+                    series: vec![("ops/s".into(), per_target(|m| m.ops_per_s))],
+                },
+            ),
+            Chart::bars(
+                "kv-latency.png",
+                BarChart {
+                    title: "Request latency (median of runs)".into(),
+                    y_label: "latency (µs)".into(),
+                    categories: names,
+                    series: vec![
+                        ("p50".into(), per_target(|m| m.p50_us)),
+                        ("p95".into(), per_target(|m| m.p95_us)),
+                        ("p99".into(), per_target(|m| m.p99_us)),
+                    ],
+                },
+            ),
+        ]
+    }
+
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("results.json"), json + "\n")?;
-        std::fs::write(dir.join("report.md"), self.to_markdown())
+        crate::scenario_out::write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }
 

@@ -19,6 +19,9 @@ use crate::workload::Workload;
 
 /// Runs `sluice bench kv` and prints the table (and writes `--out`).
 pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.out {
+        crate::scenario_out::save_config(dir, "kv", &args)?;
+    }
     let work = Arc::new(Workload::new(args.keys, args.get_ratio, args.value_bytes));
     let report = if args.in_process {
         in_process(args, work).await?

@@ -145,7 +145,9 @@ impl DcpStream {
             | StreamEndReason::BackfillFailed
             | StreamEndReason::Rollback => {
                 let pos = self.positions.get(vb).copied();
-                tracing::info!(%vb, reason = reason.name(), ?pos,
+                // Debug, not info: a producer under memory pressure ends slow streams by
+                // the thousand, and the application sees each as a StreamEnd event anyway.
+                tracing::debug!(%vb, reason = reason.name(), ?pos,
                     "DCP stream ended by the producer; requesting it again from its position");
                 self.request(vb);
             }
