@@ -67,6 +67,14 @@ def sluice_binary() -> Path:
     return path
 
 
+def run_bench(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
+    """`sluice bench ARGS...`, which must succeed (its output is shown when it does not)."""
+    proc = subprocess.run([str(sluice_binary()), "bench", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
+
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -7,11 +7,10 @@ the nodes saw the users' connections), never timings.
 """
 
 import json
-import subprocess
 
 import pytest
 
-from conftest import assert_charts, sluice_binary
+from conftest import assert_charts, run_bench
 from test_cluster_up import free_base
 
 pytestmark = pytest.mark.timeout(240)
@@ -21,11 +20,8 @@ pytestmark = pytest.mark.timeout(240)
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-clients")
     data = tmp_path_factory.mktemp("bench-clients-data")
-    proc = subprocess.run(
-        [str(sluice_binary()), "bench", "clients", "--quick", "--out", str(out),
-         "--data-dir", str(data), "--base-port", str(free_base())],
-        capture_output=True, text=True, timeout=200)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    run_bench("clients", "--quick", "--out", str(out), "--data-dir", str(data),
+              "--base-port", str(free_base()))
     return out
 
 

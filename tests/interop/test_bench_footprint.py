@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_charts, sluice_binary
+from conftest import assert_charts, run_bench, sluice_binary
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -25,11 +25,7 @@ def quick_run(tmp_path_factory):
     if shutil.which("memcached") is None:
         pytest.fail("memcached missing: scripts/install-test-deps installs it")
     out = tmp_path_factory.mktemp("bench-footprint")
-    proc = subprocess.run(
-        [str(sluice_binary()), "bench", "footprint", "--quick", "--vs", "memcached",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=200)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    run_bench("footprint", "--quick", "--vs", "memcached", "--out", str(out))
     return out
 
 
@@ -77,20 +73,15 @@ def test_a_run_is_repeated_from_its_saved_configuration(tmp_path):
     first = tmp_path / "fp"
     args = ["--modes", "in-process", "--bucket-types", "ephemeral", "--quotas-mb", "64",
             "--items", "3000", "--vbuckets", "64", "--duration-s", "1", "--warmup-s", "1"]
-    proc = subprocess.run(
-        [str(sluice_binary()), "bench", "footprint", *args, "--out", str(first),
-         "--password", "not-saved-anywhere"],
-        capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_bench("footprint", *args, "--out", str(first), "--password", "not-saved-anywhere",
+              timeout=120)
     config = json.loads((first / "config.json").read_text())
     assert config["scenario"] == "footprint"
     assert config["args"]["items"] == 3000 and config["args"]["duration_s"] == 1
     assert "not-saved-anywhere" not in (first / "config.json").read_text()
     assert "not-saved-anywhere" not in (first / "results.json").read_text()
 
-    proc = subprocess.run([str(sluice_binary()), "bench", "rerun", str(first)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_bench("rerun", str(first), timeout=120)
     again = tmp_path / "fp-rerun1"
     rows = json.loads((again / "results.json").read_text())["rows"]
     assert [(r["mode"], r["bucket_type"], r["quota_mb"], r["items"]) for r in rows] == \

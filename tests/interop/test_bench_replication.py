@@ -10,11 +10,10 @@ docs/benchmarks.md.
 
 import json
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import assert_charts, sluice_binary
+from conftest import assert_charts, run_bench
 from test_cluster_up import free_base
 
 pytestmark = pytest.mark.timeout(240)
@@ -34,12 +33,10 @@ def quick_run(tmp_path_factory):
         pytest.fail("redis-server missing: scripts/install-test-deps installs it")
     out = tmp_path_factory.mktemp("bench-repl")
     data = tmp_path_factory.mktemp("bench-repl-data")
-    proc = subprocess.run(
-        [str(sluice_binary()), "bench", "replication", "--quick", "--vs", "redis",
-         "--redis-persistence", "none,aof", "--out", str(out), "--data-dir", str(data),
-         "--base-port", str(free_base()), "--columns", "replication,views+xdcr+clients:2"],
-        capture_output=True, text=True, timeout=200)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    proc = run_bench("replication", "--quick", "--vs", "redis",
+                     "--redis-persistence", "none,aof", "--out", str(out), "--data-dir", str(data),
+                     "--base-port", str(free_base()),
+                     "--columns", "replication,views+xdcr+clients:2")
     return out, proc
 
 

@@ -92,21 +92,26 @@ pub struct LagSummary {
     pub bytes_mb_per_s_min: f64,
 }
 
+/// The items the replicas are behind at each reading; `units_per_item` converts `behind`
+/// to items (anything but a positive figure counts as 1).
+pub fn items_behind(samples: &[LagSample], units_per_item: f64) -> impl Iterator<Item = f64> + '_ {
+    let per_item = if units_per_item > 0.0 {
+        units_per_item
+    } else {
+        1.0
+    };
+    samples
+        .iter()
+        .map(move |s| s.reading.behind.max(0.0) / per_item)
+}
+
 /// Summarizes the readings (all taken after the warm-up); `units_per_item` converts
 /// `behind` to items.
 pub fn summarize_lag(samples: &[LagSample], units_per_item: f64) -> LagSummary {
     if samples.is_empty() {
         return LagSummary::default();
     }
-    let per_item = if units_per_item > 0.0 {
-        units_per_item
-    } else {
-        1.0
-    };
-    let items: Vec<f64> = samples
-        .iter()
-        .map(|s| s.reading.behind.max(0.0) / per_item)
-        .collect();
+    let items: Vec<f64> = items_behind(samples, units_per_item).collect();
     let producer: Vec<f64> = samples
         .iter()
         .filter_map(|s| s.reading.producer_remaining.map(|v| v as f64))

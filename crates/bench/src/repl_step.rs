@@ -17,7 +17,8 @@ use tokio::task::JoinSet;
 
 use crate::latency::LatencySummary;
 use crate::repl_measure::{
-    poisson_gap, summarize_lag, LagSample, LagSummary, SampleOutcome, WriteOutcome, MONITOR_EVERY,
+    items_behind, poisson_gap, summarize_lag, LagSample, LagSummary, SampleOutcome, WriteOutcome,
+    MONITOR_EVERY,
 };
 use crate::repl_target::Target;
 use crate::workload::Rng;
@@ -140,7 +141,7 @@ pub async fn run_step(
     while let Some(w) = writers.join_next().await {
         writes.merge(w??);
     }
-    let samples = sampler.await??;
+    let mut samples = sampler.await??;
     let lag_samples = monitor.await??;
     let after = redis_offsets(&target).await?;
 
@@ -151,17 +152,16 @@ pub async fn run_step(
     let measured = (plan.until - plan.measure_from).as_secs_f64();
     let achieved = writes.done_measured as f64 / measured;
     let polls = samples.polls as f64 / samples.latency.summary().count.max(1) as f64;
-    let units_per_item = per_set.filter(|u| *u > 0.0).unwrap_or(1.0);
+    let units_per_item = per_set.unwrap_or(1.0);
     let timeline = Timeline {
-        latency_ms: samples.points.clone(),
+        latency_ms: std::mem::take(&mut samples.points),
         items_remaining: lag_samples
             .iter()
             .map(|l| {
-                let at =
-                    l.at.saturating_duration_since(plan.measure_from)
-                        .as_secs_f64();
-                (at, l.reading.behind.max(0.0) / units_per_item)
+                l.at.saturating_duration_since(plan.measure_from)
+                    .as_secs_f64()
             })
+            .zip(items_behind(&lag_samples, units_per_item))
             .collect(),
     };
     let resident_pct = target.resident_pct().await?;
