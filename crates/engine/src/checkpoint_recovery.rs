@@ -27,18 +27,23 @@ pub fn needed(bucket: &Bucket) -> bool {
     over(bucket, RECOVERY_START)
 }
 
-pub fn recover(bucket: &Bucket) {
+/// One recovery pass. Returns the checkpoint bytes it freed (0 when it was not needed, or
+/// when nothing could be freed: every byte is still waiting for the flusher).
+pub fn recover(bucket: &Bucket) -> usize {
     if !needed(bucket) {
-        return;
+        return 0;
     }
+    BucketStats::bump(&bucket.stats.checkpoint_recovery_passes);
+    let before = bucket.memory.checkpoint_used();
     for vbucket in bucket.vbuckets.iter() {
         let _ = bucket.with_vb(vbucket.id, |inner| {
             inner.checkpoint_delta += inner.checkpoints.close_open_checkpoint();
             inner.checkpoint_delta += inner.checkpoints.expel_read_items();
         });
     }
+    let freed = |bucket: &Bucket| before.saturating_sub(bucket.memory.checkpoint_used()) as usize;
     if !over(bucket, RECOVERY_STOP) {
-        return;
+        return freed(bucket);
     }
     let mut by_memory: Vec<(usize, usize)> = bucket
         .vbuckets
@@ -50,7 +55,7 @@ pub fn recover(bucket: &Bucket) {
     by_memory.sort_unstable_by(|a, b| b.cmp(a));
     for (_, i) in by_memory {
         if !over(bucket, RECOVERY_STOP) {
-            return;
+            break;
         }
         let vbucket = &bucket.vbuckets[i];
         let _ = bucket.with_vb(vbucket.id, |inner| {
@@ -61,4 +66,5 @@ pub fn recover(bucket: &Bucket) {
             inner.checkpoint_delta += inner.checkpoints.expel_read_items();
         });
     }
+    freed(bucket)
 }

@@ -6,21 +6,36 @@
 //! next round takes them all. A failed commit is never retried: the bucket refuses writes
 //! from then on and the reason is logged and shown in stats.
 
+use crate::background::Share;
 use crate::bucket::Bucket;
 use crate::stats::BucketStats;
 use bytes::Bytes;
 use sluice_storage::{FlushBatch, ItemRecord, VbMeta};
 use sluice_types::{Seqno, VbId};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the flusher sleeps when there is nothing to do (it is woken on every write).
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
+/// The flusher takes a fair share of the CPU from this share of the checkpoint budget on
+/// (writes are refused at the whole budget)...
+const FAIR_SHARE_FROM: f64 = 0.5;
+/// ...and goes back to the leftovers below this one.
+const LEFTOVER_SHARE_BELOW: f64 = 0.2;
+
 pub fn run(bucket: &Bucket) {
     crate::background::mark_current_thread_as_batch();
+    let mut share = Share::Leftover;
     let mut start_vb = 0usize;
     loop {
+        let m = &bucket.memory;
+        let wanted = share_for(m.checkpoint_used(), m.checkpoint_bytes_max, share);
+        if wanted != share {
+            crate::background::set_current_batch_share(wanted);
+            tracing::debug!(?wanted, "flusher CPU share changed with its backlog");
+            share = wanted;
+        }
         let stopping = bucket.shutdown.load(Ordering::SeqCst);
         match flush_once(bucket, &mut start_vb) {
             Ok(true) => continue,
@@ -30,6 +45,18 @@ pub fn run(bucket: &Bucket) {
             }
             Err(()) => return,
         }
+    }
+}
+
+/// The flusher's CPU share for a backlog of `backlog` checkpoint bytes, with hysteresis: low
+/// priority keeps request latency low while the flusher keeps up; once writes pile up
+/// towards the budget (where they would be refused), persistence needs the CPU more.
+fn share_for(backlog: u64, budget: u64, current: Share) -> Share {
+    let share_of_budget = backlog as f64 / budget.max(1) as f64;
+    match current {
+        Share::Leftover if share_of_budget >= FAIR_SHARE_FROM => Share::Fair,
+        Share::Fair if share_of_budget < LEFTOVER_SHARE_BELOW => Share::Leftover,
+        same => same,
     }
 }
 
@@ -47,6 +74,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     };
     // A vbucket reset must not fall between reading the cursors and committing.
     let _round = bucket.flush_lock.lock();
+    let round_began = Instant::now();
     let n = bucket.vbuckets.len();
     let mut batch = FlushBatch::default();
     let mut flushed = Vec::new();
@@ -105,7 +133,10 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         return Ok(false);
     }
     let items = batch.items.len() as u64;
-    if let Err(e) = store.commit(batch) {
+    let commit_began = Instant::now();
+    let committed = store.commit(batch);
+    let commit_took = commit_began.elapsed();
+    if let Err(e) = committed {
         let reason = e.to_string();
         tracing::error!(bucket = %bucket.config.name, error = %reason,
             "storage commit failed; the bucket refuses writes from now on");
@@ -131,6 +162,34 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     BucketStats::bump(&bucket.stats.flusher_commits);
     BucketStats::add(&bucket.stats.flusher_items, items);
     BucketStats::add(&bucket.stats.flusher_bytes, bytes as u64);
+    BucketStats::add(&bucket.stats.flusher_commit_us, micros(commit_took));
+    BucketStats::add(
+        &bucket.stats.flusher_round_us,
+        micros(round_began.elapsed()),
+    );
     bucket.persisted.notify();
     Ok(true)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_share_follows_the_backlog_with_hysteresis() {
+        let budget = 1000;
+        assert_eq!(share_for(0, budget, Share::Leftover), Share::Leftover);
+        assert_eq!(share_for(499, budget, Share::Leftover), Share::Leftover);
+        assert_eq!(share_for(500, budget, Share::Leftover), Share::Fair);
+        // Between the two thresholds the share stays what it was.
+        assert_eq!(share_for(300, budget, Share::Fair), Share::Fair);
+        assert_eq!(share_for(300, budget, Share::Leftover), Share::Leftover);
+        assert_eq!(share_for(199, budget, Share::Fair), Share::Leftover);
+        // A bucket with no checkpoint budget never divides by zero.
+        assert_eq!(share_for(5, 0, Share::Leftover), Share::Fair);
+    }
 }

@@ -58,8 +58,9 @@ counters! {
     cmd_get, get_hits, get_misses, cmd_set, cmd_delete, delete_misses, incr_hits, decr_hits,
     incr_misses, decr_misses, cas_hits, cas_badval, cas_misses, cmd_touch, touch_hits,
     touch_misses, bg_fetches, evictions, expired_by_pager, tmp_fails,
-    flusher_commits, flusher_items, flusher_bytes, tombstones_purged, items_warmed_up,
-    cursors_dropped,
+    flusher_commits, flusher_items, flusher_bytes, flusher_commit_us, flusher_round_us,
+    tombstones_purged, items_warmed_up,
+    cursors_dropped, checkpoint_recovery_passes,
 }
 
 impl BucketStats {
