@@ -1,4 +1,5 @@
-//! A [`Store`] wrapper that fails a chosen commit's sync, for engine crash and poison tests.
+//! A [`Store`] wrapper that fails a chosen commit's sync, for engine crash and poison tests,
+//! or holds commits back (a disk that stopped moving), for backlog tests.
 //!
 //! A real failed fsync cannot be produced on demand, so the wrapper stands in for it: the
 //! chosen commit returns [`StoreError::Io`], and from then on the wrapper behaves exactly like
@@ -7,7 +8,7 @@
 use crate::poison::Poison;
 use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
 use sluice_types::VbId;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// What the batch of the commit whose sync "failed" leaves behind. After a real failed fsync
 /// either can be true, so engine tests should survive both.
@@ -25,6 +26,9 @@ pub struct FaultyStore<S: Store> {
     /// Commits still to go before the failing one (1 = the next commit fails), and its effect.
     armed: Mutex<Option<(u64, FailedSync)>>,
     poison: Poison,
+    /// While true, commits wait (see [`FaultyStore::hold_commits`]).
+    held: Mutex<bool>,
+    released: Condvar,
 }
 
 impl<S: Store> FaultyStore<S> {
@@ -33,6 +37,25 @@ impl<S: Store> FaultyStore<S> {
             inner,
             armed: Mutex::new(None),
             poison: Poison::default(),
+            held: Mutex::new(false),
+            released: Condvar::new(),
+        }
+    }
+
+    /// While `hold` is true, every commit waits before it reaches the inner store; setting
+    /// it back to false lets the waiting commits through.
+    pub fn hold_commits(&self, hold: bool) {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = hold;
+        self.released.notify_all();
+    }
+
+    fn wait_while_held(&self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        while *held {
+            held = self
+                .released
+                .wait(held)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -74,6 +97,7 @@ impl<S: Store> FaultyStore<S> {
 
 impl<S: Store> Store for FaultyStore<S> {
     fn commit(&self, batch: FlushBatch) -> Result<()> {
+        self.wait_while_held();
         self.poison.check()?;
         let Some(effect) = self.tick() else {
             return self.inner.commit(batch);

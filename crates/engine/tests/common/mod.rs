@@ -33,8 +33,12 @@ pub fn vb(bucket: &Bucket, key: &[u8]) -> VbId {
     vbucket_of(key, bucket.num_vbuckets())
 }
 
-/// SET, retrying temporary failures (memory pressure) the way a client would.
-pub fn set(bucket: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation {
+/// One SET attempt, with its outcome as the engine gives it.
+pub fn try_set(
+    bucket: &Bucket,
+    key: &[u8],
+    value: &[u8],
+) -> Result<sluice_engine::Mutation, sluice_engine::EngineError> {
     let req = StoreRequest {
         kind: StoreKind::Set,
         key,
@@ -45,8 +49,13 @@ pub fn set(bucket: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation
         cas: Cas::ZERO,
         preserve_ttl: false,
     };
+    bucket.store(vb(bucket, key), &req)
+}
+
+/// SET, retrying temporary failures (memory pressure) the way a client would.
+pub fn set(bucket: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation {
     for _ in 0..10_000 {
-        match bucket.store(vb(bucket, key), &req) {
+        match try_set(bucket, key, value) {
             Ok(m) => return m,
             Err(sluice_engine::EngineError::TempFail) => {
                 std::thread::sleep(std::time::Duration::from_millis(1))
