@@ -84,6 +84,7 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
         items: args.items,
         value: Bytes::from(vec![b'v'; args.value_bytes]),
         sample_hz: args.sample_hz,
+        sample_key_prefix: sample_key_prefix(),
     };
     let mut all = Outcome::default();
     for run in 0..args.runs {
@@ -283,5 +284,27 @@ async fn caught_up(target: &Target) -> anyhow::Result<()> {
             lag.behind
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `lat:` and this invocation's start time and process id, so that no two invocations share
+/// a sample key (see [`StepConfig::sample_key_prefix`]).
+fn sample_key_prefix() -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("lat:{:x}:{}", since_epoch.as_nanos(), std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_key_prefix;
+
+    #[test]
+    fn every_invocation_gets_its_own_sample_keys() {
+        let first = sample_key_prefix();
+        let second = sample_key_prefix();
+        assert!(first.starts_with("lat:"), "{first}");
+        assert_ne!(first, second);
     }
 }

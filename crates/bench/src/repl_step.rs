@@ -53,6 +53,10 @@ pub struct StepConfig {
     pub items: u64,
     pub value: Bytes,
     pub sample_hz: f64,
+    /// Starts every sample key, and differs from one invocation to the next: a sample
+    /// written again with the value of an earlier invocation is on the replica before it
+    /// is even sent, and would measure one read instead of the replication.
+    pub sample_key_prefix: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -127,7 +131,7 @@ pub async fn run_step(
         writers.spawn(async move { t.write(p, i).await });
     }
     let seed = run as u64 * 1_000_003 + rate as u64;
-    let tag = format!("{label}:{run}:{rate}");
+    let tag = format!("{}:{label}:{run}:{rate}", cfg.sample_key_prefix);
     let sampler = tokio::spawn(sample(
         target.clone(),
         plan.clone(),
@@ -224,7 +228,7 @@ async fn sample(
             break;
         }
         tokio::time::sleep_until(next.into()).await;
-        let key = Bytes::from(format!("lat:{tag}:{n}"));
+        let key = Bytes::from(format!("{tag}:{n}"));
         let value = sample_value(n, plan.value.len());
         let sent = Instant::now();
         if target

@@ -53,6 +53,8 @@ pub struct Bucket {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Tombstone purges found by the pager, committed by the flusher with its next batch.
     pub(crate) pending_purges: Mutex<Vec<(VbId, Bytes, Seqno)>>,
+    /// The vbuckets with items or metadata the flusher has not read yet.
+    pub(crate) dirty: crate::dirty_vbuckets::DirtyVbuckets,
     /// Held by the flusher for a whole round, and by a vbucket reset.
     pub(crate) flush_lock: Mutex<()>,
     /// DCP producers to wake after a write.
@@ -80,6 +82,7 @@ impl Bucket {
             config.checkpoint_share,
         );
         let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory)?;
+        let dirty = crate::dirty_vbuckets::DirtyVbuckets::all_marked(vbuckets.len());
         let bucket = Arc::new(Bucket {
             config,
             vbuckets: vbuckets.into_boxed_slice(),
@@ -97,6 +100,7 @@ impl Bucket {
             pending_purges: Mutex::new(Vec::new()),
             listeners: Default::default(),
             flush_lock: Mutex::new(()),
+            dirty,
         });
         let items: usize = bucket
             .vbuckets
@@ -168,6 +172,11 @@ impl Bucket {
         let out = f(&mut inner);
         let (mem, ckpt) = inner.take_deltas();
         let changed = inner.high_seqno != high_before;
+        // Marked under the lock, after the change: see dirty_vbuckets for why no change is
+        // missed. Every path that queues an item moves the high seqno.
+        if self.store.is_some() && (changed || inner.meta_dirty) {
+            self.dirty.mark(vb);
+        }
         drop(inner);
         if changed {
             // Any path that writes (expiry on read included) wakes the streams.

@@ -1,6 +1,6 @@
 //! The flusher: the first cursor of every vbucket's checkpoints. It gathers dirty items across
-//! vbuckets into one batch (bounded in bytes), commits it with one sync, then marks the
-//! items clean and moves each vbucket's persisted seqno.
+//! the vbuckets marked in [`crate::dirty_vbuckets`] into one batch (bounded in bytes), commits
+//! it with one sync, then marks the items clean and moves each vbucket's persisted seqno.
 //!
 //! Group commit falls out of the loop: while one commit syncs, new writes queue up and the
 //! next round takes them all. A failed commit is never retried: the bucket refuses writes
@@ -80,11 +80,15 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     let mut flushed = Vec::new();
     let mut bytes = 0usize;
     let budget = bucket.config.flush_batch_bytes_max;
-    for i in 0..n {
+    let mut dirty = Vec::new();
+    bucket.dirty.take(*start_vb, &mut dirty);
+    for (i, &vb) in dirty.iter().enumerate() {
         if bytes >= budget {
+            // The batch is full: the rest wait for the next round.
+            dirty[i..].iter().for_each(|&vb| bucket.dirty.mark(vb));
             break;
         }
-        let vbucket = &bucket.vbuckets[(*start_vb + i) % n];
+        let vbucket = &bucket.vbuckets[usize::from(vb.0)];
         let mut inner = vbucket.inner.lock();
         let Some(cursor) = inner.flusher_cursor else {
             continue;
@@ -113,6 +117,10 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
                 meta: item.meta,
                 value: item.value.clone(),
             });
+        }
+        if bytes >= budget {
+            // The read stopped at the budget and may have left items behind.
+            bucket.dirty.mark(vb);
         }
         batch.vb_meta.push((
             vbucket.id,

@@ -26,6 +26,7 @@ mod checkpoint_recovery;
 mod clock;
 mod config;
 mod datatype;
+mod dirty_vbuckets;
 mod error;
 mod flusher;
 mod hash_table;

@@ -131,9 +131,15 @@ impl Bucket {
         cursor: CursorId,
         bytes_max: usize,
     ) -> Result<Option<Vec<CursorChunk>>, EngineError> {
+        let persistent = self.store.is_some();
         self.with_vb(vb, |inner| {
             let (chunks, delta) = inner.checkpoints.try_read(cursor, bytes_max)?;
             inner.checkpoint_delta += delta;
+            if persistent && !chunks.is_empty() {
+                // The flusher closes a checkpoint every cursor has read, but it only comes
+                // back to this vbucket after the next write: the last reader frees it now.
+                inner.checkpoint_delta += inner.checkpoints.close_if_fully_read();
+            }
             Some(chunks)
         })
     }
