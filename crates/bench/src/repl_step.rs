@@ -43,6 +43,9 @@ pub struct WritePlan {
     pub done: Arc<AtomicU64>,
 }
 
+/// Steps started by this process, to number their sample keys.
+static STEPS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// What the step is asked to do, beyond the rate.
 #[derive(Debug, Clone)]
 pub struct StepConfig {
@@ -131,7 +134,10 @@ pub async fn run_step(
         writers.spawn(async move { t.write(p, i).await });
     }
     let seed = run as u64 * 1_000_003 + rate as u64;
-    let tag = format!("{}:{label}:{run}:{rate}", cfg.sample_key_prefix);
+    // Steps repeat rates (a ladder may list one twice, and every run has the same ones):
+    // each step of the invocation gets its own keys.
+    let step_no = STEPS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tag = format!("{}:{label}:{run}:{rate}:{step_no}", cfg.sample_key_prefix);
     let sampler = tokio::spawn(sample(
         target.clone(),
         plan.clone(),

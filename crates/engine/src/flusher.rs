@@ -111,6 +111,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
             bytes += item.mem_bytes();
             f.items.push((item.key.clone(), item.meta.seqno));
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
+            batch.on_disk.push(inner.disk_seqno(&item.key));
             batch.items.push(ItemRecord {
                 vb: vbucket.id,
                 key: item.key.clone(),
@@ -140,6 +141,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     if batch.is_empty() {
         return Ok(false);
     }
+    let purges = batch.purges.clone();
     let items = batch.items.len() as u64;
     let commit_began = Instant::now();
     let committed = store.commit(batch);
@@ -166,6 +168,9 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         drop(inner);
         bucket.memory.add(mem);
         bucket.memory.add_checkpoint(ckpt);
+    }
+    for (vb, key, seqno) in purges {
+        let _ = bucket.with_vb(vb, |inner| inner.purged_from_disk(&key, seqno));
     }
     BucketStats::bump(&bucket.stats.flusher_commits);
     BucketStats::add(&bucket.stats.flusher_items, items);

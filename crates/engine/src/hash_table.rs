@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use hashbrown::HashMap;
-use sluice_types::ItemMeta;
+use sluice_types::{ItemMeta, Seqno};
 
 /// One document version in memory.
 #[derive(Debug, Clone)]
@@ -18,6 +18,13 @@ pub struct StoredValue {
     pub dirty: bool,
     /// Read since the item pager last looked (a second-chance bit for eviction).
     pub referenced: bool,
+    /// The seqno of this key's version on disk, when the engine knows it (`Seqno::ZERO`:
+    /// not known). It lets the flusher tell storage which by_seqno slot a new version
+    /// replaces, instead of storage reading by_key for every item it writes. Set from what
+    /// warmup or a disk read found and by the flusher after each commit; a new version
+    /// inherits it (see [`HashTable::replace_with`]), since writing to memory does not
+    /// change the disk.
+    pub disk_seqno: Seqno,
 }
 
 /// Bytes one entry costs beyond its key and value: the slot, the key's allocation header and
@@ -64,7 +71,10 @@ impl HashTable {
     ) -> isize {
         let (delta, new_resident, old) = match self.map.entry_ref(key) {
             hashbrown::hash_map::EntryRef::Occupied(mut o) => {
-                let sv = make(Some(o.get()));
+                let mut sv = make(Some(o.get()));
+                if sv.disk_seqno == Seqno::ZERO {
+                    sv.disk_seqno = o.get().disk_seqno;
+                }
                 let new_bytes = entry_bytes(key.len(), &sv) as isize;
                 let resident = sv.is_resident_value();
                 let old = std::mem::replace(o.get_mut(), sv);

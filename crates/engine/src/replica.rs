@@ -60,6 +60,7 @@ impl VbInner {
                 value: Some(value),
                 dirty: persistent,
                 referenced: true,
+                disk_seqno: Seqno::ZERO,
             }
         });
         match (was_live, meta.deleted) {

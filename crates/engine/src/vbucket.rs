@@ -197,6 +197,7 @@ impl VbInner {
                 value: Some(v.value.clone()),
                 dirty: ctx.persistent,
                 referenced: true,
+                disk_seqno: Seqno::ZERO,
             }
         });
         match (was_live, v.deleted) {
@@ -520,6 +521,9 @@ impl VbInner {
         let Some(sv) = self.ht.get_mut(key) else {
             return;
         };
+        // The commit left exactly this version on disk (a batch keeps a key's highest seqno,
+        // and the flusher marks a vbucket's items in seqno order).
+        sv.disk_seqno = sv.disk_seqno.max(seqno);
         if sv.meta.seqno != seqno {
             return; // a newer version is still dirty
         }
@@ -543,6 +547,7 @@ impl VbInner {
                     value: Some(value),
                     dirty: false,
                     referenced: true,
+                    disk_seqno: Seqno::ZERO,
                 };
                 self.mem_delta += self.ht.upsert(key, sv);
             }
@@ -556,6 +561,7 @@ impl VbInner {
                     value: Some(Bytes::new()),
                     dirty: false,
                     referenced: true,
+                    disk_seqno: Seqno::ZERO,
                 };
                 self.mem_delta += self.ht.upsert(key, sv);
             }
@@ -568,6 +574,21 @@ impl VbInner {
         }
     }
 
+    /// The seqno of the key's version on disk, as far as memory knows (`Seqno::ZERO`: not known).
+    pub fn disk_seqno(&self, key: &[u8]) -> Seqno {
+        self.ht.get(key).map_or(Seqno::ZERO, |sv| sv.disk_seqno)
+    }
+
+    /// A purge removed the tombstone at `seqno` from disk: memory no longer knows what disk
+    /// holds for the key, if it thought that tombstone was there.
+    pub fn purged_from_disk(&mut self, key: &[u8], seqno: Seqno) {
+        if let Some(sv) = self.ht.get_mut(key) {
+            if sv.disk_seqno == seqno {
+                sv.disk_seqno = Seqno::ZERO;
+            }
+        }
+    }
+
     /// Puts a persisted version's metadata back (value not resident) if the key has no entry.
     pub fn insert_metadata(&mut self, key: &[u8], meta: ItemMeta) {
         if self.ht.get(key).is_none() {
@@ -576,6 +597,7 @@ impl VbInner {
                 value: None,
                 dirty: false,
                 referenced: false,
+                disk_seqno: Seqno::ZERO,
             };
             self.mem_delta += self.ht.upsert(key, sv);
         }

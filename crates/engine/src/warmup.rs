@@ -106,6 +106,7 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
             value: resident.then_some(r.value),
             dirty: false,
             referenced: false,
+            disk_seqno: r.meta.seqno,
         };
         memory.add(inner.ht.upsert(&r.key, sv));
     }

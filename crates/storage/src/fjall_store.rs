@@ -77,6 +77,18 @@ pub struct FjallStore {
     /// must not race with another commit's write.
     write_lock: Mutex<()>,
     poison: Poison,
+    /// Check every on-disk hint of a commit against by_key (see [`VERIFY_HINTS_ENV`]).
+    verify_hints: bool,
+}
+
+/// Set (to anything but `0`) to have every commit check the caller's on-disk hints against
+/// by_key and fail as corrupt on a mismatch. The test suite sets it; it costs the read the
+/// hints save. Debug builds always check.
+pub const VERIFY_HINTS_ENV: &str = "SLUICE_VERIFY_DISK_HINTS";
+
+fn verify_hints_wanted() -> bool {
+    cfg!(debug_assertions)
+        || std::env::var(VERIFY_HINTS_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 impl FjallStore {
@@ -84,6 +96,13 @@ impl FjallStore {
     /// another process holds it open.
     pub fn open(dir: &Path) -> Result<FjallStore> {
         Self::open_with(dir, StoreMemory::default())
+    }
+
+    /// Turns the check of every on-disk hint against by_key on or off (see
+    /// [`VERIFY_HINTS_ENV`] for the default).
+    pub fn with_hint_checks(mut self, on: bool) -> FjallStore {
+        self.verify_hints = on;
+        self
     }
 
     /// Opens (or creates) the store in `dir`, bounding the engine's own memory (block cache
@@ -126,6 +145,7 @@ impl FjallStore {
             db,
             write_lock: Mutex::new(()),
             poison: Poison::default(),
+            verify_hints: verify_hints_wanted(),
         })
     }
 
@@ -247,12 +267,22 @@ impl Store for FjallStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let plan = plan_commit(batch, |dk| {
-            self.by_key
+        let plan = plan_commit(batch, |dk, hint| {
+            if hint.is_some() && !self.verify_hints {
+                return Ok(hint);
+            }
+            let on_disk = self
+                .by_key
                 .get(dk)
                 .map_err(io)?
                 .map(|v| codec::decode_seqno(&v))
-                .transpose()
+                .transpose()?;
+            if hint.is_some() && hint != on_disk {
+                return Err(StoreError::Corrupt(format!(
+                    "the caller said by_key holds seqno {hint:?} for {dk:?}; it holds {on_disk:?}"
+                )));
+            }
+            Ok(on_disk)
         })?;
         self.write_durably(self.to_batch(plan))
     }

@@ -29,7 +29,7 @@ mod plan;
 mod poison;
 
 pub use faulty::{FailedSync, FaultyStore};
-pub use fjall_store::{FjallStore, StoreMemory};
+pub use fjall_store::{FjallStore, StoreMemory, VERIFY_HINTS_ENV};
 
 use bytes::Bytes;
 use sluice_types::{FailoverLog, ItemMeta, Seqno, VbId, VbState};
@@ -62,6 +62,10 @@ pub struct FlushBatch {
     /// New versions of documents (tombstones included). When a key appears more than once,
     /// only the version with the highest seqno is kept.
     pub items: Vec<ItemRecord>,
+    /// For each of `items`, in order, the seqno of the key's version already on disk when
+    /// the caller knows it, so the commit need not read by_key to find the by_seqno slot it
+    /// replaces. `Seqno::ZERO` (or an empty list, for all items): not known, read it.
+    pub on_disk: Vec<Seqno>,
     /// Tombstones to remove for good: (vb, key, seqno of the tombstone). A purge whose
     /// seqno is no longer the key's current one is ignored (the key was rewritten).
     pub purges: Vec<(VbId, Bytes, Seqno)>,

@@ -21,21 +21,32 @@ pub(crate) struct WritePlan {
 }
 
 /// Builds the plan. `current_seqno` reads the key's seqno from `by_key` as committed on
-/// disk (the caller holds the commit lock, so nothing changes underneath).
+/// disk (the caller holds the commit lock, so nothing changes underneath); it is given the
+/// caller's hint ([`FlushBatch::on_disk`]) and may use it instead of reading.
 pub(crate) fn plan_commit(
     batch: FlushBatch,
-    mut current_seqno: impl FnMut(&[u8]) -> Result<Option<Seqno>>,
+    mut current_seqno: impl FnMut(&[u8], Option<Seqno>) -> Result<Option<Seqno>>,
 ) -> Result<WritePlan> {
-    // 1. Collapse duplicate keys: the highest seqno wins (the last one on a tie).
-    let mut newest: BTreeMap<Vec<u8>, ItemRecord> = BTreeMap::new();
-    for item in batch.items {
+    assert!(
+        batch.on_disk.is_empty() || batch.on_disk.len() == batch.items.len(),
+        "one on-disk hint per item, or none"
+    );
+    let hints = batch
+        .on_disk
+        .into_iter()
+        .chain(std::iter::repeat(Seqno::ZERO));
+    // 1. Collapse duplicate keys: the highest seqno wins (the last one on a tie). Every
+    //    copy of a key carries the same hint: the disk before this batch.
+    let mut newest: BTreeMap<Vec<u8>, (ItemRecord, Seqno)> = BTreeMap::new();
+    for (item, hint) in batch.items.into_iter().zip(hints) {
         match newest.entry(codec::doc_key(item.vb, &item.key)) {
             Entry::Vacant(e) => {
-                e.insert(item);
+                e.insert((item, hint));
             }
             Entry::Occupied(mut e) => {
-                if item.meta.seqno >= e.get().meta.seqno {
-                    e.insert(item);
+                if item.meta.seqno >= e.get().0.meta.seqno {
+                    let hint = if hint == Seqno::ZERO { e.get().1 } else { hint };
+                    e.insert((item, hint));
                 }
             }
         }
@@ -47,9 +58,10 @@ pub(crate) fn plan_commit(
     let mut key_state: BTreeMap<Vec<u8>, Option<Seqno>> = BTreeMap::new();
     let mut seqno_inserts: BTreeMap<[u8; 10], Vec<u8>> = BTreeMap::new();
     let mut seqno_removals: BTreeSet<[u8; 10]> = BTreeSet::new();
-    for (dk, item) in newest {
+    for (dk, (item, hint)) in newest {
         let seqno = item.meta.seqno;
-        if let Some(prev) = current_seqno(&dk)? {
+        let hint = (hint != Seqno::ZERO).then_some(hint);
+        if let Some(prev) = current_seqno(&dk, hint)? {
             if prev != seqno {
                 seqno_removals.insert(codec::seqno_key(item.vb, prev));
             }
@@ -65,7 +77,7 @@ pub(crate) fn plan_commit(
         let dk = codec::doc_key(vb, &key);
         let current = match key_state.get(&dk) {
             Some(state) => *state,
-            None => current_seqno(&dk)?,
+            None => current_seqno(&dk, None)?,
         };
         if current == Some(seqno) {
             let sk = codec::seqno_key(vb, seqno);
@@ -122,6 +134,7 @@ mod tests {
             .map(|(k, s)| (codec::doc_key(VbId(3), k.as_bytes()), Seqno(*s)))
             .collect();
         let batch = FlushBatch {
+            on_disk: Vec::new(),
             items,
             purges: purges
                 .iter()
@@ -129,7 +142,7 @@ mod tests {
                 .collect(),
             vb_meta: Vec::new(),
         };
-        plan_commit(batch, |dk| Ok(disk.get(dk).copied())).expect("plan")
+        plan_commit(batch, |dk, _| Ok(disk.get(dk).copied())).expect("plan")
     }
 
     fn sk(seqno: u64) -> [u8; 10] {

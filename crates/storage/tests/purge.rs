@@ -50,6 +50,7 @@ fn purge_and_rewrite_in_one_batch() {
     commit_items(&store, vec![tombstone(0, "a", 1)]);
     store
         .commit(FlushBatch {
+            on_disk: Vec::new(),
             items: vec![item(0, "a", 5, "new")],
             purges: vec![purge("a", 1)],
             vb_meta: vec![],

@@ -22,6 +22,7 @@ fn reopen_restores_everything() {
         let store = FjallStore::open(dir.path()).expect("open");
         store
             .commit(FlushBatch {
+                on_disk: Vec::new(),
                 items: items.clone(),
                 purges: vec![],
                 vb_meta: (0..4).map(|vb| (VbId(vb), vb_meta(200))).collect(),

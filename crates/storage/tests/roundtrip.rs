@@ -18,6 +18,7 @@ fn records_and_vb_meta_roundtrip() {
     meta7.state = VbState::Replica;
     store
         .commit(FlushBatch {
+            on_disk: Vec::new(),
             items: vec![live.clone(), dead.clone(), other_vb.clone()],
             purges: vec![],
             vb_meta: vec![(VbId(7), meta7.clone()), (VbId(8), vb_meta(1))],

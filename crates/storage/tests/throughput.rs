@@ -30,6 +30,7 @@ fn commit_throughput() {
             .collect();
         store
             .commit(FlushBatch {
+                on_disk: Vec::new(),
                 items,
                 purges: vec![],
                 vb_meta: vec![(VbId(0), vb_meta(b))],
@@ -45,4 +46,68 @@ fn commit_throughput() {
         BATCHES as f64 / elapsed.as_secs_f64(),
         store.disk_bytes() / (1024 * 1024)
     );
+}
+
+/// What the on-disk hints save: rewrites of keys spread over a store of 200,000, committed
+/// with and without `FlushBatch::on_disk`, in alternating rounds. Thread CPU time per item.
+#[test]
+#[ignore = "timing; run by hand"]
+fn hinted_rewrite_cost() {
+    const KEYS: u64 = 200_000;
+    const PER_BATCH: u64 = 1000;
+    let (_dir, store) = temp_store();
+    let store = store.with_hint_checks(false);
+    let value = "v".repeat(64);
+    // disk[k] = the seqno key k has on disk.
+    let mut disk = vec![0u64; KEYS as usize];
+    let mut seqno = 0u64;
+    let mut commit = |keys: &mut dyn Iterator<Item = u64>, hinted: bool| {
+        let mut items = Vec::new();
+        let mut on_disk = Vec::new();
+        for k in keys {
+            seqno += 1;
+            items.push(item(0, &format!("key-{k:08}"), seqno, &value));
+            on_disk.push(sluice_types::Seqno(if hinted { disk[k as usize] } else { 0 }));
+            disk[k as usize] = seqno;
+        }
+        store
+            .commit(FlushBatch {
+                items,
+                on_disk,
+                ..FlushBatch::default()
+            })
+            .expect("commit");
+    };
+    for b in 0..KEYS / PER_BATCH {
+        commit(&mut (b * PER_BATCH..(b + 1) * PER_BATCH), false);
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next_key = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % KEYS
+    };
+    let mut cpu_us = [0u128; 2];
+    for round in 0..6 {
+        let hinted = round % 2 == 1;
+        let before = thread_cpu();
+        for _ in 0..50 {
+            commit(&mut (0..PER_BATCH).map(|_| next_key()), hinted);
+        }
+        cpu_us[hinted as usize] += (thread_cpu() - before).as_micros();
+    }
+    let per_item = |us: u128| us as f64 / (3.0 * 50.0 * PER_BATCH as f64);
+    println!(
+        "thread CPU per rewritten item: {:.2} µs read from by_key, {:.2} µs hinted",
+        per_item(cpu_us[0]),
+        per_item(cpu_us[1])
+    );
+}
+
+/// This thread's CPU time (user + system).
+fn thread_cpu() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    let ns: u64 = stat.split_whitespace().next().unwrap().parse().unwrap();
+    std::time::Duration::from_nanos(ns)
 }
