@@ -31,13 +31,6 @@ const FLAG_RUNNING: &[u8] = &[0];
 /// Records at least this large keep their bytes in blob files (key-value separation).
 const BLOB_THRESHOLD_BYTES: u32 = 512;
 
-/// Largest memtable a quota gives. Every write inserts into two memtable skip lists on the
-/// flusher's thread, and a deeper list costs more per insert: with 96 MiB memtables (a 3 GiB
-/// quota's thirty-second) a rewrite cost the committing thread 7.7 µs, with 16 MiB 5.8 µs,
-/// while the whole process, the extra memtable flushes and compactions included, went from
-/// 9.4 to 9.0 µs (`tests/throughput.rs`, `hinted_rewrite_cost`).
-pub const MEMTABLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
-
 /// How much memory the storage engine may use for itself, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreMemory {
@@ -59,12 +52,11 @@ impl Default for StoreMemory {
 
 impl StoreMemory {
     /// A budget derived from a bucket quota: an eighth for the cache, a thirty-second per
-    /// memtable up to [`MEMTABLE_BYTES_MAX`], with floors that keep the engine efficient on
-    /// small quotas.
+    /// memtable, with floors that keep the engine efficient on small quotas.
     pub fn for_quota(quota_bytes: u64) -> StoreMemory {
         StoreMemory {
             cache_bytes: (quota_bytes / 8).max(4 * 1024 * 1024),
-            memtable_bytes: (quota_bytes / 32).clamp(2 * 1024 * 1024, MEMTABLE_BYTES_MAX),
+            memtable_bytes: (quota_bytes / 32).max(2 * 1024 * 1024),
         }
     }
 
