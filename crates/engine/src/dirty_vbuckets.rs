@@ -48,11 +48,10 @@ impl DirtyVbuckets {
         }
     }
 
-    /// Clears every mark and appends the marked vbuckets to `out`, in ascending order,
-    /// rotated to start at `from` (so a round cut short by its byte budget does not favour
-    /// the low vbuckets).
-    pub fn take(&self, from: usize, out: &mut Vec<VbId>) {
-        let start = out.len();
+    /// Clears every mark and returns the marked vbuckets in ascending order, rotated to start
+    /// at `from` (so a round cut short by its byte budget does not favour the low vbuckets).
+    pub fn take(&self, from: usize) -> Vec<VbId> {
+        let mut out = Vec::new();
         for (w, word) in self.words.iter().enumerate() {
             let mut bits = word.swap(0, Ordering::Acquire);
             while bits != 0 {
@@ -61,9 +60,9 @@ impl DirtyVbuckets {
                 out.push(VbId((w * WORD_BITS + b) as u16));
             }
         }
-        let taken = &mut out[start..];
-        let split = taken.partition_point(|vb| usize::from(vb.0) < from);
-        taken.rotate_left(split);
+        let split = out.partition_point(|vb| usize::from(vb.0) < from);
+        out.rotate_left(split);
+        out
     }
 }
 
@@ -72,9 +71,7 @@ mod tests {
     use super::*;
 
     fn taken(d: &DirtyVbuckets, from: usize) -> Vec<u16> {
-        let mut out = Vec::new();
-        d.take(from, &mut out);
-        out.into_iter().map(|v| v.0).collect()
+        d.take(from).into_iter().map(|v| v.0).collect()
     }
 
     #[test]
@@ -102,8 +99,7 @@ mod tests {
         let d = DirtyVbuckets::all_marked(128);
         taken(&d, 0);
         d.mark(VbId(100));
-        let mut first = Vec::new();
-        d.take(0, &mut first);
+        let first = d.take(0);
         d.mark(VbId(100));
         assert_eq!(first, vec![VbId(100)]);
         assert_eq!(taken(&d, 0), vec![100]);

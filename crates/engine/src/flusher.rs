@@ -80,8 +80,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     let mut flushed = Vec::new();
     let mut bytes = 0usize;
     let budget = bucket.config.flush_batch_bytes_max;
-    let mut dirty = Vec::new();
-    bucket.dirty.take(*start_vb, &mut dirty);
+    let dirty = bucket.dirty.take(*start_vb);
     for (i, &vb) in dirty.iter().enumerate() {
         if bytes >= budget {
             // The batch is full: the rest wait for the next round.

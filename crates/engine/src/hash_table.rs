@@ -20,10 +20,11 @@ pub struct StoredValue {
     pub referenced: bool,
     /// The seqno of this key's version on disk, when the engine knows it (`Seqno::ZERO`:
     /// not known). It lets the flusher tell storage which by_seqno slot a new version
-    /// replaces, instead of storage reading by_key for every item it writes. Set from what
-    /// warmup or a disk read found and by the flusher after each commit; a new version
-    /// inherits it (see [`HashTable::replace_with`]), since writing to memory does not
-    /// change the disk.
+    /// replaces, instead of storage reading by_key for every item it writes. Set by warmup
+    /// and by the flusher after each commit; a new version inherits it (see
+    /// [`HashTable::replace_with`]), since writing to memory does not change the disk.
+    /// Entries made from a disk read leave it unknown: a concurrent delete may have changed
+    /// the disk since the read.
     pub disk_seqno: Seqno,
 }
 
