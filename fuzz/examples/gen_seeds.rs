@@ -198,15 +198,21 @@ fn record_seeds() -> Seeds {
     vec![
         (
             "json_document",
-            encode_record(b"user::1", &doc, br#"{"name":"ada","age":36}"#).expect("encode"),
+            encode_record(b"user::1", &doc, br#"{"name":"ada","age":36}"#)
+                .expect("encode")
+                .to_vec(),
         ),
         (
             "tombstone",
-            encode_record(b"user::2", &tombstone, b"").expect("encode"),
+            encode_record(b"user::2", &tombstone, b"")
+                .expect("encode")
+                .to_vec(),
         ),
         (
             "binary_value",
-            encode_record(b"blob", &xattr, &[0, 1, 2, 0xff, 0xfe]).expect("encode"),
+            encode_record(b"blob", &xattr, &[0, 1, 2, 0xff, 0xfe])
+                .expect("encode")
+                .to_vec(),
         ),
     ]
 }

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
                 RECORD_HEADER_LEN + rec.key.len() + rec.value.len()
             );
             let enc = encode_record(&rec.key, &rec.meta, &rec.value).expect("re-encode");
-            assert_eq!(enc, data, "record does not re-encode to its bytes");
+            assert_eq!(&enc[..], data, "record does not re-encode to its bytes");
         }
         Err(e) => assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}"),
     }

@@ -249,9 +249,23 @@ impl Bucket {
     }
 
     pub fn get(&self, vb: VbId, key: &[u8]) -> Result<Document, EngineError> {
+        self.read(vb, key, |meta, value| Document {
+            meta: *meta,
+            value: value.clone(),
+        })
+    }
+
+    /// A GET that hands the live document to `f` under the vbucket's lock instead of
+    /// returning a copy. `f` must be short: it holds up every other operation on the vbucket.
+    pub fn read<R>(
+        &self,
+        vb: VbId,
+        key: &[u8],
+        f: impl FnOnce(&ItemMeta, &Bytes) -> R,
+    ) -> Result<R, EngineError> {
         BucketStats::bump(&self.stats.cmd_get);
         let ctx = self.ctx();
-        let out = self.with_vb(vb, |inner| inner.get(key, &ctx))?;
+        let out = self.with_vb(vb, |inner| inner.read(key, &ctx, f))?;
         match &out {
             Ok(_) => BucketStats::bump(&self.stats.get_hits),
             Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.get_misses),

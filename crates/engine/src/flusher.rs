@@ -110,7 +110,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
             bytes += item.mem_bytes();
             f.items.push((item.key.clone(), item.meta.seqno));
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
-            batch.on_disk.push(inner.disk_seqno(&item.key));
+            batch.on_disk.push(inner.on_disk(&item.key));
             batch.items.push(ItemRecord {
                 vb: vbucket.id,
                 key: item.key.clone(),

@@ -24,7 +24,8 @@ pub struct StoredValue {
     /// and by the flusher after each commit; a new version inherits it (see
     /// [`HashTable::replace_with`]), since writing to memory does not change the disk.
     /// Entries made from a disk read leave it unknown: a concurrent delete may have changed
-    /// the disk since the read.
+    /// the disk since the read. Zero means "nothing on disk" instead while the vbucket's
+    /// memory covers its disk (see `VbInner::tombstones_only_on_disk`).
     pub disk_seqno: Seqno,
 }
 

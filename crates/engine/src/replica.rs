@@ -213,6 +213,8 @@ impl Bucket {
             store
                 .reset_vb(vb)
                 .map_err(|e| EngineError::Storage(e.to_string()))?;
+            // Only now is the disk as empty as memory.
+            self.with_vb(vb, |inner| inner.tombstones_only_on_disk = false)?;
         }
         self.flusher_wake.notify();
         Ok(())

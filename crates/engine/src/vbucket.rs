@@ -10,6 +10,7 @@ use crate::hlc::Hlc;
 use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 use bytes::Bytes;
 use parking_lot::Mutex;
+use sluice_storage::OnDisk;
 use sluice_types::{Cas, Datatype, Expiry, FailoverLog, ItemMeta, Seqno, VbId, VbState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -64,6 +65,11 @@ pub struct VbInner {
     /// warmup: a key missing from the hash table may still exist on disk, so a miss must be
     /// answered by a disk read first ([`EngineError::NeedsFetch`]).
     pub keys_evicted: bool,
+    /// Some persisted tombstone is on disk with no entry in the hash table (dropped once
+    /// persisted, or not loaded at warmup). While neither this nor `keys_evicted` is set,
+    /// memory has an entry for every key on disk, so an entry with no on-disk seqno has
+    /// nothing on disk: the flusher says so and storage skips the by_key read for a new key.
+    pub tombstones_only_on_disk: bool,
     /// Live documents, resident or not (the hash table may hold fewer).
     pub num_items: usize,
     /// Memory deltas since the bucket last collected them (hash table, checkpoints).
@@ -115,6 +121,7 @@ impl VbInner {
             max_deleted_rev: 0,
             meta_dirty: false,
             keys_evicted: false,
+            tombstones_only_on_disk: false,
             num_items: 0,
             mem_delta: 0,
             checkpoint_delta: 0,
@@ -248,7 +255,14 @@ impl VbInner {
         )
     }
 
-    pub fn get(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Document, EngineError> {
+    /// Shows the live document to `f` in place, under the vbucket's lock, so that a reader
+    /// which only copies the value out (a GET answer) never touches its reference count.
+    pub fn read<R>(
+        &mut self,
+        key: &[u8],
+        ctx: &OpCtx,
+        f: impl FnOnce(&ItemMeta, &Bytes) -> R,
+    ) -> Result<R, EngineError> {
         self.require_active()?;
         let keys_evicted = self.keys_evicted;
         match self.ht.get_mut(key) {
@@ -256,12 +270,9 @@ impl VbInner {
             None => Err(EngineError::KeyNotFound),
             Some(sv) if sv.meta.deleted => Err(EngineError::KeyNotFound),
             Some(sv) if !sv.meta.expiry.is_expired(ctx.now_unix_s) => {
-                let value = sv.value.clone().ok_or(EngineError::NeedsFetch)?;
+                let value = sv.value.as_ref().ok_or(EngineError::NeedsFetch)?;
                 sv.referenced = true;
-                Ok(Document {
-                    meta: sv.meta,
-                    value,
-                })
+                Ok(f(&sv.meta, value))
             }
             Some(_) => {
                 self.write_tombstone(key, ctx, QueueOp::Expiration);
@@ -504,6 +515,9 @@ impl VbInner {
             .map(|(k, sv)| (k.into(), sv.meta.seqno, sv.meta.rev_seqno))
             .collect();
         let mut high = Seqno::ZERO;
+        // Harmless in an ephemeral bucket; in a durable one the tombstone is on disk until
+        // the flusher purges it there.
+        self.tombstones_only_on_disk |= !old.is_empty();
         for (key, seqno, rev) in &old {
             self.mem_delta -= self.ht.remove(key) as isize;
             self.max_deleted_rev = self.max_deleted_rev.max(*rev);
@@ -531,6 +545,7 @@ impl VbInner {
         if sv.meta.deleted {
             self.max_deleted_rev = self.max_deleted_rev.max(sv.meta.rev_seqno);
             self.mem_delta -= self.ht.remove(key) as isize;
+            self.tombstones_only_on_disk = true;
         }
     }
 
@@ -574,9 +589,13 @@ impl VbInner {
         }
     }
 
-    /// The seqno of the key's version on disk, as far as memory knows (`Seqno::ZERO`: not known).
-    pub fn disk_seqno(&self, key: &[u8]) -> Seqno {
-        self.ht.get(key).map_or(Seqno::ZERO, |sv| sv.disk_seqno)
+    /// What memory knows of the key's entry on disk, for the flusher's hint to storage.
+    pub fn on_disk(&self, key: &[u8]) -> OnDisk {
+        match self.ht.get(key) {
+            Some(sv) if sv.disk_seqno != Seqno::ZERO => OnDisk::At(sv.disk_seqno),
+            Some(_) if !self.keys_evicted && !self.tombstones_only_on_disk => OnDisk::Absent,
+            _ => OnDisk::Unknown,
+        }
     }
 
     /// A purge removed the tombstone at `seqno` from disk: memory no longer knows what disk
@@ -627,6 +646,16 @@ fn parse_counter(body: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl VbInner {
+        /// A GET as the bucket makes it, for the tests: the document copied out.
+        fn get(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Document, EngineError> {
+            self.read(key, ctx, |meta, value| Document {
+                meta: *meta,
+                value: value.clone(),
+            })
+        }
+    }
     use sluice_types::VbUuid;
 
     fn vb() -> VbInner {

@@ -92,6 +92,7 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
         inner.hlc.observe(r.meta.cas.0);
         if r.meta.deleted {
             inner.max_deleted_rev = inner.max_deleted_rev.max(r.meta.rev_seqno);
+            inner.tombstones_only_on_disk = true;
             continue;
         }
         inner.num_items += 1;

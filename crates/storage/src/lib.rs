@@ -57,15 +57,40 @@ pub struct VbMeta {
 }
 
 /// One atomic unit of durable change, written by the flusher.
+/// What a caller knows of a key's entry on disk before a commit ([`FlushBatch::on_disk`]).
+/// A wrong hint would leave the old version's by_seqno slot behind; a store that checks
+/// hints (see [`VERIFY_HINTS_ENV`]) reads by_key anyway and fails as corrupt on a mismatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDisk {
+    /// Not known: the commit reads by_key.
+    #[default]
+    Unknown,
+    /// The key has no entry on disk (never persisted, or its tombstone was purged).
+    Absent,
+    /// The key's version on disk has this seqno.
+    At(Seqno),
+}
+
+impl OnDisk {
+    /// The seqno by_key holds, if the hint says: `Some(None)` for a key known absent.
+    pub fn known(self) -> Option<Option<Seqno>> {
+        match self {
+            OnDisk::Unknown => None,
+            OnDisk::Absent => Some(None),
+            OnDisk::At(seqno) => Some(Some(seqno)),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FlushBatch {
     /// New versions of documents (tombstones included). When a key appears more than once,
     /// only the version with the highest seqno is kept.
     pub items: Vec<ItemRecord>,
-    /// For each of `items`, in order, the seqno of the key's version already on disk when
-    /// the caller knows it, so the commit need not read by_key to find the by_seqno slot it
-    /// replaces. `Seqno::ZERO` (or an empty list, for all items): not known, read it.
-    pub on_disk: Vec<Seqno>,
+    /// For each of `items`, in order, what the caller knows of the key's entry on disk, so
+    /// the commit need not read by_key to find the by_seqno slot it replaces. An empty list:
+    /// nothing known for any item.
+    pub on_disk: Vec<OnDisk>,
     /// Tombstones to remove for good: (vb, key, seqno of the tombstone). A purge whose
     /// seqno is no longer the key's current one is ignored (the key was rewritten).
     pub purges: Vec<(VbId, Bytes, Seqno)>,

@@ -7,7 +7,7 @@
 //! the collapsing and purge rules be tested without a disk.
 
 use crate::codec;
-use crate::{FlushBatch, ItemRecord, Result};
+use crate::{FlushBatch, ItemRecord, OnDisk, Result};
 use sluice_types::Seqno;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The writes of one commit. `None` means "remove".
 #[derive(Debug, Default)]
 pub(crate) struct WritePlan {
-    pub(crate) by_seqno: BTreeMap<[u8; 10], Option<Vec<u8>>>,
+    pub(crate) by_seqno: BTreeMap<[u8; 10], Option<fjall::Slice>>,
     pub(crate) by_key: BTreeMap<Vec<u8>, Option<[u8; 8]>>,
     pub(crate) vb_meta: BTreeMap<[u8; 2], Vec<u8>>,
 }
@@ -25,7 +25,7 @@ pub(crate) struct WritePlan {
 /// caller's hint ([`FlushBatch::on_disk`]) and may use it instead of reading.
 pub(crate) fn plan_commit(
     batch: FlushBatch,
-    mut current_seqno: impl FnMut(&[u8], Option<Seqno>) -> Result<Option<Seqno>>,
+    mut current_seqno: impl FnMut(&[u8], OnDisk) -> Result<Option<Seqno>>,
 ) -> Result<WritePlan> {
     assert!(
         batch.on_disk.is_empty() || batch.on_disk.len() == batch.items.len(),
@@ -34,10 +34,10 @@ pub(crate) fn plan_commit(
     let hints = batch
         .on_disk
         .into_iter()
-        .chain(std::iter::repeat(Seqno::ZERO));
+        .chain(std::iter::repeat(OnDisk::Unknown));
     // 1. Collapse duplicate keys: the highest seqno wins (the last one on a tie). Every
     //    copy of a key carries the same hint: the disk before this batch.
-    let mut newest: BTreeMap<Vec<u8>, (ItemRecord, Seqno)> = BTreeMap::new();
+    let mut newest: BTreeMap<Vec<u8>, (ItemRecord, OnDisk)> = BTreeMap::new();
     for (item, hint) in batch.items.into_iter().zip(hints) {
         match newest.entry(codec::doc_key(item.vb, &item.key)) {
             Entry::Vacant(e) => {
@@ -45,7 +45,11 @@ pub(crate) fn plan_commit(
             }
             Entry::Occupied(mut e) => {
                 if item.meta.seqno >= e.get().0.meta.seqno {
-                    let hint = if hint == Seqno::ZERO { e.get().1 } else { hint };
+                    let hint = if hint == OnDisk::Unknown {
+                        e.get().1
+                    } else {
+                        hint
+                    };
                     e.insert((item, hint));
                 }
             }
@@ -56,11 +60,10 @@ pub(crate) fn plan_commit(
     //    Removals and inserts are kept apart and merged at the end, so an insert always wins
     //    over a removal of the same slot (a seqno reused after a rollback).
     let mut key_state: BTreeMap<Vec<u8>, Option<Seqno>> = BTreeMap::new();
-    let mut seqno_inserts: BTreeMap<[u8; 10], Vec<u8>> = BTreeMap::new();
+    let mut seqno_inserts: BTreeMap<[u8; 10], fjall::Slice> = BTreeMap::new();
     let mut seqno_removals: BTreeSet<[u8; 10]> = BTreeSet::new();
     for (dk, (item, hint)) in newest {
         let seqno = item.meta.seqno;
-        let hint = (hint != Seqno::ZERO).then_some(hint);
         if let Some(prev) = current_seqno(&dk, hint)? {
             if prev != seqno {
                 seqno_removals.insert(codec::seqno_key(item.vb, prev));
@@ -77,7 +80,7 @@ pub(crate) fn plan_commit(
         let dk = codec::doc_key(vb, &key);
         let current = match key_state.get(&dk) {
             Some(state) => *state,
-            None => current_seqno(&dk, None)?,
+            None => current_seqno(&dk, OnDisk::Unknown)?,
         };
         if current == Some(seqno) {
             let sk = codec::seqno_key(vb, seqno);

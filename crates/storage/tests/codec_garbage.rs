@@ -60,7 +60,9 @@ fn truncated_and_mutated_records_never_panic() {
             deleted: rng.next() & 1 == 0,
             delete_time: rng.next() as u32,
         };
-        let enc = codec::encode_record(&key, &meta, &value).expect("encode");
+        let enc = codec::encode_record(&key, &meta, &value)
+            .expect("encode")
+            .to_vec();
         let dec = codec::decode_record(&enc).expect("valid record decodes");
         assert_eq!(
             (&dec.key[..], dec.meta, &dec.value[..]),

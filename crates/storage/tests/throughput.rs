@@ -79,11 +79,11 @@ fn hinted_rewrite_cost() {
         for k in keys {
             seqno += 1;
             items.push(item(0, &format!("key-{k:08}"), seqno, &value));
-            on_disk.push(sluice_types::Seqno(if hinted {
-                disk[k as usize]
+            on_disk.push(if hinted {
+                sluice_storage::OnDisk::At(sluice_types::Seqno(disk[k as usize]))
             } else {
-                0
-            }));
+                sluice_storage::OnDisk::Unknown
+            });
             disk[k as usize] = seqno;
         }
         store
@@ -144,4 +144,66 @@ fn thread_cpu() -> std::time::Duration {
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
     let ns: u64 = stat.split_whitespace().next().unwrap().parse().unwrap();
     std::time::Duration::from_nanos(ns)
+}
+
+/// What a by_key read costs for a key that is not on disk at all (a new key): batches of new
+/// keys into a store of 200,000, committed with the read and with an `OnDisk::Absent` hint.
+#[test]
+#[ignore = "timing; run by hand"]
+fn new_key_read_cost() {
+    const KEYS: u64 = 200_000;
+    const PER_BATCH: u64 = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sluice_storage::FjallStore::open(dir.path())
+        .unwrap()
+        .with_hint_checks(false);
+    let value = "v".repeat(1024);
+    let mut seqno = 0u64;
+    let mut next_key = 0u64;
+    let mut commit = |n: u64, skip_read: bool| {
+        let mut items = Vec::new();
+        let mut on_disk = Vec::new();
+        for _ in 0..n {
+            seqno += 1;
+            next_key += 1;
+            // Spread like the generator's keys: not in order.
+            let k = next_key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20;
+            items.push(item(
+                (k % 1024) as u16,
+                &format!("key-{k:016}"),
+                seqno,
+                &value,
+            ));
+            on_disk.push(if skip_read {
+                sluice_storage::OnDisk::Absent
+            } else {
+                sluice_storage::OnDisk::Unknown
+            });
+        }
+        store
+            .commit(FlushBatch {
+                items,
+                on_disk,
+                ..FlushBatch::default()
+            })
+            .expect("commit");
+    };
+    for _ in 0..KEYS / PER_BATCH {
+        commit(PER_BATCH, false);
+    }
+    let mut cpu_us = [0u128; 2];
+    for round in 0..6 {
+        let skip = round % 2 == 1;
+        let before = thread_cpu();
+        for _ in 0..50 {
+            commit(PER_BATCH, skip);
+        }
+        cpu_us[skip as usize] += (thread_cpu() - before).as_micros();
+    }
+    let per_item = |us: u128| us as f64 / (3.0 * 50.0 * PER_BATCH as f64);
+    println!(
+        "committing thread's CPU per new 1 KiB item: {:.2} µs reading by_key, {:.2} µs hinted absent",
+        per_item(cpu_us[0]),
+        per_item(cpu_us[1]),
+    );
 }

@@ -5,10 +5,10 @@ use crate::durability::DurableWrite;
 use crate::node::Node;
 use bytes::Bytes;
 use sluice_cluster::durability::{Level, Requirement};
-use sluice_engine::{ArithmeticRequest, Document, EngineError, Mutation, StoreKind, StoreRequest};
+use sluice_engine::{ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{Command, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
-use sluice_types::{Cas, Datatype, VbId, VbState};
+use sluice_types::{Cas, Datatype, ItemMeta, VbId, VbState};
 use std::time::Duration;
 
 /// How long a durable write waits when the client gave no timeout.
@@ -30,12 +30,15 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
     };
     let d = durability.as_ref();
     let outcome: Result<Next, EngineError> = match &req.command {
-        Command::Get { key, with_key } => bucket.get(vb, key).map(|doc| {
-            send_document(&mut r, &doc, with_key.then_some(key));
-            Next::Continue
-        }),
+        // Answered under the vbucket's lock, straight from the stored value: the common
+        // read never clones (and so never bumps the reference count of) the value.
+        Command::Get { key, with_key } => bucket
+            .read(vb, key, |meta, value| {
+                send_document(&mut r, meta, value, with_key.then_some(key));
+            })
+            .map(|()| Next::Continue),
         Command::GetAndTouch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
-            send_document(&mut r, &doc, None);
+            send_document(&mut r, &doc.meta, &doc.value, None);
             Next::Continue
         }),
         Command::Touch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
@@ -44,7 +47,7 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             Next::Continue
         }),
         Command::GetReplica { key } => bucket.get_replica(vb, key).map(|doc| {
-            send_document(&mut r, &doc, None);
+            send_document(&mut r, &doc.meta, &doc.value, None);
             Next::Continue
         }),
         Command::Store {
@@ -150,17 +153,19 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped
 /// (plain reads never return them), Snappy inflated unless negotiated, JSON bit only if
 /// negotiated.
-fn send_document(r: &mut Responder<'_>, doc: &Document, key: Option<&[u8]>) {
-    let mut dt = doc.meta.datatype;
-    let mut value: Bytes = doc.value.clone();
+fn send_document(r: &mut Responder<'_>, meta: &ItemMeta, stored: &Bytes, key: Option<&[u8]>) {
+    let mut dt = meta.datatype;
+    let inflated;
+    let mut value: &[u8] = stored;
     if dt.is_snappy() && (!r.snappy || dt.is_xattr()) {
-        match sluice_engine::inflate(&value) {
-            Ok(v) => value = Bytes::from(v),
+        match sluice_engine::inflate(value) {
+            Ok(v) => inflated = v,
             Err(_) => {
                 r.error(Status::Einternal, "stored value does not decompress");
                 return;
             }
         }
+        value = &inflated;
         dt = dt.without(Datatype::SNAPPY);
     }
     if dt.is_xattr() {
@@ -169,19 +174,19 @@ fn send_document(r: &mut Responder<'_>, doc: &Document, key: Option<&[u8]>) {
             .map(|b| 4 + u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
             .filter(|&start| start <= value.len())
             .unwrap_or(0);
-        value = value.slice(body..);
+        value = &value[body..];
         dt = dt.without(Datatype::XATTR);
     }
     if !r.json {
         dt = dt.without(Datatype::JSON);
     }
-    let flags = doc.meta.flags.to_be_bytes();
+    let flags = meta.flags.to_be_bytes();
     let mut p = r
         .packet(Status::Success)
-        .cas(doc.meta.cas.0)
+        .cas(meta.cas.0)
         .datatype(dt.0)
         .extras(&flags)
-        .value(&value);
+        .value(value);
     if let Some(k) = key {
         p = p.key(k);
     }
