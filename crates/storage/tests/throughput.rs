@@ -86,13 +86,7 @@ fn hinted_rewrite_cost() {
             });
             disk[k as usize] = seqno;
         }
-        store
-            .commit(FlushBatch {
-                items,
-                on_disk,
-                ..FlushBatch::default()
-            })
-            .expect("commit");
+        commit_hinted(&store, items, on_disk);
     };
     for b in 0..KEYS / PER_BATCH {
         commit(&mut (b * PER_BATCH..(b + 1) * PER_BATCH), false);
@@ -124,6 +118,20 @@ fn hinted_rewrite_cost() {
         per_item(cpu_us[1]),
         per_item(process_us) / 2.0
     );
+}
+
+fn commit_hinted(
+    store: &sluice_storage::FjallStore,
+    items: Vec<sluice_storage::ItemRecord>,
+    on_disk: Vec<sluice_storage::OnDisk>,
+) {
+    store
+        .commit(FlushBatch {
+            items,
+            on_disk,
+            ..FlushBatch::default()
+        })
+        .expect("commit");
 }
 
 /// This process's CPU time (user + system), all threads.
@@ -180,13 +188,7 @@ fn new_key_read_cost() {
                 sluice_storage::OnDisk::Unknown
             });
         }
-        store
-            .commit(FlushBatch {
-                items,
-                on_disk,
-                ..FlushBatch::default()
-            })
-            .expect("commit");
+        commit_hinted(&store, items, on_disk);
     };
     for _ in 0..KEYS / PER_BATCH {
         commit(PER_BATCH, false);
