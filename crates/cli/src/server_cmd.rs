@@ -72,6 +72,16 @@ pub struct ServerArgs {
     /// How often the expiry pager removes expired documents, in seconds.
     #[arg(long, env = "SLUICE_EXPIRY_PAGER_INTERVAL_S", default_value_t = 10)]
     pub expiry_pager_interval_s: u64,
+    /// Shortest time between the starts of two flusher commits, in milliseconds: writes
+    /// arriving meanwhile are persisted together by the next one (fewer syncs under a steady
+    /// trickle of writes). A write arriving while the flusher is idle is persisted at once.
+    /// 0 commits again as soon as the last commit is done.
+    #[arg(
+        long,
+        env = "SLUICE_FLUSH_INTERVAL_MS",
+        default_value_t = sluice_engine::FLUSH_INTERVAL_DEFAULT.as_millis() as u64
+    )]
+    pub flush_interval_ms: u64,
     /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
@@ -140,6 +150,7 @@ impl ServerArgs {
         c.connections_max = self.max_connections;
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
+        c.flush_interval = std::time::Duration::from_millis(self.flush_interval_ms);
         c.replica_of = self.replica_of.clone();
         c.join = self.join.clone();
         c.replicas = self.replicas;

@@ -37,8 +37,17 @@ pub fn run(bucket: &Bucket) {
             share = wanted;
         }
         let stopping = bucket.shutdown.load(Ordering::SeqCst);
+        let began = Instant::now();
         match flush_once(bucket, &mut start_vb) {
-            Ok(true) => continue,
+            Ok(true) => {
+                // Let the next batch gather (see BucketConfig::flush_interval). Writes keep
+                // raising `flusher_wake` meanwhile; the next round finds them.
+                if let Some(rest) = bucket.config.flush_interval.checked_sub(began.elapsed()) {
+                    if !stopping {
+                        std::thread::sleep(rest);
+                    }
+                }
+            }
             Ok(false) if stopping => return,
             Ok(false) => {
                 bucket.flusher_wake.wait_timeout(IDLE_WAIT);

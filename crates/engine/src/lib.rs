@@ -46,7 +46,7 @@ pub use background::{mark_current_thread_as_batch, run_as_batch};
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
 pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{BucketConfig, BucketType};
+pub use config::{BucketConfig, BucketType, FLUSH_INTERVAL_DEFAULT};
 pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;

@@ -26,6 +26,9 @@ pub struct ServerConfig {
     pub value_bytes_max: usize,
     /// Expiry pager interval, in seconds.
     pub expiry_pager_interval_s: u64,
+    /// Shortest time between the starts of two flusher commits (see
+    /// `BucketConfig::flush_interval`).
+    pub flush_interval: std::time::Duration,
     /// Follow another node's bucket (KV address host:port): every vbucket here becomes a
     /// replica of that node's, streamed over DCP with the same credentials and bucket name.
     pub replica_of: Option<String>,
@@ -65,6 +68,7 @@ impl ServerConfig {
             connection_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
             expiry_pager_interval_s: 10,
+            flush_interval: sluice_engine::FLUSH_INTERVAL_DEFAULT,
             replica_of: None,
             join: None,
             replicas: 0,

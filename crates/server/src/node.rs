@@ -61,6 +61,7 @@ impl Node {
         bc.quota_bytes = config.memory_quota_mb * 1024 * 1024;
         bc.value_bytes_max = config.value_bytes_max;
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
+        bc.flush_interval = config.flush_interval;
         let store: Option<Arc<dyn sluice_storage::Store>> = match config.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
                 open_store_in_batch_thread(
