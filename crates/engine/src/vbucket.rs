@@ -646,6 +646,7 @@ fn parse_counter(body: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_types::VbUuid;
 
     impl VbInner {
         /// A GET as the bucket makes it, for the tests: the document copied out.
@@ -656,7 +657,6 @@ mod tests {
             })
         }
     }
-    use sluice_types::VbUuid;
 
     fn vb() -> VbInner {
         VbInner::new(

@@ -56,7 +56,6 @@ pub struct VbMeta {
     pub max_cas: u64,
 }
 
-/// One atomic unit of durable change, written by the flusher.
 /// What a caller knows of a key's entry on disk before a commit ([`FlushBatch::on_disk`]).
 /// A wrong hint would leave the old version's by_seqno slot behind; a store that checks
 /// hints (see [`VERIFY_HINTS_ENV`]) reads by_key anyway and fails as corrupt on a mismatch.
@@ -82,6 +81,7 @@ impl OnDisk {
     }
 }
 
+/// One atomic unit of durable change, written by the flusher.
 #[derive(Debug, Default)]
 pub struct FlushBatch {
     /// New versions of documents (tombstones included). When a key appears more than once,
