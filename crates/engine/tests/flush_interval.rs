@@ -8,12 +8,19 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(10);
 
+fn open_with_interval(
+    dir: &std::path::Path,
+    interval: Duration,
+) -> std::sync::Arc<sluice_engine::Bucket> {
+    let mut c = config(64, 16);
+    c.flush_interval = interval;
+    open(dir, c)
+}
+
 #[test]
 fn a_trickle_of_writes_is_persisted_at_most_once_per_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(64, 16);
-    c.flush_interval = Duration::from_millis(100);
-    let b = open(dir.path(), c);
+    let b = open_with_interval(dir.path(), Duration::from_millis(100));
     // The first round (every vbucket's metadata) and its interval pass.
     std::thread::sleep(Duration::from_millis(300));
     let before = b.stats.flusher_commits.get();
@@ -41,9 +48,7 @@ fn a_trickle_of_writes_is_persisted_at_most_once_per_interval() {
 #[test]
 fn a_write_to_an_idle_flusher_is_persisted_without_waiting_an_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(64, 16);
-    c.flush_interval = Duration::from_secs(2);
-    let b = open(dir.path(), c);
+    let b = open_with_interval(dir.path(), Duration::from_secs(2));
     // The first round commits every vbucket's metadata and then waits out its interval;
     // after that the flusher is idle.
     std::thread::sleep(Duration::from_millis(2500));
