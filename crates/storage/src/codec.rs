@@ -107,6 +107,11 @@ pub fn doc_key(vb: VbId, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// [`doc_key`] built as the storage engine's own buffer, for a key written to `by_key`.
+pub fn doc_key_slice(vb: VbId, key: &[u8]) -> fjall::Slice {
+    byteview::ByteView::fused(&vb.0.to_be_bytes(), key).into()
+}
+
 /// `by_key` value: the key's current seqno.
 pub fn encode_seqno(seqno: Seqno) -> [u8; 8] {
     seqno.0.to_be_bytes()
