@@ -144,6 +144,8 @@ mod tests {
     use super::*;
     use crate::ItemRecord;
     use bytes::Bytes;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
     use sluice_types::ItemMeta;
     use std::collections::{BTreeSet, HashMap};
 
@@ -262,38 +264,26 @@ mod tests {
         assert!(p.by_key[&codec::doc_key(VbId(3), b"a")].is_some());
     }
 
-    /// A tiny deterministic generator, so the randomized test needs no dependency.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
-    }
-
     /// Random batches (duplicates, two vbuckets, rewrites, purges, right hints of every kind)
     /// applied to a disk model: both indexes must end consistent, each key at the state the
     /// batch means (its newest version, unless a purge matched), holding that version's value.
     #[test]
     fn random_batches_leave_both_indexes_consistent() {
-        let mut rng = Lcg(7);
+        // Seeded: the same cases every run.
+        let mut rng = StdRng::seed_from_u64(7);
         for round in 0..2000 {
             let vbs = [VbId(3), VbId(4)];
-            let key = |rng: &mut Lcg| {
-                let vb = vbs[rng.below(2) as usize];
-                (vb, Bytes::from(format!("k{}", rng.below(8))))
+            let key = |rng: &mut StdRng| {
+                let vb = vbs[rng.gen_range(0..2)];
+                (vb, Bytes::from(format!("k{}", rng.gen_range(0..8u64))))
             };
             // The disk before: some keys, each vbucket's seqnos unique and below 100.
             let mut disk: HashMap<(VbId, Bytes), Seqno> = HashMap::new();
             let mut next = [1u64, 1];
-            for _ in 0..rng.below(10) {
+            for _ in 0..rng.gen_range(0..10u64) {
                 let (vb, k) = key(&mut rng);
                 let n = &mut next[usize::from(vb.0 - 3)];
-                *n += 1 + rng.below(3);
+                *n += 1 + rng.gen_range(0..3u64);
                 disk.insert((vb, k), Seqno(*n));
             }
             let mut by_seqno: BTreeSet<[u8; 10]> = disk
@@ -304,12 +294,12 @@ mod tests {
             let mut next = [100u64, 100];
             let mut items = Vec::new();
             let mut on_disk = Vec::new();
-            for _ in 0..rng.below(12) {
+            for _ in 0..rng.gen_range(0..12u64) {
                 let (vb, k) = key(&mut rng);
                 let n = &mut next[usize::from(vb.0 - 3)];
-                *n += 1 + rng.below(2);
+                *n += 1 + rng.gen_range(0..2u64);
                 let truth = disk.get(&(vb, k.clone())).copied();
-                on_disk.push(match (rng.below(2), truth) {
+                on_disk.push(match (rng.gen_range(0..2u64), truth) {
                     (0, _) => OnDisk::Unknown,
                     (_, Some(s)) => OnDisk::At(s),
                     (_, None) => OnDisk::Absent,
@@ -324,7 +314,7 @@ mod tests {
                     },
                 });
             }
-            if rng.below(2) == 0 {
+            if rng.gen_range(0..2u64) == 0 {
                 items.reverse();
                 on_disk.reverse();
             }
@@ -339,12 +329,12 @@ mod tests {
                 }
             }
             let mut purges = Vec::new();
-            for _ in 0..rng.below(4) {
+            for _ in 0..rng.gen_range(0..4u64) {
                 let (vb, k) = key(&mut rng);
-                let target = match rng.below(3) {
+                let target = match rng.gen_range(0..3u64) {
                     0 => disk.get(&(vb, k.clone())).copied(),
                     1 => expected.get(&(vb, k.clone())).copied().flatten(),
-                    _ => Some(Seqno(rng.below(110))),
+                    _ => Some(Seqno(rng.gen_range(0..110u64))),
                 };
                 let Some(seqno) = target else { continue };
                 if expected.get(&(vb, k.clone())).copied().flatten() == Some(seqno) {
