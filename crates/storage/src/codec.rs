@@ -99,17 +99,14 @@ pub fn decode_seqno_key(bytes: &[u8]) -> Result<(VbId, Seqno)> {
     Ok((VbId(vb), Seqno(seqno)))
 }
 
-/// `by_key` key: `vb ++ key`.
-pub fn doc_key(vb: VbId, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(2 + key.len());
-    k.extend_from_slice(&vb.0.to_be_bytes());
-    k.extend_from_slice(key);
-    k
-}
-
-/// [`doc_key`] built as the storage engine's own buffer, for a key written to `by_key`.
+/// `by_key` key: `vb ++ key`, built as the storage engine's own buffer.
 pub fn doc_key_slice(vb: VbId, key: &[u8]) -> fjall::Slice {
     byteview::ByteView::fused(&vb.0.to_be_bytes(), key).into()
+}
+
+/// [`doc_key_slice`] as a plain vector.
+pub fn doc_key(vb: VbId, key: &[u8]) -> Vec<u8> {
+    doc_key_slice(vb, key).to_vec()
 }
 
 /// `by_key` value: the key's current seqno.

@@ -215,7 +215,7 @@ impl FjallStore {
     /// One `get` on `snap`: `by_key`, then the `by_seqno` record it points to.
     fn get_in(&self, snap: &Snapshot, vb: VbId, key: &[u8]) -> Result<Lookup> {
         let Some(seqno) = snap
-            .get(&self.by_key, codec::doc_key(vb, key))
+            .get(&self.by_key, codec::doc_key_slice(vb, key))
             .map_err(io)?
         else {
             return Ok(Lookup::Absent);

@@ -59,7 +59,6 @@ pub(crate) fn plan_commit(
             }
         }
     }
-    drop(slot_of);
 
     // 2. New versions: point by_key at them and drop the previous version's by_seqno slot.
     //    `seqnos[j]` and `keys[j]` belong to the same key for every j < newest.len().
@@ -352,7 +351,7 @@ mod tests {
                 .collect();
             let batch = FlushBatch {
                 on_disk,
-                items: items.clone(),
+                items,
                 purges,
                 vb_meta: Vec::new(),
             };
