@@ -9,9 +9,9 @@
 use crate::background::Share;
 use crate::bucket::Bucket;
 use crate::stats::BucketStats;
-use bytes::Bytes;
 use sluice_storage::{FlushBatch, ItemRecord, VbMeta};
 use sluice_types::{Seqno, VbId};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -69,10 +69,11 @@ fn share_for(backlog: u64, budget: u64, current: Share) -> Share {
     }
 }
 
-/// What was flushed for one vbucket, to acknowledge after the commit.
+/// What was flushed for one vbucket, to acknowledge after the commit: its items are
+/// `batch.items[items]` (the batch outlives the commit, so no key is copied for this).
 struct Flushed {
     vb: VbId,
-    items: Vec<(Bytes, Seqno)>,
+    items: Range<usize>,
     high_seqno: Seqno,
 }
 
@@ -112,12 +113,11 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         }
         let mut f = Flushed {
             vb: vbucket.id,
-            items: Vec::new(),
+            items: batch.items.len()..batch.items.len(),
             high_seqno: vbucket.persisted_seqno(),
         };
         for item in chunks.iter().flat_map(|c| c.items.iter()) {
             bytes += item.mem_bytes();
-            f.items.push((item.key.clone(), item.meta.seqno));
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
             batch.on_disk.push(inner.on_disk(&item.key));
             batch.items.push(ItemRecord {
@@ -127,6 +127,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
                 value: item.value.clone(),
             });
         }
+        f.items.end = batch.items.len();
         if bytes >= budget {
             // The read stopped at the budget and may have left items behind.
             bucket.dirty.mark(vb);
@@ -149,10 +150,9 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     if batch.is_empty() {
         return Ok(false);
     }
-    let purges = batch.purges.clone();
     let items = batch.items.len() as u64;
     let commit_began = Instant::now();
-    let committed = store.commit(batch);
+    let committed = store.commit(&batch);
     let commit_took = commit_began.elapsed();
     if let Err(e) = committed {
         let reason = e.to_string();
@@ -166,8 +166,8 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
     for f in flushed {
         let vbucket = &bucket.vbuckets[usize::from(f.vb.0)];
         let mut inner = vbucket.inner.lock();
-        for (key, seqno) in &f.items {
-            inner.mark_persisted(key, *seqno);
+        for item in &batch.items[f.items] {
+            inner.mark_persisted(&item.key, item.meta.seqno);
         }
         let (mem, ckpt) = inner.take_deltas();
         vbucket
@@ -177,8 +177,8 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         bucket.memory.add(mem);
         bucket.memory.add_checkpoint(ckpt);
     }
-    for (vb, key, seqno) in purges {
-        let _ = bucket.with_vb(vb, |inner| inner.purged_from_disk(&key, seqno));
+    for (vb, key, seqno) in &batch.purges {
+        let _ = bucket.with_vb(*vb, |inner| inner.purged_from_disk(key, *seqno));
     }
     BucketStats::bump(&bucket.stats.flusher_commits);
     BucketStats::add(&bucket.stats.flusher_items, items);

@@ -96,7 +96,7 @@ impl<S: Store> FaultyStore<S> {
 }
 
 impl<S: Store> Store for FaultyStore<S> {
-    fn commit(&self, batch: FlushBatch) -> Result<()> {
+    fn commit(&self, batch: &FlushBatch) -> Result<()> {
         self.wait_while_held();
         self.poison.check()?;
         let Some(effect) = self.tick() else {

@@ -261,7 +261,7 @@ enum Lookup {
 }
 
 impl Store for FjallStore {
-    fn commit(&self, batch: FlushBatch) -> Result<()> {
+    fn commit(&self, batch: &FlushBatch) -> Result<()> {
         let _writer = self.lock_writes();
         self.poison.check()?;
         if batch.is_empty() {

@@ -136,7 +136,7 @@ pub trait StoreSnapshot: Send {
 /// The durable store of one bucket.
 pub trait Store: Send + Sync {
     /// Applies `batch` atomically and makes it durable with one sync.
-    fn commit(&self, batch: FlushBatch) -> Result<()>;
+    fn commit(&self, batch: &FlushBatch) -> Result<()>;
     /// The current version of a key (tombstones included), if any.
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>>;
     /// Every persisted vbucket's metadata.

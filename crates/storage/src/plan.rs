@@ -27,7 +27,7 @@ pub(crate) struct WritePlan {
 /// disk (the caller holds the commit lock, so nothing changes underneath); it is given the
 /// caller's hint ([`FlushBatch::on_disk`]) and may use it instead of reading.
 pub(crate) fn plan_commit(
-    batch: FlushBatch,
+    batch: &FlushBatch,
     mut current_seqno: impl FnMut(&[u8], OnDisk) -> Result<Option<Seqno>>,
 ) -> Result<WritePlan> {
     assert!(
@@ -199,7 +199,7 @@ mod tests {
                 .collect(),
             vb_meta: Vec::new(),
         };
-        maps(plan_commit(batch, |dk, _| Ok(disk.get(dk).copied())).expect("plan"))
+        maps(plan_commit(&batch, |dk, _| Ok(disk.get(dk).copied())).expect("plan"))
     }
 
     fn sk(seqno: u64) -> [u8; 10] {
@@ -359,7 +359,7 @@ mod tests {
                 .iter()
                 .map(|((vb, k), s)| (codec::doc_key(*vb, k), *s))
                 .collect();
-            let plan = plan_commit(batch, |dk, hint| {
+            let plan = plan_commit(&batch, |dk, hint| {
                 let truth = by_dk.get(dk).copied();
                 match hint.known() {
                     Some(known) => assert_eq!(known, truth, "round {round}: a hint went wrong"),

@@ -20,7 +20,7 @@ fn try_commit_hinted(
     items: Vec<sluice_storage::ItemRecord>,
     on_disk: &[u64],
 ) -> Result<(), StoreError> {
-    store.commit(FlushBatch {
+    store.commit(&FlushBatch {
         items,
         on_disk: on_disk
             .iter()

@@ -7,7 +7,7 @@ use sluice_storage::{FailedSync, FaultyStore, FlushBatch, Store, StoreError};
 use sluice_types::VbId;
 
 fn commit(store: &dyn Store, key: &str, seqno: u64) -> Result<(), StoreError> {
-    store.commit(FlushBatch {
+    store.commit(&FlushBatch {
         items: vec![item(0, key, seqno, "v")],
         ..FlushBatch::default()
     })
@@ -29,7 +29,7 @@ fn failed_sync_poisons_for_good() {
         ));
     }
     assert!(matches!(
-        store.commit(FlushBatch::default()),
+        store.commit(&FlushBatch::default()),
         Err(StoreError::Poisoned(_))
     ));
     assert!(matches!(

@@ -16,7 +16,7 @@ fn purge(key: &str, seqno: u64) -> (VbId, Bytes, Seqno) {
 
 fn commit_purges(store: &dyn Store, purges: Vec<(VbId, Bytes, Seqno)>) {
     store
-        .commit(FlushBatch {
+        .commit(&FlushBatch {
             purges,
             ..FlushBatch::default()
         })
@@ -49,7 +49,7 @@ fn purge_and_rewrite_in_one_batch() {
     let (_dir, store) = temp_store();
     commit_items(&store, vec![tombstone(0, "a", 1)]);
     store
-        .commit(FlushBatch {
+        .commit(&FlushBatch {
             on_disk: Vec::new(),
             items: vec![item(0, "a", 5, "new")],
             purges: vec![purge("a", 1)],

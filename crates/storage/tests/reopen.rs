@@ -21,7 +21,7 @@ fn reopen_restores_everything() {
     {
         let store = FjallStore::open(dir.path()).expect("open");
         store
-            .commit(FlushBatch {
+            .commit(&FlushBatch {
                 on_disk: Vec::new(),
                 items: items.clone(),
                 purges: vec![],

@@ -17,7 +17,7 @@ fn records_and_vb_meta_roundtrip() {
     meta7.failover_log = log;
     meta7.state = VbState::Replica;
     store
-        .commit(FlushBatch {
+        .commit(&FlushBatch {
             on_disk: Vec::new(),
             items: vec![live.clone(), dead.clone(), other_vb.clone()],
             purges: vec![],
@@ -52,6 +52,6 @@ fn records_and_vb_meta_roundtrip() {
 #[test]
 fn empty_batch_is_a_no_op() {
     let (_dir, store) = temp_store();
-    store.commit(FlushBatch::default()).expect("commit");
+    store.commit(&FlushBatch::default()).expect("commit");
     assert!(store.load_vb_meta().expect("load").is_empty());
 }

@@ -74,7 +74,7 @@ fn commit_rewrites(store: &dyn Store, seqnos: &mut [u64], x: &mut u64, val: &str
             .vb_meta
             .push((VbId(vb), vb_meta(seqnos[usize::from(vb)])));
     }
-    store.commit(batch).unwrap();
+    store.commit(&batch).unwrap();
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn reads_beside_a_writer_see_whole_commits() {
             .collect();
         seqnos[usize::from(vb)] = KEYS_PER_VB;
         store
-            .commit(FlushBatch {
+            .commit(&FlushBatch {
                 items,
                 vb_meta: vec![(VbId(vb), vb_meta(KEYS_PER_VB))],
                 ..FlushBatch::default()

@@ -60,7 +60,7 @@ fn a_snapshot_knows_its_own_high_seqno() {
     let (_dir, store) = temp_store();
     let commit = |items, high| {
         store
-            .commit(FlushBatch {
+            .commit(&FlushBatch {
                 items,
                 vb_meta: vec![(VbId(0), vb_meta(high))],
                 ..FlushBatch::default()

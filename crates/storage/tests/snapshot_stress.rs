@@ -20,7 +20,7 @@ fn a_long_held_snapshot_survives_heavy_rewrites() {
             })
             .collect();
         store
-            .commit(FlushBatch {
+            .commit(&FlushBatch {
                 items,
                 vb_meta: vec![(VbId(0), vb_meta(seqno))],
                 ..FlushBatch::default()
@@ -45,7 +45,7 @@ fn a_long_held_snapshot_survives_heavy_rewrites() {
                 })
                 .collect();
             store
-                .commit(FlushBatch {
+                .commit(&FlushBatch {
                     items,
                     vb_meta: vec![(VbId(0), vb_meta(seqno))],
                     ..FlushBatch::default()

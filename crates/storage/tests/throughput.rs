@@ -29,7 +29,7 @@ fn commit_throughput() {
             })
             .collect();
         store
-            .commit(FlushBatch {
+            .commit(&FlushBatch {
                 on_disk: Vec::new(),
                 items,
                 purges: vec![],
@@ -126,7 +126,7 @@ fn commit_hinted(
     on_disk: Vec<sluice_storage::OnDisk>,
 ) {
     store
-        .commit(FlushBatch {
+        .commit(&FlushBatch {
             items,
             on_disk,
             ..FlushBatch::default()

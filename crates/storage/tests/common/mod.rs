@@ -48,7 +48,7 @@ pub fn vb_meta(high_seqno: u64) -> VbMeta {
 
 pub fn commit_items(store: &dyn Store, items: Vec<ItemRecord>) {
     store
-        .commit(FlushBatch {
+        .commit(&FlushBatch {
             items,
             ..FlushBatch::default()
         })
