@@ -4,11 +4,11 @@
 # usage: perfflush.sh BUCKET CFG [BIN]
 . /tmp/rc/lib.sh
 start_sluice $1 $3
-memcaslap -s 127.0.0.1:$port -T 2 -c 50 -F $out/$2.cfg -t 10s -S 10s -B > $out/run.txt 2>&1 &
+run_memaslap $2 &
 mp=$!
 sleep 3
 tids=$(grep -l -E "${THREADS:-sluice-flusher|fjall}" /proc/$pid/task/*/comm | xargs -n1 dirname | xargs -n1 basename | paste -sd,)
 perf record -F 2000 -g -t $tids -o /tmp/rc/perf.data -- sleep 5 2>/dev/null >/dev/null
 wait $mp
 kill $pid; wait $pid 2>/dev/null; rm -rf $data
-echo "TPS $(grep -E '^Run time' $out/run.txt | sed 's/.*TPS: \([0-9]*\).*/\1/')"
+echo "TPS $(tps)"
