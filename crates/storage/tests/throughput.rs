@@ -209,3 +209,92 @@ fn new_key_read_cost() {
         per_item(cpu_us[1]),
     );
 }
+
+/// Commits shaped like the flusher's under a set-only load: batches of 7,000 rewrites of 1 KiB
+/// values over 500,000 keys in 1,024 vbuckets, grouped by vbucket in seqno order, with exact
+/// on-disk hints and one vb_meta per vbucket touched. Prints the committing thread's CPU per
+/// item and the whole process's (the storage engine's background work included).
+/// `MEMTABLE_MIB` sets the memtable size (default 16):
+/// `cargo test --release -p sluice-storage --test throughput flusher_shaped -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing; run by hand"]
+fn flusher_shaped_cost() {
+    let memtable_mib: u64 = std::env::var("MEMTABLE_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    const KEYS: u64 = 500_000;
+    const VBS: u64 = 1024;
+    const PER_BATCH: usize = 7_000;
+    const MEASURED_BATCHES: u64 = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let memory = sluice_storage::StoreMemory {
+        memtable_bytes: memtable_mib << 20,
+        ..sluice_storage::StoreMemory::default()
+    };
+    let store = sluice_storage::FjallStore::open_with(dir.path(), memory)
+        .unwrap()
+        .with_hint_checks(false);
+    let value = "v".repeat(1024);
+    let mut disk = vec![0u64; KEYS as usize];
+    let mut high = vec![0u64; VBS as usize];
+    let mut commit = |keys: Vec<u64>| {
+        // The flusher reads vbucket by vbucket, each in seqno order.
+        let mut keys = keys;
+        keys.sort_unstable_by_key(|k| (k % VBS, *k));
+        keys.dedup();
+        let mut items = Vec::with_capacity(keys.len());
+        let mut on_disk = Vec::with_capacity(keys.len());
+        let mut metas: Vec<(VbId, sluice_storage::VbMeta)> = Vec::new();
+        for k in keys {
+            let vb = (k % VBS) as usize;
+            high[vb] += 1;
+            items.push(item(vb as u16, &format!("key-{k:016}"), high[vb], &value));
+            on_disk.push(match disk[k as usize] {
+                0 => sluice_storage::OnDisk::Absent,
+                s => sluice_storage::OnDisk::At(sluice_types::Seqno(s)),
+            });
+            disk[k as usize] = high[vb];
+            match metas.last_mut() {
+                Some((v, meta)) if usize::from(v.0) == vb => *meta = vb_meta(high[vb]),
+                _ => metas.push((VbId(vb as u16), vb_meta(high[vb]))),
+            }
+        }
+        let n = items.len();
+        store
+            .commit(&FlushBatch {
+                items,
+                on_disk,
+                purges: vec![],
+                vb_meta: metas,
+            })
+            .expect("commit");
+        n
+    };
+    // Load every key once.
+    let all: Vec<u64> = (0..KEYS).collect();
+    for chunk in all.chunks(PER_BATCH) {
+        commit(chunk.to_vec());
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next_key = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % KEYS
+    };
+    let process_before = process_cpu();
+    let thread_before = thread_cpu();
+    let mut items = 0usize;
+    for _ in 0..MEASURED_BATCHES {
+        items += commit((0..PER_BATCH).map(|_| next_key()).collect());
+    }
+    let thread_us = (thread_cpu() - thread_before).as_micros() as f64;
+    let process_us = (process_cpu() - process_before).as_micros() as f64;
+    println!(
+        "memtables of {memtable_mib} MiB, {items} rewritten 1 KiB items: committing thread {:.2} \
+         µs/item, whole process {:.2} µs/item",
+        thread_us / items as f64,
+        process_us / items as f64
+    );
+}
