@@ -4,6 +4,7 @@
 //! persisted, or purged in an ephemeral bucket); values may be evicted (`value == None`) once
 //! persisted. Every change reports its byte delta so the bucket's memory counter stays exact.
 
+use crate::table_key::{TableKey, INLINE_KEY_BYTES};
 use bytes::Bytes;
 use hashbrown::HashMap;
 use sluice_types::{ItemMeta, Seqno};
@@ -29,10 +30,12 @@ pub struct StoredValue {
     pub disk_seqno: Seqno,
 }
 
-/// Bytes one entry costs beyond its key and value: the slot, the key's allocation header and
-/// the map's spare capacity (measured, not exact).
-pub const ENTRY_OVERHEAD_BYTES: usize =
-    std::mem::size_of::<(Box<[u8]>, StoredValue)>() * 3 / 2 + 16;
+/// Bytes one entry's slot costs, the map's spare capacity included (measured, not exact).
+/// A key that fits in the slot costs nothing more (see [`TableKey`]).
+pub const SLOT_BYTES: usize = std::mem::size_of::<(TableKey, StoredValue)>() * 3 / 2;
+
+/// The allocator's header on a key stored outside the slot.
+const HEAP_KEY_HEADER_BYTES: usize = 16;
 
 impl StoredValue {
     /// A live document whose value is in memory.
@@ -46,12 +49,17 @@ impl StoredValue {
 }
 
 pub fn entry_bytes(key_len: usize, sv: &StoredValue) -> usize {
-    key_len + ENTRY_OVERHEAD_BYTES + sv.resident_value_bytes()
+    let key_heap = if key_len > INLINE_KEY_BYTES {
+        key_len + HEAP_KEY_HEADER_BYTES
+    } else {
+        0
+    };
+    SLOT_BYTES + key_heap + sv.resident_value_bytes()
 }
 
 #[derive(Debug, Default)]
 pub struct HashTable {
-    map: HashMap<Box<[u8]>, StoredValue>,
+    map: HashMap<TableKey, StoredValue>,
     resident_values: usize,
 }
 
@@ -166,15 +174,15 @@ impl HashTable {
 
     /// Empties the table; returns the bytes it held.
     pub fn clear(&mut self) -> usize {
-        let keys: Vec<Box<[u8]>> = self.map.keys().cloned().collect();
-        keys.iter().map(|k| self.remove(k)).sum()
+        let keys: Vec<TableKey> = self.map.keys().cloned().collect();
+        keys.iter().map(|k| self.remove(k.as_slice())).sum()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &StoredValue)> {
-        self.map.iter().map(|(k, v)| (&**k, v))
+        self.map.iter().map(|(k, v)| (k.as_slice(), v))
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut StoredValue)> {
-        self.map.iter_mut().map(|(k, v)| (&**k, v))
+        self.map.iter_mut().map(|(k, v)| (k.as_slice(), v))
     }
 }

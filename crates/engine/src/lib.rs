@@ -3,7 +3,7 @@
 //! Layout:
 //! - `bucket`     — [`Bucket`]: the public API (get/store/delete/…), routing to vbuckets;
 //! - `vbucket`    — one vbucket: state, hash table, seqnos, failover log, mutation rules;
-//! - `hash_table` — key → [`StoredValue`] with byte accounting;
+//! - `hash_table` — key → [`StoredValue`] with byte accounting; `table_key`: its keys;
 //! - `checkpoint` — the ordered, deduplicating queue of changes and its cursors;
 //! - `memory`     — the quota, watermarks and usage counters;
 //! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync;
@@ -39,6 +39,7 @@ mod replica;
 mod signal;
 mod stats;
 mod stream_source;
+mod table_key;
 mod vbucket;
 mod warmup;
 
