@@ -55,20 +55,9 @@ fn commit_throughput() {
 #[test]
 #[ignore = "timing; run by hand"]
 fn hinted_rewrite_cost() {
-    let memtable_mib: u64 = std::env::var("MEMTABLE_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
     const KEYS: u64 = 200_000;
     const PER_BATCH: u64 = 1000;
-    let dir = tempfile::tempdir().unwrap();
-    let memory = sluice_storage::StoreMemory {
-        memtable_bytes: memtable_mib << 20,
-        ..sluice_storage::StoreMemory::default()
-    };
-    let store = sluice_storage::FjallStore::open_with(dir.path(), memory)
-        .unwrap()
-        .with_hint_checks(false);
+    let (memtable_mib, _dir, store) = store_for_timing();
     let value = "v".repeat(64);
     // disk[k] = the seqno key k has on disk.
     let mut disk = vec![0u64; KEYS as usize];
@@ -91,13 +80,7 @@ fn hinted_rewrite_cost() {
     for b in 0..KEYS / PER_BATCH {
         commit(&mut (b * PER_BATCH..(b + 1) * PER_BATCH), false);
     }
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next_key = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % KEYS
-    };
+    let mut next_key = random_keys(KEYS);
     let mut cpu_us = [0u128; 2];
     let process_before = process_cpu();
     for round in 0..6 {
@@ -118,6 +101,35 @@ fn hinted_rewrite_cost() {
         per_item(cpu_us[1]),
         per_item(process_us) / 2.0
     );
+}
+
+/// A store for the timing tests, without hint checks, its memtables `MEMTABLE_MIB` MiB
+/// (default 16). Returns the size, the directory (keep it alive) and the store.
+fn store_for_timing() -> (u64, tempfile::TempDir, sluice_storage::FjallStore) {
+    let memtable_mib: u64 = std::env::var("MEMTABLE_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let dir = tempfile::tempdir().unwrap();
+    let memory = sluice_storage::StoreMemory {
+        memtable_bytes: memtable_mib << 20,
+        ..sluice_storage::StoreMemory::default()
+    };
+    let store = sluice_storage::FjallStore::open_with(dir.path(), memory)
+        .unwrap()
+        .with_hint_checks(false);
+    (memtable_mib, dir, store)
+}
+
+/// Keys below `keys` in a fixed pseudo-random order (xorshift), the same every run.
+fn random_keys(keys: u64) -> impl FnMut() -> u64 {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % keys
+    }
 }
 
 fn commit_hinted(
@@ -219,22 +231,11 @@ fn new_key_read_cost() {
 #[test]
 #[ignore = "timing; run by hand"]
 fn flusher_shaped_cost() {
-    let memtable_mib: u64 = std::env::var("MEMTABLE_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
     const KEYS: u64 = 500_000;
     const VBS: u64 = 1024;
     const PER_BATCH: usize = 7_000;
     const MEASURED_BATCHES: u64 = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let memory = sluice_storage::StoreMemory {
-        memtable_bytes: memtable_mib << 20,
-        ..sluice_storage::StoreMemory::default()
-    };
-    let store = sluice_storage::FjallStore::open_with(dir.path(), memory)
-        .unwrap()
-        .with_hint_checks(false);
+    let (memtable_mib, _dir, store) = store_for_timing();
     let value = "v".repeat(1024);
     let mut disk = vec![0u64; KEYS as usize];
     let mut high = vec![0u64; VBS as usize];
@@ -276,13 +277,7 @@ fn flusher_shaped_cost() {
     for chunk in all.chunks(PER_BATCH) {
         commit(chunk.to_vec());
     }
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next_key = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % KEYS
-    };
+    let mut next_key = random_keys(KEYS);
     let process_before = process_cpu();
     let thread_before = thread_cpu();
     let mut items = 0usize;
