@@ -174,8 +174,11 @@ impl HashTable {
 
     /// Empties the table; returns the bytes it held.
     pub fn clear(&mut self) -> usize {
-        let keys: Vec<TableKey> = self.map.keys().cloned().collect();
-        keys.iter().map(|k| self.remove(k.as_slice())).sum()
+        self.resident_values = 0;
+        self.map
+            .drain()
+            .map(|(k, sv)| entry_bytes(k.as_slice().len(), &sv))
+            .sum()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &StoredValue)> {

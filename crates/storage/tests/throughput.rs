@@ -239,9 +239,8 @@ fn flusher_shaped_cost() {
     let value = "v".repeat(1024);
     let mut disk = vec![0u64; KEYS as usize];
     let mut high = vec![0u64; VBS as usize];
-    let mut commit = |keys: Vec<u64>| {
+    let mut commit = |mut keys: Vec<u64>| {
         // The flusher reads vbucket by vbucket, each in seqno order.
-        let mut keys = keys;
         keys.sort_unstable_by_key(|k| (k % VBS, *k));
         keys.dedup();
         let mut items = Vec::with_capacity(keys.len());
