@@ -82,6 +82,16 @@ pub struct ServerArgs {
         default_value_t = sluice_engine::FLUSH_INTERVAL_DEFAULT.as_millis() as u64
     )]
     pub flush_interval_ms: u64,
+    /// How long a write to a couchbase bucket that has no memory for it right now (the
+    /// persistence backlog at its budget, or the quota full of unpersisted items) waits,
+    /// in milliseconds, for the flusher or the pager to make room before it is answered
+    /// TMPFAIL. The connection's later requests wait behind it. 0: TMPFAIL at once.
+    #[arg(
+        long,
+        env = "SLUICE_WRITE_STALL_MS",
+        default_value_t = sluice_server::WRITE_STALL_DEFAULT.as_millis() as u64
+    )]
+    pub write_stall_ms: u64,
     /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
@@ -151,6 +161,7 @@ impl ServerArgs {
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
         c.flush_interval = std::time::Duration::from_millis(self.flush_interval_ms);
+        c.write_stall = std::time::Duration::from_millis(self.write_stall_ms);
         c.replica_of = self.replica_of.clone();
         c.join = self.join.clone();
         c.replicas = self.replicas;

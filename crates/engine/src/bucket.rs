@@ -19,6 +19,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// See [`Bucket::set_room_listener`].
+pub type RoomListener = Box<dyn Fn() + Send + Sync>;
+
 /// GET_META's answer: the metadata of the current version, tombstones included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetMetaResult {
@@ -47,6 +50,9 @@ pub struct Bucket {
     pub(crate) writes_refused: AtomicBool,
     pub(crate) flusher_wake: Signal,
     pub(crate) pager_wake: Signal,
+    /// Told whenever the flusher or the pager freed memory that refused writes wait for
+    /// (see [`Bucket::set_room_listener`]).
+    room_listener: std::sync::OnceLock<RoomListener>,
     /// Notified after every successful flush (SEQNO_PERSISTENCE waiters).
     pub(crate) persisted: Signal,
     pub(crate) shutdown: AtomicBool,
@@ -94,6 +100,7 @@ impl Bucket {
             writes_refused: AtomicBool::new(false),
             flusher_wake: Signal::default(),
             pager_wake: Signal::default(),
+            room_listener: std::sync::OnceLock::new(),
             persisted: Signal::default(),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -220,6 +227,26 @@ impl Bucket {
             return Err(EngineError::TempFail);
         }
         Ok(())
+    }
+
+    /// Registers the one callback told when the flusher or the pager freed memory, so that
+    /// writes refused with [`EngineError::TempFail`] can be retried at once instead of on a
+    /// timer. It runs on those background threads: it must be cheap and never block. A
+    /// second registration is ignored (returns false).
+    pub fn set_room_listener(&self, listener: RoomListener) -> bool {
+        self.room_listener.set(listener).is_ok()
+    }
+
+    /// Whether refused writes may succeed later without anyone deleting anything: the
+    /// flusher and the pager free a durable bucket's memory; an ephemeral bucket stays full.
+    pub fn frees_room_by_itself(&self) -> bool {
+        self.config.is_persistent()
+    }
+
+    pub(crate) fn room_freed(&self) {
+        if let Some(listener) = self.room_listener.get() {
+            listener();
+        }
     }
 
     fn after_write(&self) {

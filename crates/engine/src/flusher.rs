@@ -189,6 +189,7 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         micros(round_began.elapsed()),
     );
     bucket.persisted.notify();
+    bucket.room_freed();
     Ok(true)
 }
 

@@ -44,7 +44,7 @@ mod vbucket;
 mod warmup;
 
 pub use background::{mark_current_thread_as_batch, run_as_batch};
-pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, VbDetails};
+pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, RoomListener, VbDetails};
 pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BucketConfig, BucketType, FLUSH_INTERVAL_DEFAULT};

@@ -26,8 +26,11 @@ pub fn run(bucket: &Bucket) {
     let mut last_purge = Instant::now();
     let purge_every = (bucket.config.tombstone_purge_age / 2).max(Duration::from_secs(1));
     while !bucket.shutdown.load(Ordering::SeqCst) {
-        let futile = crate::checkpoint_recovery::recover(bucket) == 0
-            && crate::checkpoint_recovery::needed(bucket);
+        let recovered = crate::checkpoint_recovery::recover(bucket);
+        if recovered > 0 {
+            bucket.room_freed();
+        }
+        let futile = recovered == 0 && crate::checkpoint_recovery::needed(bucket);
         if bucket.memory.above_high_watermark() {
             evict(bucket);
         }
@@ -56,6 +59,7 @@ pub fn evict(bucket: &Bucket) {
     if bucket.memory.above_low_watermark() {
         evict_keys(bucket);
     }
+    bucket.room_freed();
 }
 
 fn evict_values(bucket: &Bucket) {

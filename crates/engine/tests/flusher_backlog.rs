@@ -7,6 +7,7 @@ mod common;
 use common::{config, key, try_set, value};
 use sluice_engine::{Bucket, EngineError, SystemClock};
 use sluice_storage::{FaultyStore, FjallStore};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,19 @@ fn a_stalled_flusher_refuses_writes_without_a_spinning_pager_and_catches_up() {
         "{passes} recovery passes in 500 ms, {refused} refusals"
     );
 
+    // Whoever holds refused writes back hears when room is made, not before.
+    let told = Arc::new(AtomicU64::new(0));
+    let counter = told.clone();
+    assert!(b.set_room_listener(Box::new(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+    })));
+    assert!(
+        !b.set_room_listener(Box::new(|| {})),
+        "one listener per bucket"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let told_while_held = told.load(Ordering::Relaxed);
+
     // The disk moves again: the backlog is persisted and writes are taken again.
     store.hold_commits(false);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -59,6 +73,10 @@ fn a_stalled_flusher_refuses_writes_without_a_spinning_pager_and_catches_up() {
         assert!(Instant::now() < deadline, "writes are accepted again");
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert!(
+        told.load(Ordering::Relaxed) > told_while_held,
+        "the commits that made room told the listener"
+    );
     for (vb, high) in b.vb_seqnos(None) {
         assert!(b.wait_persisted(vb, high, Duration::from_secs(20)).unwrap());
     }

@@ -14,6 +14,7 @@ use crate::exec::{self, Next};
 use crate::node::Node;
 use crate::session::{MapPush, Port, Session};
 use bytes::{Buf, BytesMut};
+use sluice_engine::EngineError;
 use sluice_proto::{decode_frame, Decoded};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use std::sync::Arc;
@@ -25,6 +26,23 @@ const OUT_FLUSH_BYTES: usize = 1024 * 1024;
 /// A request whose value was evicted is retried after a disk read; a concurrent rewrite can
 /// evict it again, so the retries are bounded.
 const FETCH_ATTEMPTS_MAX: usize = 4;
+
+/// How often a stalled write looks for room even without a wake-up (one can be missed
+/// between the refusal and the wait, and nothing wakes it for memory freed by deletes).
+const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Waits until the bucket may have room for a refused write: `false` once `deadline` passed.
+async fn wait_for_room(node: &Node, deadline: tokio::time::Instant) -> bool {
+    let now = tokio::time::Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    tokio::select! {
+        _ = node.write_room.notified() => {}
+        _ = tokio::time::sleep_until(deadline.min(now + ROOM_RECHECK)) => {}
+    }
+    true
+}
 
 pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port) {
     let peer = stream.peer_addr().ok();
@@ -54,25 +72,66 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                 }
                 Ok(Decoded::Frame(frame, used)) => {
                     let mut next = exec::execute(&node, &mut session, &frame, &mut out);
-                    for _ in 1..FETCH_ATTEMPTS_MAX {
-                        let Next::Fetch { vb, key } = next else {
-                            break;
-                        };
-                        let bucket = node.bucket.clone();
-                        let fetched = tokio::task::spawn_blocking(move || bucket.fetch(vb, &key))
-                            .await
-                            .map_err(std::io::Error::other)?;
-                        if let Err(e) = fetched {
-                            tracing::warn!(error = %e, "reading an evicted value failed");
+                    let mut fetches = 1;
+                    let mut stall_until = None;
+                    loop {
+                        match next {
+                            Next::Fetch { vb, key } if fetches < FETCH_ATTEMPTS_MAX => {
+                                fetches += 1;
+                                let bucket = node.bucket.clone();
+                                let fetched =
+                                    tokio::task::spawn_blocking(move || bucket.fetch(vb, &key))
+                                        .await
+                                        .map_err(std::io::Error::other)?;
+                                if let Err(e) = fetched {
+                                    tracing::warn!(error = %e, "reading an evicted value failed");
+                                }
+                            }
+                            Next::Stall => {
+                                let deadline = match stall_until {
+                                    Some(d) => d,
+                                    None => {
+                                        // Answers before this one go out now; this one waits.
+                                        wr.write_all(&out).await?;
+                                        out.clear();
+                                        let d =
+                                            tokio::time::Instant::now() + node.config.write_stall;
+                                        stall_until = Some(d);
+                                        d
+                                    }
+                                };
+                                if !wait_for_room(&node, deadline).await {
+                                    break;
+                                }
+                            }
+                            _ => break,
                         }
                         next = exec::execute(&node, &mut session, &frame, &mut out);
                     }
-                    if let Next::Fetch { .. } = next {
+                    match next {
                         // Evicted again on every attempt (memory pressure): ask for a retry.
-                        let mut r =
-                            exec::Responder::new(&mut out, frame.opcode, frame.opaque, &session);
-                        r.error(sluice_proto::Status::Etmpfail, "value not resident; retry");
-                        next = Next::Continue;
+                        Next::Fetch { .. } => {
+                            let mut r = exec::Responder::new(
+                                &mut out,
+                                frame.opcode,
+                                frame.opaque,
+                                &session,
+                            );
+                            r.error(sluice_proto::Status::Etmpfail, "value not resident; retry");
+                            next = Next::Continue;
+                        }
+                        // No room came in time: the refusal it would have had at once.
+                        Next::Stall => {
+                            let mut r = exec::Responder::new(
+                                &mut out,
+                                frame.opcode,
+                                frame.opaque,
+                                &session,
+                            );
+                            exec::engine_error(&mut r, &EngineError::TempFail, &node);
+                            next = Next::Continue;
+                        }
+                        _ => {}
                     }
                     (used, next)
                 }
@@ -84,7 +143,7 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     wr.write_all(&out).await?;
                     return Ok(());
                 }
-                Next::Fetch { .. } => unreachable!("answered above"),
+                Next::Fetch { .. } | Next::Stall => unreachable!("answered above"),
                 Next::AwaitPersistence {
                     vb,
                     seqno,

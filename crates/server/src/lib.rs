@@ -45,7 +45,7 @@ mod workers;
 
 pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
 pub use cluster_map::MapView;
-pub use config::ServerConfig;
+pub use config::{ServerConfig, WRITE_STALL_DEFAULT};
 pub use dcp::replication::{Replication, ReplicationSpec};
 pub use node::Node;
 

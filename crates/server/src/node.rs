@@ -47,6 +47,9 @@ pub struct Node {
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
     map: tokio::sync::watch::Sender<Arc<MapView>>,
+    /// Woken when the bucket freed memory: writes stalled for room retry (see
+    /// `ServerConfig::write_stall`).
+    pub write_room: Arc<tokio::sync::Notify>,
 }
 
 impl Node {
@@ -75,6 +78,9 @@ impl Node {
         let started = Instant::now();
         let bucket =
             Bucket::open(bc, store, Arc::new(SystemClock)).context("warming up the bucket")?;
+        let write_room = Arc::new(tokio::sync::Notify::new());
+        let room = write_room.clone();
+        bucket.set_room_listener(Box::new(move || room.notify_waiters()));
         tracing::info!(bucket = %config.bucket, items = bucket.gauges()[0].1,
             elapsed_ms = started.elapsed().as_millis() as u64, "warmup complete");
         let mut rng = rand::rngs::OsRng;
@@ -117,6 +123,7 @@ impl Node {
             builds: Default::default(),
             agent_takeovers: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
+            write_room,
         })
     }
 

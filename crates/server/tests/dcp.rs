@@ -5,9 +5,9 @@
 mod common;
 
 use common::dcp_peer::{high_seqnos, write_all, Consumer};
+use common::loopback_config;
 use sluice_engine::BucketType;
 use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
-use sluice_server::ServerConfig;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,13 +18,7 @@ async fn start(
     quota_mb: u64,
 ) -> (sluice_server::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = ServerConfig::new(dir.path());
-    c.kv_port = 0;
-    c.admin_port = 0;
-    c.memcached_port = Some(0);
-    c.vbuckets = VBS;
-    c.memory_quota_mb = quota_mb;
-    c.bucket_type = bucket_type;
+    let c = loopback_config(dir.path(), bucket_type, VBS, quota_mb);
     (sluice_server::start(c).await.unwrap(), dir)
 }
 

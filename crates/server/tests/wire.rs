@@ -1,9 +1,10 @@
 //! Byte-level tests over real sockets against an in-process node: exact response layouts,
 //! ordering, quiet commands, authentication and session rules.
 
+mod common;
+
 use sluice_proto::encode::Packet;
 use sluice_proto::{decode_frame, Decoded};
-use sluice_server::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -94,13 +95,7 @@ async fn start(
     bucket_type: sluice_engine::BucketType,
 ) -> (sluice_server::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = ServerConfig::new(dir.path());
-    c.kv_port = 0;
-    c.admin_port = 0;
-    c.memcached_port = Some(0);
-    c.vbuckets = 16;
-    c.memory_quota_mb = 64;
-    c.bucket_type = bucket_type;
+    let c = common::loopback_config(dir.path(), bucket_type, 16, 64);
     (sluice_server::start(c).await.unwrap(), dir)
 }
 

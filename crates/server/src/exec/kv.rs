@@ -134,6 +134,11 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             vb,
             key: Bytes::copy_from_slice(req.command.key().expect("document commands name a key")),
         },
+        Err(EngineError::TempFail)
+            if bucket.frees_room_by_itself() && !node.config.write_stall.is_zero() =>
+        {
+            Next::Stall
+        }
         Err(EngineError::KeyNotFound)
             if r.quiet
                 && matches!(
@@ -319,7 +324,10 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
             "the value is larger than the item size limit",
         ),
         EngineError::Invalid(why) => (Status::Einval, why),
-        EngineError::TempFail => (Status::Etmpfail, "the bucket is at its memory quota"),
+        EngineError::TempFail => (
+            Status::Etmpfail,
+            "no memory for writes now (quota, or persistence behind); retry",
+        ),
         EngineError::WritesRefused(_) => (
             Status::Einternal,
             "the bucket refuses writes after a storage failure (see the server log)",

@@ -8,6 +8,7 @@ mod session_ops;
 pub mod stats;
 mod vbucket_ops;
 
+pub(crate) use kv::engine_error;
 pub use respond::Responder;
 
 use crate::node::Node;
@@ -45,6 +46,9 @@ pub enum Next {
         on_success: Vec<u8>,
         on_timeout: Vec<u8>,
     },
+    /// The write was refused for want of memory that the bucket frees by itself (the
+    /// flusher persisting, the pager evicting): wait for room, then execute it again.
+    Stall,
     /// FLUSH with a delay: flush the bucket later.
     FlushAfter(Duration),
     /// DCP_OPEN succeeded: the connection becomes a DCP producer.
