@@ -38,6 +38,11 @@ pub struct QueuedItem {
     /// Empty for deletions and expirations.
     pub value: Bytes,
     pub op: QueueOp,
+    /// Nothing of this key was in memory or on disk when this version was written, so the
+    /// flusher can tell storage there is no older version to replace without looking the key
+    /// up again (`OnDisk::Absent`; see `VbInner::write` for why that stays true). False when
+    /// not known.
+    pub first_version: bool,
 }
 
 /// Bytes a queued item costs beyond its key and value.
@@ -468,6 +473,7 @@ mod tests {
             },
             value: Bytes::from_static(b"v"),
             op: QueueOp::Mutation,
+            first_version: false,
         }
     }
 

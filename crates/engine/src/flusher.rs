@@ -9,7 +9,7 @@
 use crate::background::Share;
 use crate::bucket::Bucket;
 use crate::stats::BucketStats;
-use sluice_storage::{FlushBatch, ItemRecord, VbMeta};
+use sluice_storage::{FlushBatch, ItemRecord, OnDisk, VbMeta};
 use sluice_types::{Seqno, VbId};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -119,7 +119,11 @@ fn flush_once(bucket: &Bucket, start_vb: &mut usize) -> Result<bool, ()> {
         for item in chunks.iter().flat_map(|c| c.items.iter()) {
             bytes += item.mem_bytes();
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
-            batch.on_disk.push(inner.on_disk(&item.key));
+            batch.on_disk.push(if item.first_version {
+                OnDisk::Absent
+            } else {
+                inner.on_disk(&item.key)
+            });
             batch.items.push(ItemRecord {
                 vb: vbucket.id,
                 key: item.key.clone(),

@@ -76,6 +76,7 @@ impl VbInner {
                 meta,
                 value: c.value,
                 op: c.op,
+                first_version: false,
             });
         } else {
             self.checkpoints.skip(seqno);

@@ -81,6 +81,7 @@ impl Backfill {
                         key: r.key,
                         meta: r.meta,
                         value: r.value,
+                        first_version: false,
                     };
                     bytes += item.mem_bytes();
                     out.push(Arc::new(item));
@@ -166,6 +167,7 @@ impl Bucket {
                             meta: sv.meta,
                             value: sv.value.clone().unwrap_or_default(),
                             op: tombstone_op(&sv.meta),
+                            first_version: false,
                         })
                     })
                     .collect();

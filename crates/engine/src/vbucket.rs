@@ -192,6 +192,7 @@ impl VbInner {
         };
         let (max_deleted_rev, keys_evicted) = (self.max_deleted_rev, self.keys_evicted);
         let mut was_live = false;
+        let mut had_entry = false;
         self.mem_delta += self.ht.replace_with(key, |old| {
             assert!(
                 old.is_some() || !keys_evicted,
@@ -199,6 +200,7 @@ impl VbInner {
             );
             meta.rev_seqno = old.map_or(max_deleted_rev, |o| o.meta.rev_seqno) + 1;
             was_live = old.is_some_and(|o| !o.meta.deleted);
+            had_entry = old.is_some();
             StoredValue {
                 meta,
                 value: Some(v.value.clone()),
@@ -212,12 +214,19 @@ impl VbInner {
             (true, true) => self.num_items -= 1,
             _ => {}
         }
+        // No entry, every key on disk has one (`keys_evicted` is false, asserted above) and
+        // no persisted tombstone lacks one: the disk has nothing of the key. It keeps having
+        // nothing older than this version until this version's batch: only this version and
+        // newer ones of the key are ever committed from here, and the flags only turn on for
+        // clean (persisted) entries.
+        let first_version = !had_entry && !self.tombstones_only_on_disk;
         if self.checkpoints.has_readers() {
             self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
                 key: Bytes::copy_from_slice(key),
                 meta,
                 value: v.value,
                 op: v.op,
+                first_version,
             });
         } else {
             self.checkpoints.skip(seqno);
@@ -708,6 +717,46 @@ mod tests {
         assert_eq!(
             (d.meta.rev_seqno, d.meta.flags, &d.value[..]),
             (2, 5, &b"2"[..])
+        );
+    }
+
+    #[test]
+    fn only_a_key_memory_and_disk_never_had_is_queued_as_a_first_version() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let reader = v.checkpoints.register_cursor_at_oldest();
+        let firsts = |v: &mut VbInner| -> Vec<(Vec<u8>, bool)> {
+            let (chunks, _) = v.checkpoints.read(reader, usize::MAX);
+            chunks
+                .iter()
+                .flat_map(|ch| ch.items.iter())
+                .map(|i| (i.key.to_vec(), i.first_version))
+                .collect()
+        };
+        let m = v
+            .store(&set(b"a", b"1", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(firsts(&mut v), vec![(b"a".to_vec(), true)]);
+        v.store(&set(b"a", b"2", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(firsts(&mut v), vec![(b"a".to_vec(), false)], "a rewrite");
+        // The key's tombstone is persisted and leaves memory: a new write of it may find the
+        // tombstone on disk, and so may any key the vbucket has no entry for.
+        v.mark_persisted(b"a", m.seqno);
+        let d = v.delete(b"a", Cas::ZERO, &c).unwrap();
+        v.mark_persisted(b"a", d.seqno);
+        assert!(
+            v.ht.get(b"a").is_none(),
+            "the persisted tombstone left memory"
+        );
+        v.store(&set(b"a", b"3", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        v.store(&set(b"b", b"1", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        // (The tombstone's queued version was replaced by the rewrite: dedup.)
+        assert_eq!(
+            firsts(&mut v),
+            vec![(b"a".to_vec(), false), (b"b".to_vec(), false)]
         );
     }
 
