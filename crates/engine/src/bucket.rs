@@ -209,24 +209,36 @@ impl Bucket {
         if crate::checkpoint_recovery::needed(self) {
             self.pager_wake.notify();
         }
-        let refuse = if m.checkpoint_used() > m.checkpoint_bytes_max {
-            // Checkpoints are drained by the flusher: give it a nudge and push back.
+        if m.checkpoint_used() > m.checkpoint_bytes_max {
+            // Checkpoints are drained by the flusher: give it a nudge.
             self.flusher_wake.notify();
-            true
-        } else if self.config.is_persistent() {
-            if m.above_high_watermark() {
-                self.pager_wake.notify();
-            }
-            m.would_exceed_quota(incoming)
-        } else {
-            // Ephemeral: nothing can be evicted, so stop at the high watermark.
-            m.used() + incoming as u64 > m.high_watermark_bytes
-        };
-        if refuse {
+        } else if self.config.is_persistent() && m.above_high_watermark() {
+            self.pager_wake.notify();
+        }
+        if self.lacks_room_for(incoming) {
             BucketStats::bump(&self.stats.tmp_fails);
             return Err(EngineError::TempFail);
         }
         Ok(())
+    }
+
+    /// Whether a write of `incoming` bytes would be refused for want of memory now.
+    fn lacks_room_for(&self, incoming: usize) -> bool {
+        let m = &self.memory;
+        if m.checkpoint_used() > m.checkpoint_bytes_max {
+            true
+        } else if self.config.is_persistent() {
+            m.would_exceed_quota(incoming)
+        } else {
+            // Ephemeral: nothing can be evicted, so stop at the high watermark.
+            m.used() + incoming as u64 > m.high_watermark_bytes
+        }
+    }
+
+    /// Whether a small write would be admitted now, memory-wise: what a write refused with
+    /// [`EngineError::TempFail`] checks before it is tried again. No side effects.
+    pub fn has_room_for_writes(&self) -> bool {
+        !self.lacks_room_for(0)
     }
 
     /// Registers the one callback told when the flusher or the pager freed memory, so that

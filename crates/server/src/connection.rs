@@ -31,17 +31,23 @@ const FETCH_ATTEMPTS_MAX: usize = 4;
 /// between the refusal and the wait, and nothing wakes it for memory freed by deletes).
 const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Waits until the bucket may have room for a refused write: `false` once `deadline` passed.
+/// Waits until the bucket has room for a refused write again: `false` once `deadline` passed
+/// without it. The write is tried again only then, so that a wake-up shared by many stalled
+/// connections does not send them all into another refusal.
 async fn wait_for_room(node: &Node, deadline: tokio::time::Instant) -> bool {
-    let now = tokio::time::Instant::now();
-    if now >= deadline {
-        return false;
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::select! {
+            _ = node.write_room.notified() => {}
+            _ = tokio::time::sleep_until(deadline.min(now + ROOM_RECHECK)) => {}
+        }
+        if node.bucket.has_room_for_writes() {
+            return true;
+        }
     }
-    tokio::select! {
-        _ = node.write_room.notified() => {}
-        _ = tokio::time::sleep_until(deadline.min(now + ROOM_RECHECK)) => {}
-    }
-    true
 }
 
 pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port) {
