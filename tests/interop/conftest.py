@@ -71,8 +71,16 @@ def run_bench(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
     """`sluice bench ARGS...`, which must succeed (its output is shown when it does not)."""
     proc = subprocess.run([str(sluice_binary()), "bench", *args],
                           capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{clip(proc.stderr)}"
     return proc
+
+
+def clip(text: str, keep: int = 3000) -> str:
+    """`text` with its middle left out when long: a panic's message is at the head of stderr
+    and what led to it at the tail, and a backtrace in between can bury both."""
+    if len(text) <= 2 * keep:
+        return text
+    return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters left out ...]\n{text[-keep:]}"
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

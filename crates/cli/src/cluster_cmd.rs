@@ -10,7 +10,7 @@
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use sluice_client::admin_http;
+use sluice_client::admin_http::{self, AdminAnswer};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -113,6 +113,9 @@ async fn start_all(args: &UpArgs, procs: &mut Vec<NodeProc>) -> anyhow::Result<(
         procs.push(p);
         let p = procs.last_mut().expect("just pushed");
         wait_healthy(p).await?;
+        if i == 0 {
+            wait_for_map(p).await?;
+        }
         eprintln!(
             "node {i} up: KV 127.0.0.1:{}, admin {}",
             p.kv_port,
@@ -200,6 +203,28 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
 }
 
 async fn wait_healthy(p: &mut NodeProc) -> anyhow::Result<()> {
+    wait_for(p, "/health", "become healthy", AdminAnswer::ok).await
+}
+
+/// Waits until node 0 shows the cluster's bucket and map. A healthy node answers before its
+/// first start has defined the bucket and placed it (those go through Raft, and a busy machine
+/// can take a while); deciding whether to place the bucket before then would act on a cluster
+/// that is still being created.
+async fn wait_for_map(p: &mut NodeProc) -> anyhow::Result<()> {
+    wait_for(p, "/api/v1/cluster", "show the cluster's map", |view| {
+        view.ok() && view.body["map_nodes"].is_array()
+    })
+    .await
+}
+
+/// Polls `path` on the node until `ready` accepts its answer; fails with the node's log if
+/// the node exits or `START_TIMEOUT` passes first (`what` names the wait in that error).
+async fn wait_for(
+    p: &mut NodeProc,
+    path: &str,
+    what: &str,
+    ready: impl Fn(&AdminAnswer) -> bool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(status) = p.child.try_wait()? {
@@ -209,14 +234,14 @@ async fn wait_healthy(p: &mut NodeProc) -> anyhow::Result<()> {
                 log_tail(&p.dir)
             );
         }
-        if let Ok(answer) = admin_http::get(&p.admin(), "/health", HTTP_TIMEOUT).await {
-            if answer.ok() {
+        if let Ok(answer) = admin_http::get(&p.admin(), path, HTTP_TIMEOUT).await {
+            if ready(&answer) {
                 return Ok(());
             }
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "node {} did not become healthy within {START_TIMEOUT:?}; its log:\n{}",
+            "node {} did not {what} within {START_TIMEOUT:?}; its log:\n{}",
             p.index,
             log_tail(&p.dir)
         );
