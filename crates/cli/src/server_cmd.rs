@@ -13,6 +13,19 @@ pub enum BucketTypeArg {
     Ephemeral,
 }
 
+/// How new connections are spread over the connection threads.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlacementArg {
+    /// On the thread for the CPU the connection's packets arrive on (SO_INCOMING_CPU), so a
+    /// client thread's connections share one connection thread; no thread more than 16
+    /// connections ahead of the least loaded one.
+    IncomingCpu,
+    /// As incoming-cpu, with each connection thread bound to one CPU.
+    Pinned,
+    /// In turn.
+    RoundRobin,
+}
+
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// Directory for the node's data (created if missing).
@@ -95,6 +108,14 @@ pub struct ServerArgs {
     /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
+    /// How new connections are spread over the connection threads.
+    #[arg(
+        long,
+        env = "SLUICE_CONNECTION_PLACEMENT",
+        value_enum,
+        default_value = "incoming-cpu"
+    )]
+    pub connection_placement: PlacementArg,
     /// Keep this node's bucket a replica of another node's (its KV address, host:port):
     /// every vbucket follows that node over DCP, with the same credentials and bucket
     /// name. Reads from it with GET_REPLICA; writes get NOT_MY_VBUCKET.
@@ -169,6 +190,11 @@ impl ServerArgs {
         c.auto_failover_timeout = (self.auto_failover_timeout > 0)
             .then(|| std::time::Duration::from_secs(self.auto_failover_timeout));
         c.dcp_backfill_buffer_bytes = (self.dcp_backfill_buffer_mb as usize) << 20;
+        c.connection_placement = match self.connection_placement {
+            PlacementArg::IncomingCpu => sluice_server::Placement::IncomingCpu,
+            PlacementArg::Pinned => sluice_server::Placement::Pinned,
+            PlacementArg::RoundRobin => sluice_server::Placement::RoundRobin,
+        };
         if let Some(w) = self.workers {
             c.connection_threads = w.max(1);
         }

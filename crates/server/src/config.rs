@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub connections_max: usize,
     /// Threads serving connections (each a single-threaded runtime).
     pub connection_threads: usize,
+    /// How new connections are spread over those threads.
+    pub connection_placement: crate::placement::Placement,
     pub value_bytes_max: usize,
     /// Expiry pager interval, in seconds.
     pub expiry_pager_interval_s: u64,
@@ -75,6 +77,7 @@ impl ServerConfig {
             password: "password".into(),
             connections_max: 10_000,
             connection_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            connection_placement: Default::default(),
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,
             expiry_pager_interval_s: 10,
             flush_interval: sluice_engine::FLUSH_INTERVAL_DEFAULT,

@@ -38,6 +38,7 @@ mod listener;
 mod membership;
 mod metrics;
 mod node;
+mod placement;
 mod rebalance;
 mod rebalance_builds;
 mod session;
@@ -48,6 +49,7 @@ pub use cluster_map::MapView;
 pub use config::{ServerConfig, WRITE_STALL_DEFAULT};
 pub use dcp::replication::{Replication, ReplicationSpec};
 pub use node::Node;
+pub use placement::Placement;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -125,10 +127,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<Running> {
         .is_none()
         .then(|| cluster_agent::ClusterAgent::start(node.clone()));
 
-    let workers = Arc::new(workers::Workers::start(
-        node.clone(),
-        cfg.connection_threads,
-    )?);
+    let workers = Arc::new(workers::Workers::start(node.clone())?);
     tasks.push(tokio::spawn(listener::serve(
         node.clone(),
         kv,

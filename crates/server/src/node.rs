@@ -32,6 +32,8 @@ pub struct Node {
     pub connections_current: AtomicU64,
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
+    /// Which connection thread gets each new connection, and how many each holds.
+    pub placer: crate::placement::Placer,
     /// Open DCP producer connections and their statistics.
     pub dcp: crate::dcp::DcpRegistry,
     /// What the replication feeds into this node applied (STAT `replication`, `/metrics`).
@@ -106,6 +108,8 @@ impl Node {
             &me,
             &facts,
         );
+        let placer =
+            crate::placement::Placer::new(config.connection_placement, config.connection_threads);
         Ok(Node {
             kv_port: AtomicU16::new(config.kv_port),
             admin_port: AtomicU16::new(config.admin_port),
@@ -117,6 +121,7 @@ impl Node {
             connections_current: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
+            placer,
             dcp: Default::default(),
             replication: Default::default(),
             durability: Default::default(),

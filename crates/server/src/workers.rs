@@ -5,8 +5,9 @@
 
 use crate::connection;
 use crate::node::Node;
+use crate::placement;
 use crate::session::Port;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -15,14 +16,15 @@ const HANDOFF_QUEUE_MAX: usize = 1024;
 
 pub struct Workers {
     senders: Vec<mpsc::Sender<(std::net::TcpStream, Port, tokio::sync::OwnedSemaphorePermit)>>,
-    next: AtomicUsize,
+    node: Arc<Node>,
 }
 
 impl Workers {
-    /// Starts `n` worker threads (at least one).
-    pub fn start(node: Arc<Node>, n: usize) -> std::io::Result<Workers> {
+    /// Starts the node's connection threads (as many as its placer places on).
+    pub fn start(node: Arc<Node>) -> std::io::Result<Workers> {
         let mut senders = Vec::new();
-        for i in 0..n.max(1) {
+        for i in 0..node.placer.threads() {
+            let pin = node.placer.pin_of(i);
             let (tx, mut rx) =
                 mpsc::channel::<(std::net::TcpStream, Port, tokio::sync::OwnedSemaphorePermit)>(
                     HANDOFF_QUEUE_MAX,
@@ -34,16 +36,19 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("sluice-conn-{i}"))
                 .spawn(move || {
+                    if let Some(cpu) = pin {
+                        placement::pin_current_thread(cpu);
+                    }
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&rt, async move {
                         while let Some((stream, port, permit)) = rx.recv().await {
                             let node = node.clone();
-                            let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
-                                continue;
-                            };
                             tokio::task::spawn_local(async move {
-                                connection::handle(node.clone(), stream, port).await;
+                                if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                                    connection::handle(node.clone(), stream, port).await;
+                                }
                                 node.connections_current.fetch_sub(1, Ordering::Relaxed);
+                                node.placer.closed(i);
                                 drop(permit);
                             });
                         }
@@ -51,13 +56,10 @@ impl Workers {
                 })?;
             senders.push(tx);
         }
-        Ok(Workers {
-            senders,
-            next: AtomicUsize::new(0),
-        })
+        Ok(Workers { senders, node })
     }
 
-    /// Hands a connection to the next worker, round-robin.
+    /// Hands a connection to the worker the placement picks.
     pub async fn hand_off(
         &self,
         stream: tokio::net::TcpStream,
@@ -65,9 +67,18 @@ impl Workers {
         permit: tokio::sync::OwnedSemaphorePermit,
     ) {
         let Ok(stream) = stream.into_std() else {
+            self.node
+                .connections_current
+                .fetch_sub(1, Ordering::Relaxed);
             return;
         };
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.senders.len();
-        let _ = self.senders[i].send((stream, port, permit)).await;
+        let i = self.node.placer.place(placement::incoming_cpu(&stream));
+        if self.senders[i].send((stream, port, permit)).await.is_err() {
+            // The thread is gone (shutting down): the connection closed unserved.
+            self.node
+                .connections_current
+                .fetch_sub(1, Ordering::Relaxed);
+            self.node.placer.closed(i);
+        }
     }
 }

@@ -99,6 +99,13 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
                 node.connections_current.load(Ordering::Relaxed).to_string(),
             );
             put("max_connections", node.config.connections_max.to_string());
+            put(
+                "connection_placement",
+                node.placer.placement().as_str().to_string(),
+            );
+            for (i, open) in node.placer.load().into_iter().enumerate() {
+                put(&format!("conn_thread_{i}_connections"), open.to_string());
+            }
         }
         "vbucket" | "vbucket-seqno" | "failovers" => {
             for d in bucket.vb_details() {
