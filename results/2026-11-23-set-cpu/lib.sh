@@ -14,14 +14,14 @@ start_sluice() {
   local bin=${2:-/work/main/target/release/sluice}
   data=$(mktemp -d /tmp/msl.XXXX)
   $bin server --data-dir $data --kv-port 17021 --admin-port 17022 --memcached-port $port \
-    --bucket-type $1 --memory-quota-mb 2048 --log warn ${FLAGS:-} > $out/server.log 2>&1 &
+    --bucket-type $1 --memory-quota-mb ${QUOTA:-2048} --log warn ${FLAGS:-} > $out/server.log 2>&1 &
   pid=$!
   wait_port
 }
 
 # start_memcached: memcached -t 2 on $port, as in peer-baselines.md; sets $pid.
 start_memcached() {
-  memcached -u root -l 127.0.0.1 -p $port -t 2 -m 2048 -c 1024 -U 0 &
+  memcached -u root -l 127.0.0.1 -p $port -t 2 -m ${QUOTA:-2048} -c 1024 -U 0 &
   pid=$!
   wait_port
 }
