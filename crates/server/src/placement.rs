@@ -7,7 +7,7 @@
 //! the CPU the client sent from, on a NIC the CPU taking its receive queue's interrupts) keeps
 //! one client thread's connections on one connection thread, which the kernel's scheduler
 //! then keeps beside it. With memaslap's 2 threads × 25 connections on 2 cores this took
-//! ephemeral 90 % get from ~196 k to ~310 k ops/s (docs/benchmarks.md).
+//! ephemeral 90 % get from 0.96× to 1.40× memcached's throughput (docs/benchmarks.md).
 //!
 //! A client that opens every connection from one thread and uses them from many (a pool)
 //! would otherwise put them all on one connection thread; a thread already holding
@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// How many more connections than the least loaded thread a thread may hold before a new
 /// connection that would go to it by its CPU goes to the least loaded one instead. Client
 /// threads started together do not connect in lock step: with a bound of 4, memaslap's
-/// 2 × 25 connections came out 27/24 (and 2.4 of 3 runs lost part of the gain), with 16 or
-/// more they came out 25/26 every time.
+/// 2 × 25 connections came out 27/24 in 2 of 3 starts (part of the gain lost), with 16 they
+/// came out 25/26 in every start.
 pub const IMBALANCE_MAX: u64 = 16;
 
 /// How connections are spread over the connection threads.
