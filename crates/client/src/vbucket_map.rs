@@ -19,12 +19,7 @@ use std::collections::BTreeSet;
 
 use crate::error::MapError;
 
-/// Most vbuckets a map may have (Couchbase's maximum).
-pub const VBUCKETS_MAX: usize = 1024;
-/// Most replicas per vbucket (Couchbase's maximum).
-pub const REPLICAS_MAX: u8 = 3;
-/// Most KV nodes a map may list.
-pub const NODES_MAX: usize = 128;
+use sluice_types::limits::{NODES_MAX, REPLICAS_MAX, VBUCKETS_MAX};
 
 /// A map's place in history: `(revEpoch, rev)`, ordered lexicographically. A client only
 /// ever replaces its map with a strictly newer one.
@@ -330,10 +325,10 @@ fn parse_rows(rows: &[Vec<i64>], replicas: u8, servers: usize) -> Result<Vec<VbC
     if rows.is_empty() {
         return Err(MapError::NoVbuckets);
     }
-    if rows.len() > VBUCKETS_MAX {
+    if rows.len() > usize::from(VBUCKETS_MAX) {
         return Err(MapError::TooManyVbuckets {
             count: rows.len(),
-            max: VBUCKETS_MAX,
+            max: usize::from(VBUCKETS_MAX),
         });
     }
     let expected = 1 + usize::from(replicas);
@@ -655,7 +650,7 @@ mod tests {
         );
         // Two empty slots are not duplicates.
         assert!(parse(&rows(json!([[-1, -1]]))).is_ok());
-        let huge = vec![json!([0, 1]); VBUCKETS_MAX + 1];
+        let huge = vec![json!([0, 1]); usize::from(VBUCKETS_MAX) + 1];
         assert!(matches!(
             parse(&rows(json!(huge))),
             Err(MapError::TooManyVbuckets { count: 1025, .. })

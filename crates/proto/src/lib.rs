@@ -10,9 +10,11 @@
 //!
 //! Layout: `header` (magic, the 24-byte header), `frame` (decoding), `frame_info` (flexible
 //! framing extras), `opcode`, `status`, `feature` (HELLO), `request` (typed requests and
-//! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON).
+//! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON),
+//! `body` (response bodies both the server and the client read: failover logs, vbucket seqnos).
 #![deny(unsafe_code)]
 
+pub mod body;
 pub mod dcp;
 pub mod encode;
 pub mod error_map;

@@ -1,24 +1,8 @@
-//! Failover logs as the producer sends them: `u64 uuid, u64 seqno` pairs, newest first
-//! (the STREAM_REQ success value and GET_FAILOVER_LOG's answer).
+//! Failover logs as the producer sends them (decoded by `sluice_proto::body::failover_log`):
+//! which branch a consumer goes back with.
 
+pub(crate) use sluice_proto::body::failover_log::decode as parse;
 use sluice_types::{FailoverEntry, Seqno, VbUuid};
-
-/// Parses a failover log. `None` unless the value is a non-empty list of 16-byte entries.
-pub(crate) fn parse(value: &[u8]) -> Option<Vec<FailoverEntry>> {
-    if value.is_empty() || !value.len().is_multiple_of(16) {
-        return None;
-    }
-    let u64_at = |c: &[u8], at: usize| u64::from_be_bytes(c[at..at + 8].try_into().expect("8"));
-    Some(
-        value
-            .chunks_exact(16)
-            .map(|c| FailoverEntry {
-                uuid: VbUuid(u64_at(c, 0)),
-                seqno: Seqno(u64_at(c, 8)),
-            })
-            .collect(),
-    )
-}
 
 /// The uuid of the branch that holds `seqno`: the newest entry that began at or below it.
 /// Asking with it and `seqno` is a request the producer accepts without another rollback.
@@ -50,11 +34,5 @@ mod tests {
         assert_eq!(uuid_covering(&entries, Seqno(0)), VbUuid(10));
         let no_zero = parse(&log(&[(30, 900)])).unwrap();
         assert_eq!(uuid_covering(&no_zero, Seqno(5)), VbUuid(0));
-    }
-
-    #[test]
-    fn rejects_empty_and_ragged_logs() {
-        assert!(parse(&[]).is_none());
-        assert!(parse(&[0; 17]).is_none());
     }
 }

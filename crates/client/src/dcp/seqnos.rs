@@ -1,6 +1,7 @@
 //! The seqno and history queries a consumer needs before streaming: GET_ALL_VB_SEQNOS and
 //! GET_FAILOVER_LOG, and the "from now" starting point built from them.
 
+use sluice_proto::body::vb_seqnos;
 use sluice_proto::encode::Packet;
 use sluice_proto::Opcode;
 use sluice_types::{FailoverEntry, Seqno, VbId};
@@ -16,20 +17,9 @@ impl Client {
     pub async fn get_all_vb_seqnos(&mut self) -> Result<Vec<(VbId, Seqno)>, ClientError> {
         let req = Packet::request(Opcode::GetAllVbSeqnos.byte(), 0, 0);
         let resp = self.call(req).await?.into_success()?;
-        if !resp.value.len().is_multiple_of(10) {
-            return Err(ClientError::Unexpected(
-                "GET_ALL_VB_SEQNOS answer is not a list of (u16, u64)",
-            ));
-        }
-        Ok(resp
-            .value
-            .chunks_exact(10)
-            .map(|c| {
-                let vb = u16::from_be_bytes([c[0], c[1]]);
-                let seqno = u64::from_be_bytes(c[2..10].try_into().expect("8"));
-                (VbId(vb), Seqno(seqno))
-            })
-            .collect())
+        vb_seqnos::decode(&resp.value).ok_or(ClientError::Unexpected(
+            "GET_ALL_VB_SEQNOS answer is not a list of (u16, u64)",
+        ))
     }
 
     /// `vb`'s failover log, newest entry first.

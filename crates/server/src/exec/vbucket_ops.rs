@@ -4,6 +4,7 @@
 use super::kv::engine_error;
 use super::{Next, Responder};
 use crate::node::Node;
+use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::request::{Command, Request};
 use sluice_proto::Status;
 use sluice_types::{Seqno, VbState, VbUuid};
@@ -23,8 +24,7 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             };
             let mut value = Vec::new();
             for (vb, seqno) in bucket.vb_seqnos(filter) {
-                value.extend_from_slice(&vb.0.to_be_bytes());
-                value.extend_from_slice(&seqno.0.to_be_bytes());
+                vb_seqnos::encode_entry(vb, seqno, &mut value);
             }
             let p = r.packet(Status::Success).value(&value);
             r.send(p);
@@ -45,11 +45,7 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             r.send(p);
         }),
         Command::GetFailoverLog => bucket.failover_log(vb).map(|log| {
-            let mut v = Vec::with_capacity(16 * log.entries().len());
-            for e in log.entries() {
-                v.extend_from_slice(&e.uuid.0.to_be_bytes());
-                v.extend_from_slice(&e.seqno.0.to_be_bytes());
-            }
+            let v = failover_log::to_vec(log.entries());
             let p = r.packet(Status::Success).value(&v);
             r.send(p);
         }),
