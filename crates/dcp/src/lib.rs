@@ -9,14 +9,22 @@
 //! - `noop` — idle noops and dead-connection detection;
 //! - `change` — a change as streams see it;
 //! - `stream` — the active stream state machine (backfill ⇄ memory, markers, ending);
-//! - `producer` — one producer connection: settings, streams, fair and flow-controlled output.
+//! - `producer` — one producer connection: settings, streams, fair and flow-controlled output;
+//! - `slot` — per vbucket, what a producer connection holds beside the stream (id, cursor);
+//! - `backfill` — a producer connection's backfills: which to start and read, within bounds;
+//! - `passive` — the consumer's decisions: retries of refused streams, rollback, acks;
+//! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos.
 #![deny(unsafe_code)]
 
+pub mod backfill;
 pub mod change;
 pub mod control;
 pub mod flow_control;
 pub mod noop;
+pub mod passive;
 pub mod producer;
 pub mod rollback;
+pub mod seqno_acks;
+pub mod slot;
 pub mod stream;
 pub mod stream_request;

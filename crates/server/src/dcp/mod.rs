@@ -6,15 +6,14 @@
 //! - `producer` — the connection loop: client frames in, stream messages out, backfills,
 //!   cursors, flow control and noops. The decisions are `sluice_dcp`'s; this is the I/O.
 //! - `open`     — DCP_OPEN on an ordinary connection, which then becomes a producer;
-//! - `replication` — the consumer side: follow another node's vbuckets into local replicas;
-//! - `replication_acks` — the seqno acks a feed sends back, which durable writes wait for;
+//! - `replication` — the consumer side: follow another node's vbuckets into local replicas
+//!   (the I/O around `sluice_dcp::passive`, which decides retries, rollbacks and acks);
 //! - `replication_stats` — what each feed applied, and its replication latency.
 
 pub mod open;
 pub mod producer;
 pub mod registry;
 pub mod replication;
-pub mod replication_acks;
 pub mod replication_stats;
 pub mod wake;
 

@@ -25,28 +25,25 @@
 //!
 //! The stream is the client crate's [`DcpStream`] (acks, noops, failover logs), in
 //! [`RollbackMode::Report`]: storage keeps one version per key, so the replica decides how to
-//! roll back (see `engine/src/replica.rs`).
+//! roll back (see `engine/src/replica.rs`). The decisions (when to retry a refused stream, how
+//! to roll back, when to ack) are [`PassiveStreams`]'; this file is the I/O around them.
 
-use crate::dcp::replication_acks::SeqnoAcks;
 use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
 use crate::node::Node;
 use sluice_client::dcp::{
     DcpError, DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
 };
 use sluice_client::ConnectOptions;
+use sluice_dcp::passive::{rollback_plan, AllEnded, PassiveStreams, RollbackPlan, ACK_INTERVAL};
 use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, VbId, VbState};
 use sluice_types::FailoverLog;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// Pause before asking again for a stream the producer refused.
-const STREAM_RETRY_WAIT: Duration = Duration::from_millis(200);
-/// How often seqnos applied or persisted since the last ack are acknowledged.
-const ACK_EVERY: Duration = Duration::from_millis(2);
 /// Pause before retrying a change the replica had no memory for.
 const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 
@@ -197,16 +194,13 @@ async fn follow(
         "replication stream open");
     // The sender goes away with the `Replication` handle; then stop polling it.
     let mut asking = true;
-    // Vbuckets whose stream the producer refused, and when to ask again.
-    let mut retries: BTreeMap<VbId, tokio::time::Instant> = BTreeMap::new();
-    let mut idle = false;
-    let mut acks = SeqnoAcks::default();
-    let mut ack_timer = tokio::time::interval(ACK_EVERY);
+    let mut passive = PassiveStreams::default();
+    let mut ack_timer = tokio::time::interval(ACK_INTERVAL);
     ack_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // A takeover starts once its vbucket is streaming.
         wanted.retain(|&vb| !stream.takeover(vb));
-        let next_retry = retries.values().min().copied();
+        let next_retry = passive.next_retry().map(tokio::time::Instant::from_std);
         let event = tokio::select! {
             vb = takeovers.recv(), if asking => {
                 match vb {
@@ -220,41 +214,37 @@ async fn follow(
             _ = tokio::time::sleep_until(next_retry.unwrap_or_else(tokio::time::Instant::now)),
                 if next_retry.is_some() =>
             {
-                let now = tokio::time::Instant::now();
-                let due: Vec<VbId> =
-                    retries.iter().filter(|(_, t)| **t <= now).map(|(vb, _)| *vb).collect();
-                for vb in due {
-                    retries.remove(&vb);
+                for vb in passive.take_due(std::time::Instant::now()) {
+                    // Asked again while it is a replica here.
                     if let Some(p) = position(node, vb)? {
-                        idle &= !stream.restart(p);
+                        passive.on_restarted(stream.restart(p));
                     }
                 }
-                if idle && retries.is_empty() {
+                if passive.is_done() {
                     return Ok(());
                 }
                 continue;
             }
-            _ = ack_timer.tick(), if acks.pending() => {
-                for (vb, in_memory, persisted) in acks.due(|vb| node.bucket.persisted_seqno(vb).ok()) {
+            _ = ack_timer.tick(), if passive.acks_pending() => {
+                for (vb, in_memory, persisted) in
+                    passive.acks_due(|vb| node.bucket.persisted_seqno(vb).ok())
+                {
                     stream.ack_seqno(vb, in_memory, persisted);
                 }
                 continue;
             }
-            e = stream.next(), if !idle => e,
+            e = stream.next(), if !passive.is_idle() => e,
         };
         let event = match event {
             Ok(e) => e,
-            // Streams refused a moment ago will be asked for again.
-            Err(DcpError::AllStreamsEnded) if !retries.is_empty() => {
-                idle = true;
-                continue;
-            }
-            Err(DcpError::AllStreamsEnded) => return Ok(()),
+            Err(DcpError::AllStreamsEnded) => match passive.on_all_ended() {
+                // Streams refused a moment ago will be asked for again.
+                AllEnded::WaitForRetries => continue,
+                AllEnded::Done => return Ok(()),
+            },
             Err(DcpError::StreamRequest { vb, status }) => {
-                // Refused, e.g. the producer has not made the vbucket active yet (both nodes
-                // apply a new map on their own): ask again shortly while it is a replica here.
                 tracing::debug!(%vb, ?status, "replication stream request refused; retrying");
-                retries.insert(vb, tokio::time::Instant::now() + STREAM_RETRY_WAIT);
+                passive.on_refused(vb, std::time::Instant::now());
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -275,27 +265,28 @@ async fn follow(
             DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration).await?,
             DcpEvent::SnapshotMarker { vb, start, end, .. } => {
                 node.bucket.replica_snapshot(vb, start, end)?;
-                acks.snapshot(vb, end);
+                passive.on_snapshot(vb, end);
             }
             DcpEvent::Rollback { vb, to } => {
                 let pos = node.bucket.replica_position(vb)?;
-                let restart = if to >= pos.high_seqno {
-                    // Nothing to discard: ask again holding a complete snapshot.
-                    DcpPosition {
+                let restart = match rollback_plan(to, pos.high_seqno) {
+                    // Ask again holding a complete snapshot at our high seqno.
+                    RollbackPlan::Resume { seqno } => DcpPosition {
                         vb,
                         vb_uuid: pos.vb_uuid,
-                        seqno: pos.high_seqno,
-                        snap_start: pos.high_seqno,
-                        snap_end: pos.high_seqno,
+                        seqno,
+                        snap_start: seqno,
+                        snap_end: seqno,
+                    },
+                    RollbackPlan::StartOver => {
+                        tracing::warn!(%vb, to = to.0, high = pos.high_seqno.0,
+                            "replica rolls back: starting the vbucket over from 0");
+                        let bucket = node.bucket.clone();
+                        tokio::task::spawn_blocking(move || bucket.reset_vbucket(vb)).await??;
+                        DcpPosition::zero(vb)
                     }
-                } else {
-                    tracing::warn!(%vb, to = to.0, high = pos.high_seqno.0,
-                        "replica rolls back: starting the vbucket over from 0");
-                    let bucket = node.bucket.clone();
-                    tokio::task::spawn_blocking(move || bucket.reset_vbucket(vb)).await??;
-                    DcpPosition::zero(vb)
                 };
-                acks.rolled_back(vb, restart.seqno);
+                passive.on_rolled_back(vb, restart.seqno);
                 stream.restart(restart);
             }
             DcpEvent::VbucketState { vb, state } => {
@@ -311,7 +302,7 @@ async fn follow(
             // The end of a snapshot is acked at once: a durable write on the active waits
             // for it. The rest (mid-snapshot, persistence) goes out on the timer.
             if let Some((in_memory, persisted)) =
-                acks.applied(vb, seqno, || node.bucket.persisted_seqno(vb).ok())
+                passive.on_applied(vb, seqno, || node.bucket.persisted_seqno(vb).ok())
             {
                 stream.ack_seqno(vb, in_memory, persisted);
             }

@@ -1,0 +1,214 @@
+//! A producer connection's loop: the I/O around `sluice_dcp`'s decisions (the
+//! [`Producer`] and its streams, the [`BackfillScheduler`], the per-vbucket [`StreamSlots`]).
+//!
+//! Layout: this file holds the connection and its loop; `requests` answers what the client
+//! sends; `reads` carries out the streams' actions, reads cursors and runs backfill tasks;
+//! `stats` publishes what STAT `dcp` shows.
+//!
+//! Each pass:
+//! 1. carry out the streams' actions (register cursors, request backfills, release cursors);
+//! 2. read the cursors of vbuckets that changed, for streams with room in their ready queue;
+//! 3. run the backfill tasks the scheduler hands out (blocking tasks, at most
+//!    [`BACKFILLS_IN_FLIGHT_MAX`] at a time, in turns, within the backfill buffer);
+//! 4. encode ready messages while flow control allows.
+//!
+//! Then it waits for whichever comes first: bytes from the client, the socket accepting
+//! output, a vbucket changing, a backfill read finishing, the noop timer, or a kick.
+//! Reading and writing are both always armed, so a client that writes while it is not
+//! reading cannot deadlock the connection.
+//!
+//! Memory bound per connection, in bytes: the backfill buffer (`--dcp-backfill-buffer-mb`,
+//! default 20 MiB, at least 8 MiB) holds queued
+//! messages and the backfill chunks being read, give or take one item; the output buffer
+//! adds at most twice `OUT_HIGH_BYTES` plus one message.
+
+mod reads;
+mod requests;
+mod stats;
+
+use super::registry::ConnShared;
+use super::wake::ConnWake;
+use crate::node::Node;
+use crate::session::Session;
+use bytes::BytesMut;
+use sluice_dcp::backfill::{BackfillLimits, BackfillScheduler, StreamId};
+use sluice_dcp::noop::NoopAction;
+use sluice_dcp::producer::Producer;
+use sluice_dcp::slot::StreamSlots;
+use sluice_dcp::stream::StreamAction;
+use sluice_engine::{Backfill, ChangeListener, CursorId, EngineError, QueuedItem};
+use sluice_proto::dcp::OpenFlags;
+use sluice_proto::Feature;
+use sluice_types::VbId;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::task::JoinSet;
+
+/// One backfill read returns about this much.
+const BACKFILL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// Backfill reads running at once for one connection (interleaving its vbuckets).
+const BACKFILLS_IN_FLIGHT_MAX: usize = 2;
+/// Backfills started (holding a storage snapshot) and not finished, per connection (see
+/// `sluice_dcp::backfill` for why tens).
+const BACKFILLS_OPEN_MAX: usize = 16;
+/// One cursor read returns about this much.
+const CURSOR_READ_BYTES: usize = 512 * 1024;
+/// A stream's ready queue is topped up from its cursor while below this.
+const STREAM_READY_BYTES_MAX: usize = 1024 * 1024;
+/// Output is encoded while the unwritten output is below this.
+const OUT_HIGH_BYTES: usize = 256 * 1024;
+/// Messages per pass = the priority's batch × this (the ratios between priorities are the
+/// reference server's 50 : 5 : 1; a pass here ends in one write syscall, so it is larger).
+const PASS_SCALE: usize = 20;
+const STATS_EVERY: Duration = Duration::from_secs(1);
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A backfill task's result, for the stream that asked for it.
+enum BackfillDone {
+    Started {
+        vb: VbId,
+        stream: StreamId,
+        result: Result<Backfill, EngineError>,
+    },
+    Chunk {
+        vb: VbId,
+        stream: StreamId,
+        backfill: Backfill,
+        items: Result<Vec<Arc<QueuedItem>>, EngineError>,
+    },
+}
+
+struct Conn {
+    node: Arc<Node>,
+    session: Session,
+    producer: Producer,
+    shared: Arc<ConnShared>,
+    wake: Arc<ConnWake>,
+    /// Per vbucket: the current stream's id, its cursor, whether it is a takeover.
+    slots: StreamSlots<CursorId>,
+    backfills: BackfillScheduler<Backfill>,
+    /// The backfill tasks the scheduler handed out, running on the blocking pool.
+    in_flight: JoinSet<BackfillDone>,
+    /// Stream actions not carried out yet.
+    actions: VecDeque<(VbId, StreamAction)>,
+    snappy: bool,
+}
+
+pub async fn run(
+    node: Arc<Node>,
+    session: Session,
+    mut rd: OwnedReadHalf,
+    mut wr: OwnedWriteHalf,
+    mut inbuf: BytesMut,
+    name: String,
+    flags: OpenFlags,
+) -> std::io::Result<()> {
+    let shared = node.dcp.register(&name);
+    let wake = Arc::new(ConnWake::new(node.bucket.num_vbuckets()));
+    let listener: Arc<dyn ChangeListener> = wake.clone();
+    node.bucket.add_change_listener(&listener);
+    tracing::info!(name, ?flags, "DCP producer connection opened");
+    let snappy = session.has(Feature::Snappy);
+    let mut conn = Conn {
+        producer: Producer::new(name.clone(), flags, Instant::now()),
+        node: node.clone(),
+        session,
+        shared: shared.clone(),
+        wake: wake.clone(),
+        slots: StreamSlots::default(),
+        backfills: BackfillScheduler::new(BackfillLimits::new(
+            BACKFILL_CHUNK_BYTES,
+            BACKFILLS_IN_FLIGHT_MAX,
+            BACKFILLS_OPEN_MAX,
+            node.config.dcp_backfill_buffer_bytes,
+        )),
+        in_flight: JoinSet::new(),
+        actions: VecDeque::new(),
+        snappy,
+    };
+    let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
+    conn.release_all();
+    node.durability.connection_closed(shared.id);
+    node.dcp.unregister(shared.id);
+    tracing::info!(name, "DCP producer connection closed");
+    result
+}
+
+impl Conn {
+    async fn serve(
+        &mut self,
+        rd: &mut OwnedReadHalf,
+        wr: &mut OwnedWriteHalf,
+        inbuf: &mut BytesMut,
+    ) -> std::io::Result<()> {
+        let mut out: Vec<u8> = Vec::with_capacity(OUT_HIGH_BYTES);
+        let mut written = 0usize;
+        let wake = self.wake.clone();
+        let shared = self.shared.clone();
+        let notified = wake.notify.notified();
+        tokio::pin!(notified);
+        let kicked = shared.kick.notified();
+        tokio::pin!(kicked);
+        let mut next_stats = Instant::now();
+        // Frames already read along with DCP_OPEN.
+        if !self.handle_input(inbuf, &mut out) {
+            wr.write_all(&out).await?;
+            return Ok(());
+        }
+        loop {
+            self.pump(&mut out);
+            let now = Instant::now();
+            if now >= next_stats {
+                self.publish_stats();
+                next_stats = now + STATS_EVERY;
+            }
+            let noop_at = self.producer.noop.next_deadline();
+            let deadline = noop_at.map_or(next_stats, |d| d.min(next_stats));
+            if inbuf.capacity() - inbuf.len() < 4096 {
+                inbuf.reserve(READ_CHUNK_BYTES);
+            }
+            tokio::select! {
+                _ = &mut kicked => return Ok(()),
+                n = rd.read_buf(inbuf) => {
+                    if n? == 0 {
+                        return Ok(());
+                    }
+                    if !self.handle_input(inbuf, &mut out) {
+                        wr.write_all(&out[written..]).await?;
+                        return Ok(());
+                    }
+                }
+                n = wr.write(&out[written..]), if written < out.len() => {
+                    written += n?;
+                    if written == out.len() {
+                        out.clear();
+                        written = 0;
+                    }
+                }
+                _ = &mut notified => {
+                    notified.set(wake.notify.notified());
+                }
+                Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
+                    match done {
+                        Ok(done) => self.on_backfill_done(done),
+                        Err(e) => return Err(std::io::Error::other(e)),
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    match self.producer.noop.tick(Instant::now()) {
+                        NoopAction::Nothing => {}
+                        NoopAction::SendNoop => self.producer.encode_noop(&mut out),
+                        NoopAction::Disconnect => {
+                            tracing::info!(name = %self.producer.name,
+                                "DCP consumer did not answer a noop in time: disconnecting");
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

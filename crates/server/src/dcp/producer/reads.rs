@@ -1,0 +1,298 @@
+//! Where a producer connection's streams get their changes: carrying out the streams'
+//! actions against the engine (cursors, vbucket state), reading cursors of vbuckets that
+//! changed, and running the backfill tasks the scheduler hands out.
+
+use super::stats::to_change;
+use super::{
+    BackfillDone, Conn, BACKFILL_CHUNK_BYTES, CURSOR_READ_BYTES, OUT_HIGH_BYTES, PASS_SCALE,
+    STREAM_READY_BYTES_MAX,
+};
+use sluice_dcp::backfill::{BackfillTask, StreamId};
+use sluice_dcp::change::Change;
+use sluice_dcp::stream::{StreamAction, StreamState};
+use sluice_engine::Backfill;
+use sluice_types::{VbId, VbState};
+use std::time::Instant;
+
+impl Conn {
+    pub(super) fn push_actions(&mut self, vb: VbId, actions: Vec<StreamAction>) {
+        self.actions.extend(actions.into_iter().map(|a| (vb, a)));
+    }
+
+    pub(super) fn pump(&mut self, out: &mut Vec<u8>) {
+        self.run_actions();
+        // Takeover streams that sent everything read so far look at their cursor again
+        // (a write may not have woken them: the last one may predate the read).
+        for vb in self.slots.takeovers() {
+            match self.producer.stream(vb) {
+                Some(s) if s.is_takeover() => {
+                    if s.takeover_reading() && !s.has_ready() {
+                        self.wake.mark_dirty(vb);
+                    }
+                }
+                _ => self.slots.end_takeover(vb),
+            }
+        }
+        self.read_cursors();
+        self.schedule_backfills();
+        if out.len() < OUT_HIGH_BYTES {
+            self.producer
+                .fill(out, PASS_SCALE, OUT_HIGH_BYTES, Instant::now());
+        }
+    }
+
+    fn run_actions(&mut self) {
+        while let Some((vb, action)) = self.actions.pop_front() {
+            match action {
+                StreamAction::RegisterCursor { after } => {
+                    let registered = if self.slots.has_cursor(vb) {
+                        // Ephemeral: the backfill registered it with its scan, after exactly
+                        // the seqno the backfill ended at.
+                        self.wake.watch(vb, true);
+                        true
+                    } else {
+                        match self.node.bucket.stream_cursor(vb, after) {
+                            Ok(Some(c)) => {
+                                self.slots.set_cursor(vb, c);
+                                self.wake.watch(vb, true);
+                                true
+                            }
+                            Ok(None) => false,
+                            Err(_) => {
+                                self.stream_failed(vb);
+                                continue;
+                            }
+                        }
+                    };
+                    if let Some(s) = self.producer.stream_mut(vb) {
+                        let next = s.on_cursor(registered);
+                        self.push_actions(vb, next);
+                    }
+                }
+                StreamAction::Backfill { after } => {
+                    let stream = self.slots.id(vb).expect("a stream's vbucket has a slot");
+                    self.backfills.request(vb, stream, after);
+                }
+                StreamAction::SetVbucketDead => {
+                    // From here on writes to the vbucket get NOT_MY_VBUCKET; what was
+                    // written before is still in the cursor's way, and is sent next.
+                    if let Err(e) = self.node.bucket.set_vbucket_state(vb, VbState::Dead) {
+                        tracing::warn!(%vb, error = %e, "takeover: cannot set the vbucket dead");
+                        self.stream_failed(vb);
+                        continue;
+                    }
+                    tracing::info!(%vb, "takeover: vbucket dead here, sending the rest");
+                    self.wake.mark_dirty(vb);
+                }
+                StreamAction::ReleaseCursor => {
+                    self.wake.watch(vb, false);
+                    if let Some(c) = self.slots.take_cursor(vb) {
+                        self.node.bucket.release_stream_cursor(vb, c);
+                    }
+                    self.backfills.cancel(vb);
+                }
+            }
+            self.producer.schedule(vb);
+        }
+    }
+
+    fn stream_failed(&mut self, vb: VbId) {
+        if let Some(s) = self.producer.stream_mut(vb) {
+            let actions = s.on_state_changed();
+            self.push_actions(vb, actions);
+            self.producer.schedule(vb);
+        }
+    }
+
+    fn read_cursors(&mut self) {
+        let buffer_bytes = self.backfills.limits().buffer_bytes;
+        let mut queued = self.producer.ready_bytes();
+        for vb in self.wake.take_dirty() {
+            if queued >= buffer_bytes {
+                // Nothing more is read until the client drains: look again later.
+                self.wake.mark_dirty(vb);
+                continue;
+            }
+            let Some(&cursor) = self.slots.cursor(vb) else {
+                continue;
+            };
+            let Some(stream) = self.producer.stream_mut(vb) else {
+                continue;
+            };
+            if !matches!(
+                stream.state(),
+                StreamState::InMemory | StreamState::TakeoverSend
+            ) {
+                continue;
+            }
+            if !stream.wants_more(STREAM_READY_BYTES_MAX) {
+                self.wake.mark_dirty(vb);
+                continue;
+            }
+            match self
+                .node
+                .bucket
+                .read_stream_cursor(vb, cursor, CURSOR_READ_BYTES)
+            {
+                Ok(Some(chunks)) => {
+                    let before = stream.ready_bytes();
+                    let mut any = false;
+                    let mut actions = Vec::new();
+                    for chunk in &chunks {
+                        let items: Vec<Change> = chunk
+                            .items
+                            .iter()
+                            .map(|i| to_change(i, self.snappy))
+                            .collect();
+                        any |= !items.is_empty();
+                        actions.extend(stream.on_memory_chunk(
+                            chunk.checkpoint_id,
+                            chunk.snap_end,
+                            &items,
+                        ));
+                    }
+                    queued += stream.ready_bytes().saturating_sub(before);
+                    if any {
+                        // There may be more than one read's worth.
+                        self.wake.mark_dirty(vb);
+                    } else if stream.takeover_reading() && !stream.has_ready() {
+                        // A takeover stream that has sent everything moves to its next step.
+                        actions.extend(stream.on_drained());
+                    }
+                    self.push_actions(vb, actions);
+                    self.producer.schedule(vb);
+                }
+                Ok(None) => {
+                    let actions = stream.on_cursor_dropped();
+                    self.slots.take_cursor(vb);
+                    self.wake.watch(vb, false);
+                    self.push_actions(vb, actions);
+                    self.producer.schedule(vb);
+                }
+                Err(_) => self.stream_failed(vb),
+            }
+        }
+        if !self.actions.is_empty() {
+            self.run_actions();
+        }
+    }
+
+    /// Runs every task the scheduler allows now on the blocking pool.
+    fn schedule_backfills(&mut self) {
+        // Starting reads changes no ready queue: what is queued is counted once.
+        let queued = self.producer.ready_bytes();
+        while let Some(task) = self.backfills.next(queued) {
+            let bucket = self.node.bucket.clone();
+            match task {
+                BackfillTask::Start { vb, stream, after } => {
+                    self.in_flight
+                        .spawn_blocking(move || BackfillDone::Started {
+                            vb,
+                            stream,
+                            result: sluice_engine::run_as_batch(|| bucket.backfill(vb, after)),
+                        });
+                }
+                BackfillTask::Read {
+                    vb,
+                    stream,
+                    mut backfill,
+                } => {
+                    self.in_flight.spawn_blocking(move || {
+                        // Disk scans yield the CPU to request handling (as persistence does).
+                        let items = sluice_engine::run_as_batch(|| {
+                            backfill.next_chunk(BACKFILL_CHUNK_BYTES)
+                        });
+                        BackfillDone::Chunk {
+                            vb,
+                            stream,
+                            backfill,
+                            items,
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// Whether a task's result belongs to `vb`'s live, backfilling stream (the task itself is
+    /// accounted done either way).
+    fn current(&mut self, vb: VbId, stream: StreamId) -> bool {
+        let wanted = self.backfills.task_done(vb, stream);
+        let backfilling = self
+            .producer
+            .stream(vb)
+            .is_some_and(|s| s.state() == StreamState::Backfilling);
+        if wanted && !backfilling {
+            // The stream moved on without releasing its backfill: nothing will read it.
+            self.backfills.finish(vb);
+        }
+        wanted && backfilling
+    }
+
+    pub(super) fn on_backfill_done(&mut self, done: BackfillDone) {
+        match done {
+            BackfillDone::Started { vb, stream, result } => {
+                if !self.current(vb, stream) {
+                    if let Ok(Backfill {
+                        cursor: Some(c), ..
+                    }) = result
+                    {
+                        self.node.bucket.release_stream_cursor(vb, c);
+                    }
+                    return;
+                }
+                let s = self.producer.stream_mut(vb).expect("current");
+                match result {
+                    Ok(mut backfill) => {
+                        s.on_backfill_begin(backfill.end);
+                        if let Some(c) = backfill.cursor.take() {
+                            // Ephemeral: the cursor was registered with the scan; it is read
+                            // once the backfill is done.
+                            self.slots.set_cursor(vb, c);
+                        }
+                        self.backfills.park(vb, stream, backfill);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%vb, error = %e, "backfill could not start");
+                        let actions = s.on_backfill_failed();
+                        self.backfills.finish(vb);
+                        self.push_actions(vb, actions);
+                    }
+                }
+                self.producer.schedule(vb);
+            }
+            BackfillDone::Chunk {
+                vb,
+                stream,
+                backfill,
+                items,
+            } => {
+                if !self.current(vb, stream) {
+                    return;
+                }
+                let snappy = self.snappy;
+                let s = self.producer.stream_mut(vb).expect("current");
+                match items {
+                    Ok(items) if items.is_empty() => {
+                        self.backfills.finish(vb);
+                        let actions = s.on_backfill_end();
+                        self.push_actions(vb, actions);
+                    }
+                    Ok(items) => {
+                        let changes: Vec<Change> =
+                            items.iter().map(|i| to_change(i, snappy)).collect();
+                        s.on_backfill_items(&changes);
+                        self.backfills.park(vb, stream, backfill);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%vb, error = %e, "backfill read failed");
+                        self.backfills.finish(vb);
+                        let actions = s.on_backfill_failed();
+                        self.push_actions(vb, actions);
+                    }
+                }
+                self.producer.schedule(vb);
+            }
+        }
+    }
+}

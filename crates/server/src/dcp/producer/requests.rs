@@ -1,0 +1,257 @@
+//! What the client sends on a producer connection: DCP_CONTROL, stream requests and closes,
+//! buffer and seqno acknowledgements, the answers to our noops and takeover state changes,
+//! and the session and vbucket queries any connection may ask.
+
+use super::Conn;
+use crate::exec::{self, Next, Responder};
+use bytes::{Buf, BytesMut};
+use sluice_cluster::NodeId;
+use sluice_dcp::control::{self, ControlError};
+use sluice_dcp::stream::{ActiveStream, StreamState};
+use sluice_dcp::stream_request::{decide_stream_request, ConnView, Refused, VbView};
+use sluice_proto::body::failover_log;
+use sluice_proto::dcp::{OpenFlags, StreamFlags};
+use sluice_proto::request::{validate, Command};
+use sluice_proto::{decode_frame, Decoded, Frame, Magic, Opcode, Status};
+use sluice_types::limits::PACKET_BODY_BYTES_MAX;
+use sluice_types::{Seqno, VbId};
+use std::time::Instant;
+
+impl Conn {
+    /// Executes every complete frame in `inbuf`. `false`: close the connection.
+    pub(super) fn handle_input(&mut self, inbuf: &mut BytesMut, out: &mut Vec<u8>) -> bool {
+        loop {
+            match decode_frame(inbuf, PACKET_BODY_BYTES_MAX) {
+                Err(e) => {
+                    tracing::debug!(error = %e, "protocol error on a DCP connection");
+                    return false;
+                }
+                Ok(Decoded::Incomplete { needed }) => {
+                    inbuf.reserve(needed.saturating_sub(inbuf.len()));
+                    return true;
+                }
+                Ok(Decoded::Frame(frame, used)) => {
+                    let keep = self.handle_frame(&frame, out);
+                    inbuf.advance(used);
+                    if !keep {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) -> bool {
+        if frame.magic == Magic::ClientResponse {
+            // The consumer's answers to our requests: noops, and SET_VBUCKET_STATE during a
+            // takeover (matched by the stream's opaque).
+            if frame.opcode == Opcode::DcpNoop as u8 {
+                self.producer.noop.on_response();
+            } else if frame.opcode == Opcode::DcpSetVbucketState as u8 {
+                self.on_vb_state_answer(frame.opaque, frame.vbucket_or_status);
+            }
+            return true;
+        }
+        if !matches!(frame.magic, Magic::ClientRequest | Magic::AltClientRequest) {
+            return false;
+        }
+        let req = match validate(frame, &self.session.validate_ctx()) {
+            Ok(req) => req,
+            Err(status) => {
+                Responder::new(out, frame.opcode, frame.opaque, &self.session)
+                    .error(status, "invalid request");
+                return true;
+            }
+        };
+        let delegated = matches!(
+            req.command,
+            Command::Stat { .. }
+                | Command::GetFailoverLog
+                | Command::GetAllVbSeqnos { .. }
+                | Command::GetVbucket
+                | Command::ObserveSeqno { .. }
+                | Command::GetClusterConfig { .. }
+                | Command::GetErrorMap { .. }
+                | Command::Noop
+                | Command::Version
+                | Command::Quit
+        );
+        if delegated {
+            // Session and vbucket queries are answered as on any connection.
+            return !matches!(
+                exec::execute(&self.node, &mut self.session, frame, out),
+                Next::Close
+            );
+        }
+        let mut r = Responder::new(out, frame.opcode, frame.opaque, &self.session);
+        match &req.command {
+            Command::DcpControl { key, value } => {
+                match control::parse(key, value) {
+                    Ok(setting) => {
+                        self.producer.apply(setting, Instant::now());
+                        let p = r.packet(Status::Success);
+                        r.send(p);
+                    }
+                    Err(e) => {
+                        let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
+                        r.error(e.status(), why);
+                    }
+                }
+                true
+            }
+            Command::DcpStreamReq { req: sreq, value } => {
+                self.stream_request(req.vb, frame.opaque, sreq, value, r);
+                true
+            }
+            Command::DcpCloseStream => {
+                let vb = req.vb;
+                match self.producer.stream_mut(vb) {
+                    Some(s) if s.state() != StreamState::Dead => {
+                        let actions = s.close();
+                        self.push_actions(vb, actions);
+                        self.producer.schedule(vb);
+                        let p = r.packet(Status::Success);
+                        r.send(p);
+                    }
+                    _ => r.error(Status::KeyEnoent, "no stream for this vbucket"),
+                }
+                true
+            }
+            Command::DcpBufferAck { bytes } => {
+                self.producer.flow.on_ack(*bytes);
+                true
+            }
+            Command::DcpSeqnoAck {
+                in_memory,
+                persisted,
+            } => {
+                self.on_seqno_ack(req.vb, Seqno(*in_memory), persisted.map(Seqno));
+                true
+            }
+            Command::DcpOpen { .. } => {
+                r.error(Status::Einval, "this connection is already a DCP producer");
+                true
+            }
+            _ => {
+                r.error(
+                    Status::NotSupported,
+                    "document commands are not served on a DCP connection",
+                );
+                true
+            }
+        }
+    }
+
+    /// A replica's DCP_SEQNO_ACKNOWLEDGED: counted for the node its `consumer_name` gives,
+    /// under the vbucket's current uuid. Other consumers' acks mean nothing here (no answer
+    /// is sent on success, as the protocol says).
+    fn on_seqno_ack(&mut self, vb: VbId, in_memory: Seqno, persisted: Option<Seqno>) {
+        let Some(node_id) = self
+            .producer
+            .consumer_name
+            .as_deref()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            tracing::debug!(name = self.producer.name, %vb,
+                "seqno ack from a consumer without a node consumer_name: ignored");
+            return;
+        };
+        let Ok(vb_uuid) = self.node.bucket.vb_uuid(vb) else {
+            return;
+        };
+        self.node.durability.ack(
+            self.shared.id,
+            vb,
+            NodeId(node_id),
+            vb_uuid,
+            in_memory,
+            persisted,
+        );
+    }
+
+    fn stream_request(
+        &mut self,
+        vb: VbId,
+        opaque: u32,
+        sreq: &sluice_proto::dcp::StreamRequest,
+        value: &[u8],
+        mut r: Responder<'_>,
+    ) {
+        let info = match self.node.bucket.stream_info(vb) {
+            Ok(info) => info,
+            Err(_) => {
+                r.error(Status::NotMyVbucket, "no such vbucket");
+                return;
+            }
+        };
+        let view = VbView {
+            state: info.state,
+            high_seqno: info.high_seqno,
+            purge_seqno: info.purge_seqno,
+            persisted_seqno: info.persisted_seqno,
+            failover: &info.failover,
+        };
+        let conn = ConnView {
+            stream_exists: self.producer.has_stream(vb),
+            noop_enabled: self.producer.noop.enabled(),
+            wants_xattrs: self.producer.flags.contains(OpenFlags::INCLUDE_XATTRS),
+        };
+        match decide_stream_request(sreq, value, &view, &conn) {
+            Err(Refused::Rollback(seqno)) => {
+                let v = seqno.0.to_be_bytes();
+                let p = r.packet(Status::Rollback).value(&v);
+                r.send(p);
+            }
+            Err(Refused::Status(status, why)) => r.error(status, why),
+            Ok(accepted) => {
+                let v = failover_log::to_vec(info.failover.entries());
+                let p = r.packet(Status::Success).value(&v);
+                r.send(p);
+                let mut stream = ActiveStream::new(
+                    vb,
+                    opaque,
+                    accepted.start,
+                    accepted.end,
+                    self.producer.stream_options(),
+                );
+                let takeover = sreq.flags.contains(StreamFlags::TAKEOVER);
+                if takeover {
+                    tracing::info!(%vb, name = %self.producer.name, "takeover stream requested");
+                    stream = stream.with_takeover();
+                }
+                // A finished stream's leftovers (its cursor, its backfill) go before the new
+                // one starts.
+                let (_, old_cursor) = self.slots.open(vb, takeover);
+                if let Some(c) = old_cursor {
+                    self.node.bucket.release_stream_cursor(vb, c);
+                }
+                self.backfills.cancel(vb);
+                let actions = stream.start();
+                self.producer.add_stream(stream);
+                self.push_actions(vb, actions);
+                self.producer.schedule(vb);
+            }
+        }
+    }
+
+    fn on_vb_state_answer(&mut self, opaque: u32, status: u16) {
+        let Some(vb) = self
+            .producer
+            .streams()
+            .find(|s| s.opaque == opaque && s.state() == StreamState::TakeoverWait)
+            .map(|s| s.vb)
+        else {
+            tracing::debug!(opaque, "SET_VBUCKET_STATE answer for no waiting takeover");
+            return;
+        };
+        let stream = self.producer.stream_mut(vb).expect("found");
+        let actions = if status == Status::Success.code() {
+            stream.on_vb_state_ack()
+        } else {
+            tracing::warn!(%vb, status, "the consumer refused the takeover's state change");
+            stream.on_state_changed()
+        };
+        self.push_actions(vb, actions);
+        self.producer.schedule(vb);
+    }
+}
