@@ -1,5 +1,6 @@
 //! The full bootstrap against a scripted server that runs a real SCRAM server session:
 //! HELLO → SASL_AUTH → SASL_STEP → SELECT_BUCKET → GET_CLUSTER_CONFIG, then key routing.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

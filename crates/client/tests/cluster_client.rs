@@ -1,6 +1,7 @@
 //! The smart client against real in-process nodes on loopback: routing by a 2-node map with
 //! one replica, replica reads, and recovery when the map changes under it (NOT_MY_VBUCKET
 //! with the new map; a node that dies and is failed over).
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The DCP consumer against a real in-process Sluice node over 127.0.0.1: what a stream
 //! delivers — full streams, resume from a positions file, "from now", rollbacks, end seqnos
 //! and closing. Connection-level behaviour is in `dcp_connection.rs`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

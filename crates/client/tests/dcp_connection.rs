@@ -1,6 +1,7 @@
 //! The DCP consumer's connection against a real in-process Sluice node (and a scripted
 //! one): flow control with a small window, noops, dead connections, connection errors and
 //! reconnecting. What streams deliver is in `dcp.rs`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

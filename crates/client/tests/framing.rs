@@ -1,5 +1,6 @@
 //! What the client does with awkward bytes: oversized frames, a close mid-frame, packets that
 //! are not responses, mismatched opaques, and typed calls while a pipeline is busy.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

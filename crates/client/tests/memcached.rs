@@ -1,5 +1,6 @@
 //! Typed operations against a real memcached over the plain binary protocol (no HELLO, no
 //! auth, vbucket 0).
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

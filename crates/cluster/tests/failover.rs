@@ -1,6 +1,7 @@
 //! Failover over the grid: for every placed map and every set of one, two or all nodes
 //! failing, promotions go only to live nodes, in chain order, and a vbucket is lost exactly
 //! when every copy was on a failed node.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! JSON clients read. Each output is compared byte for byte with `tests/golden/<name>`; a
 //! mismatch fails with a line diff. `UPDATE_GOLDEN=1 cargo test -p sluice-cluster --test
 //! golden` rewrites the files, which must then be read and checked by hand before committing.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_cluster::balance::fillable_replicas;
 use sluice_cluster::{

@@ -1,4 +1,5 @@
 //! Placement over the whole grid of cluster shapes: valid, balanced, spread, deterministic.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

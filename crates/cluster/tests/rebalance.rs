@@ -1,6 +1,7 @@
 //! Rebalance over the grid: from every placed map to added, removed, swapped and failed-over
 //! node sets and changed replica counts. The target is balanced, the moves turn the current
 //! map into it exactly, their steps agree with the chains, and data moves only as needed.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

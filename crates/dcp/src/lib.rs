@@ -15,6 +15,8 @@
 //! - `passive` — the consumer's decisions: retries of refused streams, rollback, acks;
 //! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos.
 #![deny(unsafe_code)]
+// A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 pub mod backfill;
 pub mod change;

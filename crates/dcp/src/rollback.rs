@@ -89,8 +89,11 @@ pub fn decide(
 fn branch_end(producer: &ProducerHistory<'_>, uuid: VbUuid) -> Option<Seqno> {
     let entries = producer.failover.entries();
     let i = entries.iter().rposition(|e| e.uuid == uuid)?;
-    Some(match i.checked_sub(1) {
-        Some(newer) => entries[newer].seqno,
-        None => producer.high_seqno,
-    })
+    // The branch ends where the next newer one begins; the newest runs to the high seqno.
+    Some(
+        match i.checked_sub(1).and_then(|newer| entries.get(newer)) {
+            Some(newer) => newer.seqno,
+            None => producer.high_seqno,
+        },
+    )
 }

@@ -76,7 +76,11 @@ pub fn decide_stream_request(
         req.snap_start = vb.high_seqno;
         req.snap_end = vb.high_seqno;
         if req.vb_uuid.0 == 0 {
-            req.vb_uuid = vb.failover.entries()[0].uuid;
+            req.vb_uuid = vb
+                .failover
+                .entries()
+                .first()
+                .map_or(req.vb_uuid, |e| e.uuid);
         }
     }
     if !conn.noop_enabled && (conn.wants_xattrs || !json_value.is_empty()) {

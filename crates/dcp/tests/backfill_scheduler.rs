@@ -1,6 +1,7 @@
 //! The backfill scheduler, one table row per scenario: a script of events and the task (or
 //! none) each `next` must hand out. Backfill handles are plain numbers here, so a row shows
 //! which open backfill a read continues.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_dcp::backfill::{BackfillLimits, BackfillScheduler, BackfillTask, StreamId};
 use sluice_types::{Seqno, VbId};

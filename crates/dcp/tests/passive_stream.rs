@@ -1,5 +1,6 @@
 //! The consumer's passive-stream decisions, as tables: the rollback plan, and scripts of
 //! refusals, retries and stream ends with the decision each must produce.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_dcp::passive::{
     rollback_plan, AllEnded, PassiveStreams, RollbackPlan, STREAM_RETRY_WAIT,

@@ -1,6 +1,7 @@
 //! The stream-request rollback decision (protocol.md §4.3), one table row per case: the
 //! producer's failover table, high and purge seqnos, what the client asked for, and the
 //! decision. Rows named "lesson N" are client problem N of dcp-lessons.md.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_dcp::rollback::{decide, ProducerHistory, RollbackDecision};
 use sluice_proto::dcp::{StreamFlags, StreamRequest};

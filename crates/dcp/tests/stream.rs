@@ -1,5 +1,6 @@
 //! The active stream state machine, driven by scripted events: what it asks the connection
 //! to do and the messages it queues, step by step. Each case is a table row.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use bytes::Bytes;
 use sluice_dcp::change::{Change, ChangeKind};

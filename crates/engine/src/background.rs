@@ -73,7 +73,8 @@ fn set_policy_and_nice(batch: bool, nice_zero: bool) {
     let _ = (batch, nice_zero);
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     /// (nice, policy) of the calling thread, from /proc.
     fn nice_and_policy() -> (i64, u64) {

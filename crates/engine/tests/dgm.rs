@@ -1,4 +1,5 @@
 //! A bucket several times larger than its quota serves every key, before and after a restart.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use common::*;

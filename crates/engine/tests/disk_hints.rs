@@ -3,6 +3,7 @@
 //! re-created and rewritten again across flushes and restarts, with storage checking every
 //! hint: a wrong one fails the commit (and the bucket refuses writes). Afterwards storage
 //! holds exactly one version per key, the newest.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use common::*;
@@ -14,7 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn open_checked(dir: &Path) -> (Arc<Bucket>, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(FjallStore::open(dir).unwrap().with_hint_checks(true));
+    let store: Arc<dyn Store> = Arc::new(
+        FjallStore::open(dir)
+            .expect("open the store")
+            .with_hint_checks(true),
+    );
     let bucket = Bucket::open(config(64, 8), Some(store.clone()), Arc::new(SystemClock)).unwrap();
     (bucket, store)
 }

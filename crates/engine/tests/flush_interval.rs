@@ -1,6 +1,7 @@
 //! `BucketConfig::flush_interval`: a steady trickle of writes is persisted in a few commits,
 //! one per interval at most, instead of one commit per write; and a write that finds the
 //! flusher idle is persisted at once, not an interval later.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use common::*;

@@ -1,6 +1,7 @@
 //! A flusher that cannot keep up: writes past the checkpoint budget get temporary failures,
 //! the pager does not spin on recovery passes that cannot free anything, and everything is
 //! persisted once the disk moves again.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

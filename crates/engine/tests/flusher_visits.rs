@@ -1,6 +1,7 @@
 //! The flusher visits only the vbuckets marked dirty. Every kind of change must mark its
 //! vbucket, or it would stay unpersisted until some later write to the same vbucket (and a
 //! clean stop would leave it behind). Each change here is the only one in its vbucket.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use bytes::Bytes;

@@ -1,6 +1,7 @@
 //! What DCP streams read from the engine, driven step by step: a backfill interleaved with
 //! writes hands over to a cursor with no gap and no duplicate (both bucket types), and a
 //! cursor that never reads is dropped when checkpoint memory runs short.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use common::*;

@@ -1,5 +1,6 @@
 //! After a stop without shutdown (a crash), persisted data survives and every vbucket starts a
 //! new failover-log branch at its persisted high seqno; a clean stop adds no branch.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 use common::*;

@@ -1,4 +1,5 @@
 //! A failed sync is never retried: the bucket refuses writes with a clear error, reads go on.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_engine::{Bucket, EngineError, StoreKind, StoreRequest, SystemClock};
 use sluice_storage::{FailedSync, FaultyStore, FjallStore, Store};

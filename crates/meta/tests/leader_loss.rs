@@ -1,5 +1,6 @@
 //! The leader of three goes away: the other two elect a leader among themselves, keep what
 //! was committed, and commit new proposals.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

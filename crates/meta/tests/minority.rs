@@ -1,5 +1,6 @@
 //! A proposal on the minority side does not commit: it ends with `MetaError::Timeout` after
 //! the request time, and nothing is applied.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

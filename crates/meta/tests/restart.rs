@@ -1,6 +1,7 @@
 //! A node that was shut down starts again from its directory: it recovers its vote, log and
 //! state (from the log alone, or from its last snapshot plus the log after it), then catches
 //! up with what the cluster committed while it was away.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! A node that joins after the leader purged its log cannot be sent the log from the start:
 //! it receives the leader's snapshot (over the chunked InstallSnapshot RPC) and continues
 //! from the log after it.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Three nodes form a cluster; a proposal made through a follower is applied on all three.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

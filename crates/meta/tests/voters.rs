@@ -1,5 +1,6 @@
 //! The voter policy in a live group: all nodes vote below 3, three vote at 3 or 4 nodes,
 //! five at 5 or more; the others are learners. Removing a node re-applies the policy.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

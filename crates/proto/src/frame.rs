@@ -53,7 +53,7 @@ pub enum FrameError {
 /// Decodes the packet at the front of `buf`. `body_bytes_max` bounds what a peer may make us
 /// buffer; a larger body is a protocol error (the connection is closed).
 pub fn decode_frame(buf: &[u8], body_bytes_max: usize) -> Result<Decoded<'_>, FrameError> {
-    let Some(header) = buf.get(..HEADER_LEN) else {
+    let Some(header) = buf.first_chunk::<HEADER_LEN>() else {
         // Reject a bad magic as soon as its byte arrives, before waiting for a full header.
         if let Some(&b) = buf.first() {
             if Magic::from_byte(b).is_none() {

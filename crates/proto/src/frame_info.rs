@@ -48,7 +48,7 @@ pub fn parse_frame_infos(mut buf: &[u8]) -> Result<FrameInfos, Status> {
         match id {
             0 if len == 0 => out.barrier = true,
             1 => out.durability = Some(parse_durability(data)?),
-            2 if len == 2 => out.stream_id = Some(u16::from_be_bytes([data[0], data[1]])),
+            2 if len == 2 => out.stream_id = <[u8; 2]>::try_from(data).ok().map(u16::from_be_bytes),
             5 if len == 0 => out.preserve_ttl = true,
             0 | 2 | 5 => return Err(Status::Einval),
             _ => return Err(Status::UnknownFrameInfo),
@@ -65,9 +65,9 @@ fn parse_durability(data: &[u8]) -> Result<(DurabilityLevel, Option<u16>), Statu
         Some(_) => return Err(Status::DurabilityInvalidLevel),
         None => return Err(Status::Einval),
     };
-    match data.len() {
-        1 => Ok((level, None)),
-        3 => match u16::from_be_bytes([data[1], data[2]]) {
+    match data {
+        [_] => Ok((level, None)),
+        [_, hi, lo] => match u16::from_be_bytes([*hi, *lo]) {
             0 | 0xffff => Err(Status::Einval),
             t => Ok((level, Some(t))),
         },

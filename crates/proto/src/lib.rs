@@ -13,6 +13,8 @@
 //! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON),
 //! `body` (response bodies both the server and the client read: failover logs, vbucket seqnos).
 #![deny(unsafe_code)]
+// A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 pub mod body;
 pub mod dcp;

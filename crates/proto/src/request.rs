@@ -259,14 +259,21 @@ fn doc_key<'a>(frame: &Frame<'a>) -> Result<&'a [u8], Status> {
     Ok(frame.key)
 }
 
+/// The big-endian `u32` at `at` of extras whose length was validated for the opcode.
 fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    u32::from_be_bytes(array_at(b, at))
 }
 
+/// The big-endian `u64` at `at` of extras whose length was validated for the opcode.
 fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+    u64::from_be_bytes(array_at(b, at))
+}
+
+fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    b.get(at..)
+        .and_then(|rest| rest.first_chunk::<N>())
+        .copied()
+        .expect("extras length validated before reading fields")
 }
 
 /// DCP connection names are at most this long (printable ASCII).
@@ -428,7 +435,7 @@ fn command<'a>(op: Opcode, f: &Frame<'a>, ctx: &ValidateCtx) -> Result<Command<'
             let features = f
                 .value
                 .chunks_exact(2)
-                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .filter_map(|c| c.try_into().ok().map(u16::from_be_bytes))
                 .collect();
             Command::Hello {
                 agent: f.key,
@@ -475,10 +482,9 @@ fn command<'a>(op: Opcode, f: &Frame<'a>, ctx: &ValidateCtx) -> Result<Command<'
                 key: Part::None,
                 value: Part::Required,
             })?;
-            if f.value.len() != 2 {
+            let Ok(version) = <[u8; 2]>::try_from(f.value).map(u16::from_be_bytes) else {
                 return Err(Status::Einval);
-            }
-            let version = u16::from_be_bytes([f.value[0], f.value[1]]);
+            };
             if version == 0 {
                 return Err(Status::Einval);
             }

@@ -1,4 +1,5 @@
 //! Per-opcode syntax rules: each row is a request and the status validation must give.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_proto::encode::Packet;
 use sluice_proto::request::{validate, Command, ValidateCtx};

@@ -1,5 +1,6 @@
 //! GS2 channel-binding flags: `n,,` and `y,,` are accepted, `p=...` is rejected (no
 //! -PLUS mechanisms), and client-final's `c=` must echo the header exactly.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

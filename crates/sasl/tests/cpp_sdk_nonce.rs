@@ -1,5 +1,6 @@
 //! Interop: the Couchbase C++ SDK sends a client nonce that is not base64 but text like
 //! `0x02 0xffffff9b 0x05 0x6a ...` (with spaces). The server must echo it verbatim.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

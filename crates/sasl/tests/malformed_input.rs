@@ -1,4 +1,5 @@
 //! Malformed input at every step fails cleanly: a typed `Failure`, never a panic.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! PLAIN (RFC 4616): `\0user\0pass`, and an authzid, which is accepted only when it
 //! names the authenticating user itself.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! RFC 5802 §5 example exchange (SCRAM-SHA-1, user "user", password "pencil"), checked
 //! byte for byte from both sides.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;

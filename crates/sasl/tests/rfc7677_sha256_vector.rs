@@ -1,6 +1,7 @@
 //! RFC 7677 §3 example exchange (SCRAM-SHA-256, user "user", password "pencil"), checked
 //! byte for byte from both sides. The server nonce contains `%`, `)` and `$`, which
 //! exercises the "opaque printable text" nonce handling.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;

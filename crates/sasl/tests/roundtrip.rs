@@ -1,5 +1,6 @@
 //! A full client↔server exchange succeeds for every advertised mechanism, and the client
 //! verifies the server's final signature.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

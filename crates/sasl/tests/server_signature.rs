@@ -1,5 +1,6 @@
 //! The client verifies the server's final `v=` signature: an impostor server that does
 //! not know the user's keys is detected, and `e=` errors are surfaced.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! An unsupported mechanism is a typed failure, and the returned session is finished.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

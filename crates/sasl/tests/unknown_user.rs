@@ -1,5 +1,6 @@
 //! Unknown users fail. SCRAM answers them with a stable decoy challenge first, so a
 //! client cannot tell "no such user" from "wrong password" by the first response.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

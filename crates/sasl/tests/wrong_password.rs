@@ -1,4 +1,5 @@
 //! A wrong password fails for every mechanism, on the server side, with `WrongPassword`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Two in-process nodes given one cluster map: each serves the map (GET_CLUSTER_CONFIG,
 //! NOT_MY_VBUCKET), takes the vbucket states it assigns, and feeds its replicas from the
 //! right node; after a failover map, the survivor serves every vbucket with every write.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

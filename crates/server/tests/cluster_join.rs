@@ -2,6 +2,7 @@
 //! by all; a map placing the bucket on all three is followed by every node, a smart client
 //! bootstrapped from any node reaches every vbucket, replicas fill, and a node restarted on
 //! other ports comes back as the same member, without `join`, at its new address.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

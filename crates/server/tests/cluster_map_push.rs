@@ -1,5 +1,6 @@
 //! Clustermap change notifications (server push, magic 0x82) and NOT_MY_VBUCKET dedup, byte
 //! by byte against one node whose map moves to a new revision.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

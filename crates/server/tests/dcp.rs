@@ -1,6 +1,7 @@
 //! DCP producer over real sockets against an in-process node: the backfill-to-memory handover
 //! under concurrent writes, flow control, cursor dropping under checkpoint pressure, and a
 //! consumer that stops reading.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

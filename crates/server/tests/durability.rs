@@ -2,6 +2,7 @@
 //! once acknowledged, the replica already holds the write (and, for persist-to-majority, has
 //! it on disk); with the replica gone the write times out as ambiguous, never acknowledged;
 //! with the replica back, durable writes succeed again.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! new failover-log branch, and every durable write acknowledged before is read back through
 //! the new map. Durable writes to promoted vbuckets (no replica left) are refused as
 //! impossible; the manual failover endpoint answers what it cannot do.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Connection placement over real sockets: connections opened from one CPU share the
 //! connection thread of that CPU (`incoming-cpu`, the default), where round-robin splits
 //! them; STAT connections shows each thread's count.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

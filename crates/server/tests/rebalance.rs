@@ -2,6 +2,7 @@
 //! while a smart client keeps writing, then rebalanced out again. Every acknowledged write is
 //! read back, the client never sees an error (NOT_MY_VBUCKET is retried inside it), every
 //! node's vbucket states match the final map, and the replicas hold the data.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

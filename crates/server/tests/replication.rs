@@ -1,6 +1,7 @@
 //! Replication over DCP between two in-process nodes: a replica applies its producer's
 //! changes exactly (seqno, CAS, history), resumes after a restart from where it stopped, and
 //! starts a vbucket over when a producer with another history asks it to roll back.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

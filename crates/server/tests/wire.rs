@@ -1,5 +1,6 @@
 //! Byte-level tests over real sockets against an in-process node: exact response layouts,
 //! ordering, quiet commands, authentication and session rules.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! room, up to `ServerConfig::write_stall`, instead of being answered TMPFAIL at once; with
 //! the stall off it is refused, as before. An ephemeral bucket never frees memory by itself,
 //! so its refusals are not held. Over real sockets, on the memcached port.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
 

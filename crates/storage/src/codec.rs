@@ -148,7 +148,10 @@ pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<fjall:
     let mut header = [0u8; RECORD_HEADER_LEN];
     let mut at = 0;
     let mut put = |bytes: &[u8]| {
-        header[at..at + bytes.len()].copy_from_slice(bytes);
+        header
+            .get_mut(at..at + bytes.len())
+            .expect("the header's fields add up to RECORD_HEADER_LEN")
+            .copy_from_slice(bytes);
         at += bytes.len();
     };
     put(&[RECORD_FORMAT_V1]);

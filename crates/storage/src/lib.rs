@@ -20,6 +20,8 @@
 //! A failed sync is never retried: the store is poisoned and every later write fails with
 //! [`StoreError::Poisoned`].
 #![deny(unsafe_code)]
+// A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 pub mod codec;
 mod faulty;

@@ -26,6 +26,10 @@ pub(crate) struct WritePlan {
 /// Builds the plan. `current_seqno` reads the key's seqno from `by_key` as committed on
 /// disk (the caller holds the commit lock, so nothing changes underneath); it is given the
 /// caller's hint ([`FlushBatch::on_disk`]) and may use it instead of reading.
+// Every index here is a position in a vector this function built (`newest`, `keys`,
+// `seqnos`, the batch's items), never a value read from disk or a peer; it runs per flushed
+// item, so the positions are not re-checked.
+#[allow(clippy::indexing_slicing)]
 pub(crate) fn plan_commit(
     batch: &FlushBatch,
     mut current_seqno: impl FnMut(&[u8], OnDisk) -> Result<Option<Seqno>>,

@@ -1,5 +1,6 @@
 //! The clean-shutdown flag: set by mark_clean_shutdown, consumed by take_clean_shutdown_flag,
 //! and both durable across reopen.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

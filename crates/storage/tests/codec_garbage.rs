@@ -1,4 +1,5 @@
 //! Decoding random, truncated or bit-flipped bytes returns an error (or a value), never panics.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 use sluice_storage::codec;
 use sluice_types::{Cas, Datatype, Expiry, ItemMeta, Seqno};
 

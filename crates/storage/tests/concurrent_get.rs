@@ -1,5 +1,6 @@
 //! `get` reads by_key and by_seqno from one snapshot, so a concurrent rewrite (which removes
 //! the old by_seqno slot) never makes it report a dangling index entry.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

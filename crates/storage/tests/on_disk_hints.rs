@@ -2,6 +2,7 @@
 //! (`FlushBatch::on_disk`), and then does not read by_key for it. A right hint gives the same result as a read; a
 //! wrong one, when checks are on, fails the commit as corruption instead of leaving the old
 //! version's by_seqno slot behind.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -1,5 +1,6 @@
 //! After a failed sync (injected by FaultyStore) the store is poisoned: the failing commit
 //! reports an I/O error, every later write reports Poisoned, reads keep working.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

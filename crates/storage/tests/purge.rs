@@ -1,4 +1,5 @@
 //! Purges remove a tombstone for good, unless the key was rewritten since.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use bytes::Bytes;

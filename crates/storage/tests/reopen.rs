@@ -1,4 +1,5 @@
 //! Dropping and reopening the store restores every record and all vbucket metadata.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -1,4 +1,5 @@
 //! Resetting a vbucket removes its records, key index and metadata, and nothing else.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

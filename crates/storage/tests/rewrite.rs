@@ -1,4 +1,5 @@
 //! A rewritten key leaves exactly one by_seqno entry: scans show only the newest version.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -1,4 +1,5 @@
 //! What is committed comes back unchanged through get, scan_vb and load_vb_meta.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -5,6 +5,7 @@
 //! fjall can open a snapshot in the middle of a commit (a background flush moves the
 //! visible seqno past a batch still being applied); without `consistent_snapshot` this test
 //! sees scans short of whole batches within a few seconds.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -1,4 +1,5 @@
 //! A snapshot scan sees the store as it was when the snapshot was taken.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

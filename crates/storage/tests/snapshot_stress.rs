@@ -1,5 +1,6 @@
 //! A snapshot held while the store is rewritten heavily (flushes, compactions) still scans
 //! every record it held.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

@@ -1,5 +1,6 @@
 //! Throughput sanity check: batches of 1000 × 1 KiB items, one fsync per batch.
 //! Run with `cargo test -p sluice-storage --test throughput -- --ignored --nocapture`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 mod common;
 
 use common::*;

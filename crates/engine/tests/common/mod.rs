@@ -61,7 +61,7 @@ pub fn set(bucket: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation
                 std::thread::sleep(std::time::Duration::from_millis(1))
             }
             Err(sluice_engine::EngineError::NeedsFetch) => {
-                bucket.fetch(vb(bucket, key), key).unwrap()
+                bucket.fetch(vb(bucket, key), key).expect("fetch")
             }
             Err(e) => panic!("set failed: {e}"),
         }
@@ -76,7 +76,7 @@ pub fn get(bucket: &Bucket, key: &[u8]) -> Option<Vec<u8>> {
             Ok(doc) => return Some(doc.value.to_vec()),
             Err(sluice_engine::EngineError::KeyNotFound) => return None,
             Err(sluice_engine::EngineError::NeedsFetch) => {
-                bucket.fetch(vb(bucket, key), key).unwrap()
+                bucket.fetch(vb(bucket, key), key).expect("fetch")
             }
             Err(e) => panic!("get failed: {e}"),
         }

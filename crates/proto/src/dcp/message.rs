@@ -297,7 +297,7 @@ fn decode_marker(frame: &Frame<'_>) -> Result<SnapshotMarker, DecodeError> {
             frame.extras
         }
         SNAPSHOT_MARKER_V2_EXTRAS_LEN => {
-            let want = match frame.extras[0] {
+            let want = match frame.extras.first().copied().unwrap_or_default() {
                 MARKER_VERSION_2_0 => SNAPSHOT_MARKER_V2_0_VALUE_LEN,
                 MARKER_VERSION_2_2 => SNAPSHOT_MARKER_V2_2_VALUE_LEN,
                 v => return Err(DecodeError::UnknownMarkerVersion(v)),
@@ -416,7 +416,10 @@ struct ExtrasBuf {
 
 impl ExtrasBuf {
     fn put(&mut self, bytes: &[u8]) -> &mut Self {
-        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.buf
+            .get_mut(self.len..self.len + bytes.len())
+            .expect("no message's extras exceed a mutation's")
+            .copy_from_slice(bytes);
         self.len += bytes.len();
         self
     }
@@ -433,7 +436,7 @@ impl ExtrasBuf {
         self.put(&[v])
     }
     fn as_slice(&self) -> &[u8] {
-        &self.buf[..self.len]
+        self.buf.get(..self.len).unwrap_or_default()
     }
 }
 

@@ -25,8 +25,9 @@ impl StreamRequest {
         if extras.len() != STREAM_REQUEST_EXTRAS_LEN {
             return None;
         }
-        let u32_at = |o: usize| u32::from_be_bytes(extras[o..o + 4].try_into().expect("4"));
-        let u64_at = |o: usize| u64::from_be_bytes(extras[o..o + 8].try_into().expect("8"));
+        let at = |o: usize| extras.get(o..).unwrap_or_default();
+        let u32_at = |o: usize| at(o).first_chunk().copied().map_or(0, u32::from_be_bytes);
+        let u64_at = |o: usize| at(o).first_chunk().copied().map_or(0, u64::from_be_bytes);
         Some(StreamRequest {
             flags: StreamFlags(u32_at(0)),
             start: Seqno(u64_at(8)),
