@@ -13,8 +13,10 @@
 //! - A closed checkpoint that no cursor still points into is freed. With no cursor at all,
 //!   closed checkpoints are freed at once.
 //!
-//! Invariants (asserted): seqnos increase along the list; every cursor points into a checkpoint
-//! that exists; `mem_bytes` equals the sum over the slots still present.
+//! Invariants ([`CheckpointManager::check_invariants`], run after every change in debug
+//! builds): seqnos increase along the list; only the newest checkpoint is open, and ids are
+//! consecutive; every cursor points into a checkpoint that exists; `mem_bytes` equals the sum
+//! over the slots still present.
 
 use bytes::Bytes;
 use hashbrown::HashMap;
@@ -158,6 +160,7 @@ impl CheckpointManager {
         if full {
             self.close_open_checkpoint();
         }
+        self.debug_check();
         self.mem_bytes as isize - before
     }
 
@@ -174,6 +177,7 @@ impl CheckpointManager {
         assert!(seqno > open.high_seqno, "seqnos increase");
         open.snap_start = seqno.next();
         open.high_seqno = seqno;
+        self.debug_check();
     }
 
     /// Closes the open checkpoint (if it holds anything) and opens a new one; frees what no
@@ -201,6 +205,7 @@ impl CheckpointManager {
             }
         }
         self.free_unreferenced();
+        self.debug_check();
         self.mem_bytes as isize - before
     }
 
@@ -274,6 +279,7 @@ impl CheckpointManager {
         let before = self.mem_bytes as isize;
         self.cursors.remove(&id);
         self.free_unreferenced();
+        self.debug_check();
         self.mem_bytes as isize - before
     }
 
@@ -329,6 +335,7 @@ impl CheckpointManager {
             front.snap_start = front.snap_start.max(h.next());
         }
         self.mem_bytes -= freed;
+        self.debug_check();
         -(freed as isize)
     }
 
@@ -399,6 +406,7 @@ impl CheckpointManager {
         }
         self.cursors.insert(cursor, pos);
         self.free_unreferenced();
+        self.debug_check();
         (chunks, self.mem_bytes as isize - before)
     }
 
@@ -438,6 +446,47 @@ impl CheckpointManager {
         self.mem_bytes
     }
 
+    /// Panics unless the invariants of the module comment hold. O(items held).
+    pub fn check_invariants(&self) {
+        let front_id = self.checkpoints.front().expect("never empty").id;
+        let newest = self.checkpoints.len() - 1;
+        let mut last_seqno = None;
+        let mut mem = 0;
+        for (i, c) in self.checkpoints.iter().enumerate() {
+            assert_eq!(c.open, i == newest, "only the newest checkpoint is open");
+            assert_eq!(c.id, front_id + i as u64, "checkpoint ids are consecutive");
+            assert!(c.open || c.index.is_empty(), "only the open one dedups");
+            for item in c.items.iter().flatten() {
+                let seqno = item.meta.seqno;
+                assert!(last_seqno < Some(seqno), "seqnos increase along the list");
+                assert!(seqno <= c.high_seqno, "an item is within its checkpoint");
+                last_seqno = Some(seqno);
+                mem += item.mem_bytes();
+            }
+        }
+        assert_eq!(mem, self.mem_bytes, "mem_bytes is the sum of the slots present");
+        for c in self.cursors.values() {
+            let ckpt = c
+                .checkpoint_id
+                .checked_sub(front_id)
+                .and_then(|i| self.checkpoints.get(i as usize))
+                .expect("every cursor points into a checkpoint that exists");
+            assert!(c.slot <= ckpt.items.len(), "a cursor is within its checkpoint");
+        }
+    }
+
+    /// [`Self::check_invariants`] after a change, in debug builds, while the manager holds
+    /// few enough items that a full walk per change stays cheap.
+    fn debug_check(&self) {
+        const FULL_CHECK_ITEMS_MAX: usize = 4096;
+        if cfg!(debug_assertions) {
+            let items: usize = self.checkpoints.iter().map(|c| c.items.len()).sum();
+            if items <= FULL_CHECK_ITEMS_MAX {
+                self.check_invariants();
+            }
+        }
+    }
+
     pub fn num_checkpoints(&self) -> usize {
         self.checkpoints.len()
     }
@@ -456,6 +505,7 @@ impl CheckpointManager {
                 slot: 0,
             };
         }
+        self.debug_check();
         -before
     }
 }
@@ -482,6 +532,24 @@ mod tests {
             .iter()
             .flat_map(|c| c.items.iter().map(|i| i.meta.seqno.0))
             .collect()
+    }
+
+    #[test]
+    #[should_panic(expected = "mem_bytes is the sum")]
+    fn the_invariant_check_catches_a_miscount() {
+        let mut m = CheckpointManager::new(Seqno(0), 10);
+        m.queue(item("a", 1));
+        m.mem_bytes += 1;
+        m.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "every cursor points into a checkpoint that exists")]
+    fn the_invariant_check_catches_a_dangling_cursor() {
+        let mut m = CheckpointManager::new(Seqno(0), 10);
+        let c = m.register_cursor_at_oldest();
+        m.cursors.get_mut(&c).unwrap().checkpoint_id = 99;
+        m.check_invariants();
     }
 
     #[test]
