@@ -464,14 +464,20 @@ impl CheckpointManager {
                 mem += item.mem_bytes();
             }
         }
-        assert_eq!(mem, self.mem_bytes, "mem_bytes is the sum of the slots present");
+        assert_eq!(
+            mem, self.mem_bytes,
+            "mem_bytes is the sum of the slots present"
+        );
         for c in self.cursors.values() {
             let ckpt = c
                 .checkpoint_id
                 .checked_sub(front_id)
                 .and_then(|i| self.checkpoints.get(i as usize))
                 .expect("every cursor points into a checkpoint that exists");
-            assert!(c.slot <= ckpt.items.len(), "a cursor is within its checkpoint");
+            assert!(
+                c.slot <= ckpt.items.len(),
+                "a cursor is within its checkpoint"
+            );
         }
     }
 
