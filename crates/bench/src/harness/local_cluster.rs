@@ -1,0 +1,171 @@
+//! The local cluster of the cluster scenarios (`replication`, `clients`, `parallel`):
+//! `sluice cluster up` run as a child process (the product's own first command), ready once it
+//! has written `DIR/cluster.json`. Stopping it (SIGTERM) stops every node cleanly.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::harness::login_args::BenchLogin;
+use crate::harness::process::ChildProcess;
+
+/// Forming a cluster includes one Raft election and one placement per node.
+const UP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec<'a> {
+    pub nodes: u16,
+    pub replicas: u8,
+    /// Each node takes 10 ports from here on.
+    pub base_port: u16,
+    /// None: a temporary directory, removed when the cluster is dropped. A given directory
+    /// must be empty or missing: a cluster found there would be restarted, not started.
+    pub data_dir: Option<PathBuf>,
+    /// Bucket quota per node.
+    pub memory_quota_mb: u64,
+    pub vbuckets: u16,
+    pub login: &'a BenchLogin,
+    /// Names the temporary directory (`sluice-bench-{scenario}-…`).
+    pub scenario: &'static str,
+}
+
+pub struct LocalCluster {
+    proc: ChildProcess,
+    /// KV `host:port` of every node.
+    pub seeds: Vec<String>,
+    /// Every node's process id.
+    pub pids: Vec<u32>,
+    /// Data directory; removed on drop when the bench made it.
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl LocalCluster {
+    /// Starts the cluster; its log goes to `log`.
+    pub async fn start(spec: ClusterSpec<'_>, log: &Path) -> anyhow::Result<LocalCluster> {
+        let (dir, temp) = match &spec.data_dir {
+            Some(d) => {
+                let used = std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some());
+                anyhow::ensure!(
+                    !used,
+                    "{} is not empty; give the bench a fresh --data-dir",
+                    d.display()
+                );
+                (d.clone(), None)
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix(&format!("sluice-bench-{}-", spec.scenario))
+                    .tempdir()?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let json = dir.join("cluster.json");
+        // A stale file from an earlier run would look ready at once.
+        let _ = std::fs::remove_file(&json);
+        let mut cmd = Command::new(std::env::current_exe().context("locating sluice")?);
+        cmd.args(["cluster", "up"])
+            .args(["--nodes", &spec.nodes.to_string()])
+            .args(["--replicas", &spec.replicas.to_string()])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--base-port", &spec.base_port.to_string()])
+            .args(["--memory-quota-mb", &spec.memory_quota_mb.to_string()])
+            .args(["--vbuckets", &spec.vbuckets.to_string()])
+            // A benchmark must not fail a busy node over.
+            .args(["--auto-failover-timeout", "0"])
+            // The nodes create this user and bucket; the bench logs in to them.
+            .env("SLUICE_USERNAME", &spec.login.username)
+            .env("SLUICE_PASSWORD", &spec.login.password)
+            .env("SLUICE_BUCKET", &spec.login.bucket);
+        let mut proc = ChildProcess::spawn("sluice cluster up", cmd, log)?;
+        let doc = wait_for_cluster_json(&mut proc, &json).await?;
+        let seeds = seeds_of(&doc)?;
+        let pids = doc["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+            .collect();
+        Ok(LocalCluster {
+            proc,
+            seeds,
+            pids,
+            _temp: temp,
+        })
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.proc.stop().await?;
+        Ok(())
+    }
+}
+
+async fn wait_for_cluster_json(
+    proc: &mut ChildProcess,
+    json: &PathBuf,
+) -> anyhow::Result<serde_json::Value> {
+    let deadline = Instant::now() + UP_TIMEOUT;
+    loop {
+        proc.check_running()?;
+        if let Ok(text) = std::fs::read(json) {
+            if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&text) {
+                return Ok(doc);
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the cluster did not come up within {UP_TIMEOUT:?}; see {}",
+            proc.log().display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The seeds in the order client `i` tries them: starting at seed `i mod n`, so that many
+/// clients bootstrapping at once spread their handshakes over the nodes.
+pub fn seeds_from(seeds: &[String], i: usize) -> Vec<String> {
+    let n = seeds.len();
+    (0..n).map(|k| seeds[(i + k) % n].clone()).collect()
+}
+
+/// KV addresses from a cluster.json.
+fn seeds_of(doc: &serde_json::Value) -> anyhow::Result<Vec<String>> {
+    let nodes = doc["nodes"]
+        .as_array()
+        .context("cluster.json lists no nodes")?;
+    nodes
+        .iter()
+        .map(|n| {
+            n["kv_port"]
+                .as_u64()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .context("a node of cluster.json has no kv_port")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_start_from_the_seeds_in_turn() {
+        let seeds: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(seeds_from(&seeds, 0), vec!["a", "b", "c"]);
+        assert_eq!(seeds_from(&seeds, 1), vec!["b", "c", "a"]);
+        assert_eq!(seeds_from(&seeds, 5), vec!["c", "a", "b"]);
+    }
+
+    #[test]
+    fn seeds_come_from_the_kv_ports() {
+        let doc = serde_json::json!({"nodes": [{"kv_port": 13100}, {"kv_port": 13110}]});
+        assert_eq!(
+            seeds_of(&doc).unwrap(),
+            vec!["127.0.0.1:13100", "127.0.0.1:13110"]
+        );
+        assert!(seeds_of(&serde_json::json!({"nodes": [{}]})).is_err());
+        assert!(seeds_of(&serde_json::json!({})).is_err());
+    }
+}

@@ -1,0 +1,13 @@
+//! What the scenarios show and write, shared by all of them.
+//! - `table`        — aligned text tables for stdout, the same rows as Markdown;
+//! - `progress`     — the stderr progress bar while a phase runs;
+//! - `chart`        — what a chart shows, as plain data; `chart_png` — draws it with plotters;
+//! - `scenario_out` — the output directory: report.md, results.json, config.json, charts;
+//! - `rerun`        — `sluice bench rerun DIR`: a scenario again with its saved options.
+
+pub mod chart;
+pub mod chart_png;
+pub mod progress;
+pub mod rerun;
+pub mod scenario_out;
+pub mod table;

@@ -1,0 +1,172 @@
+//! Where a scenario writes: `--out DIR` (default `bench-out/{scenario}`), holding report.md,
+//! results.json, config.json (the options, for `sluice bench rerun`) and charts/*.png.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::report::chart::Chart;
+
+/// The subdirectory of the charts.
+pub const CHARTS_DIR: &str = "charts";
+/// The saved options of a run.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// The output directory, created if missing.
+pub fn out_dir(given: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
+    let dir = given.map_or_else(
+        || PathBuf::from("bench-out").join(scenario),
+        Path::to_path_buf,
+    );
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// What `config.json` holds: enough to run the same scenario again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedConfig {
+    pub scenario: String,
+    /// The version of the `sluice` that ran it.
+    pub version: String,
+    /// The scenario's options as given (before `--quick` is applied); never the password.
+    pub args: serde_json::Value,
+}
+
+/// Writes `dir/config.json` for `scenario` run with `args`.
+pub fn save_config<A: Serialize>(dir: &Path, scenario: &str, args: &A) -> anyhow::Result<()> {
+    let saved = SavedConfig {
+        scenario: scenario.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        args: serde_json::to_value(args).context("encoding the options")?,
+    };
+    let json = serde_json::to_string_pretty(&saved).context("encoding config.json")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(CONFIG_FILE), json + "\n")
+        .with_context(|| format!("writing {}/{CONFIG_FILE}", dir.display()))
+}
+
+/// Writes `results` as results.json into `dir`, draws `charts` into `dir/charts/`, and writes
+/// `markdown` as report.md with a Charts section that shows them (or says why there are
+/// none).
+pub fn write_report<T: Serialize>(
+    dir: &Path,
+    results: &T,
+    markdown: &str,
+    charts: &[Chart],
+) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(results).context("encoding results.json")?;
+    std::fs::write(dir.join("results.json"), json + "\n")
+        .with_context(|| format!("writing {}/results.json", dir.display()))?;
+    let mut md = markdown.to_string();
+    md.push_str(&draw_charts(dir, charts));
+    std::fs::write(dir.join("report.md"), md)
+        .with_context(|| format!("writing {}/report.md", dir.display()))?;
+    Ok(())
+}
+
+/// Draws the charts that have data; returns the report's Charts section. A chart that
+/// cannot be drawn is named with the reason instead: the figures are in the tables anyway.
+fn draw_charts(dir: &Path, charts: &[Chart]) -> String {
+    let charts: Vec<&Chart> = charts.iter().filter(|c| c.has_data()).collect();
+    if charts.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n## Charts\n\n");
+    if let Err(why) = crate::report::chart_png::available() {
+        eprintln!("charts skipped: {why}");
+        md.push_str(&format!("No charts were drawn: {why}.\n"));
+        return md;
+    }
+    let charts_dir = dir.join(CHARTS_DIR);
+    if let Err(e) = std::fs::create_dir_all(&charts_dir) {
+        md.push_str(&format!(
+            "No charts were drawn: creating {}: {e}.\n",
+            charts_dir.display()
+        ));
+        return md;
+    }
+    for c in charts {
+        match crate::report::chart_png::draw(c, &charts_dir) {
+            Ok(()) => md.push_str(&format!(
+                "![{}]({CHARTS_DIR}/{})\n\n",
+                c.title().replace(['[', ']'], ""),
+                c.file
+            )),
+            Err(e) => {
+                eprintln!("chart {}: {e:#}", c.file);
+                md.push_str(&format!("- {}: not drawn ({e:#})\n", c.title()));
+            }
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_both_files_into_a_created_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = out_dir(Some(&tmp.path().join("a/b")), "clients").unwrap();
+        write_report(
+            &dir,
+            &serde_json::json!({"scenario": "clients"}),
+            "# hi\n",
+            &[],
+        )
+        .unwrap();
+        let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        assert!(json.contains("\"clients\""));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("report.md")).unwrap(),
+            "# hi\n"
+        );
+    }
+
+    #[test]
+    fn charts_are_drawn_and_shown_in_the_report() {
+        use crate::report::chart::{LineChart, Marks, Series};
+        let tmp = tempfile::tempdir().unwrap();
+        let chart = |file: &str, points: Vec<(f64, f64)>| {
+            Chart::line(
+                file,
+                LineChart {
+                    title: format!("t {file}"),
+                    x_label: "x (s)".into(),
+                    y_label: "y (ms)".into(),
+                    series: vec![Series {
+                        name: "s".into(),
+                        points,
+                    }],
+                    marks: Marks::Dots,
+                },
+            )
+        };
+        let charts = [
+            chart("a.png", vec![(0.0, 1.0), (1.0, 2.0)]),
+            chart("e.png", vec![]),
+        ];
+        write_report(tmp.path(), &1, "# r\n", &charts).unwrap();
+        let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+        assert!(md.contains("## Charts"), "{md}");
+        assert!(!md.contains("e.png"), "an empty chart is left out: {md}");
+        match crate::report::chart_png::available() {
+            Ok(()) => {
+                assert!(md.contains("![t a.png](charts/a.png)"), "{md}");
+                assert!(tmp.path().join("charts/a.png").is_file());
+            }
+            Err(why) => assert!(md.contains(&why), "{md}"),
+        }
+    }
+
+    #[test]
+    fn the_config_is_saved_without_the_password() {
+        let tmp = tempfile::tempdir().unwrap();
+        let args = serde_json::json!({"runs": 3});
+        save_config(tmp.path(), "parallel", &args).unwrap();
+        let text = std::fs::read_to_string(tmp.path().join(CONFIG_FILE)).unwrap();
+        let saved: SavedConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!((saved.scenario.as_str(), saved.args), ("parallel", args));
+    }
+}

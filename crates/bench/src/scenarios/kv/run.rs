@@ -1,0 +1,160 @@
+//! [`run_kv`]: the top level. Starts (or reaches) the targets, connects and prefills them,
+//! runs the timed load (alternating targets run by run, as the baselines recommend), stops
+//! what it started and reports. The only place that uses `anyhow`.
+
+use anyhow::Context;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::load::connect::connect_all;
+use crate::load::in_process::{run_all, InProcessSpec};
+use crate::load::measure::{self, RunResult, RunSpec};
+use crate::load::prefill::prefill;
+use crate::load::workload::Workload;
+use crate::report::progress::{Length, Ticker};
+use crate::scenarios::kv::args::{KvArgs, Peer};
+use crate::scenarios::kv::report::{Ratios, Report, TargetReport};
+use crate::scenarios::kv::targets;
+
+/// Runs `sluice bench kv` and prints the table (and writes `--out`).
+pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.out {
+        crate::report::scenario_out::save_config(dir, "kv", &args)?;
+    }
+    let work = Arc::new(Workload::new(args.keys, args.get_ratio, args.value_bytes));
+    let report = if args.in_process {
+        in_process(args, work).await?
+    } else {
+        over_network(args, work).await?
+    };
+    print!("{}", report.to_text());
+    if let Some(dir) = &report.settings.out {
+        report
+            .write(dir)
+            .with_context(|| format!("writing results to {}", dir.display()))?;
+        eprintln!("wrote {0}/results.json and {0}/report.md", dir.display());
+    }
+    Ok(())
+}
+
+async fn over_network(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report> {
+    let mut targets = Vec::new();
+    if let Some(addr) = &args.target_memcached {
+        targets.push(targets::existing_memcached(addr)?);
+    } else {
+        targets.push(
+            targets::sluice(&args)
+                .await
+                .context("starting or reaching the Sluice server")?,
+        );
+        if args.vs == Some(Peer::Memcached) {
+            targets.push(
+                targets::start_memcached(&args)
+                    .await
+                    .context("starting memcached for --vs memcached")?,
+            );
+        }
+    }
+
+    let mut pools = Vec::new();
+    for t in &targets {
+        let clients = connect_all(t.addr, &t.options, args.connections)
+            .await
+            .with_context(|| format!("connecting to {} at {}", t.name, t.addr))?;
+        let completed = Arc::new(AtomicU64::new(0));
+        let ticker = Ticker::start(
+            format!("{} prefill", t.name),
+            Length::Ops(args.keys),
+            completed.clone(),
+        );
+        let filled = prefill(clients, work.clone(), completed).await;
+        ticker.finish();
+        pools.push(filled.with_context(|| format!("prefilling {}", t.name))?);
+    }
+
+    let spec = RunSpec {
+        pipeline: args.pipeline as usize,
+        rate_ops_per_s: args.is_open_loop().then_some(args.rate_ops_per_s),
+        warmup: Duration::from_secs(args.warmup_s),
+        duration: Duration::from_secs(args.duration_s),
+    };
+    let mut results: Vec<Vec<RunResult>> = targets.iter().map(|_| Vec::new()).collect();
+    for run in 0..args.runs {
+        for (i, t) in targets.iter().enumerate() {
+            let completed = Arc::new(AtomicU64::new(0));
+            let ticker = Ticker::start(
+                format!("{} run {}/{}", t.name, run + 1, args.runs),
+                Length::Time(spec.warmup + spec.duration),
+                completed.clone(),
+            );
+            let clients = std::mem::take(&mut pools[i]);
+            let outcome =
+                measure::run(clients, work.clone(), spec, u64::from(run), completed).await;
+            ticker.finish();
+            let (clients, result) =
+                outcome.with_context(|| format!("{} run {}", t.name, run + 1))?;
+            pools[i] = clients;
+            results[i].push(result);
+        }
+    }
+    drop(pools);
+
+    let secs = args.duration_s as f64;
+    let reports: Vec<TargetReport> = targets
+        .iter()
+        .zip(results)
+        .map(|(t, runs)| TargetReport::new(t.name, t.addr.to_string(), runs, secs))
+        .collect();
+    let ratios = match reports.as_slice() {
+        [sluice, peer] => Some(Ratios::of(&sluice.median, &peer.median, peer.name)),
+        _ => None,
+    };
+    for t in targets {
+        let name = t.name;
+        t.stop().await.with_context(|| format!("stopping {name}"))?;
+    }
+    Ok(Report {
+        mode: if args.is_open_loop() {
+            "open-loop"
+        } else {
+            "closed-loop"
+        },
+        settings: args,
+        targets: reports,
+        ratios,
+        in_process: Vec::new(),
+    })
+}
+
+async fn in_process(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report> {
+    let threads = match args.threads {
+        Some(t) => t as usize,
+        None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let completed = Arc::new(AtomicU64::new(0));
+    let spec = InProcessSpec {
+        completed: completed.clone(),
+        threads,
+        quota_bytes: args.memory_quota_mb * 1024 * 1024,
+        num_vbuckets: args.vbuckets,
+        warmup: Duration::from_secs(args.warmup_s),
+        duration: Duration::from_secs(args.duration_s),
+        runs: args.runs,
+    };
+    // Both bucket types, every run: the bar's length (prefill is not timed, so it may run over).
+    let total = 2 * args.runs * (spec.warmup + spec.duration);
+    let ticker = Ticker::start("in-process".to_string(), Length::Time(total), completed);
+    let outcome = tokio::task::spawn_blocking(move || run_all(&spec, &work)).await;
+    ticker.finish();
+    let results = outcome
+        .context("in-process load thread")?
+        .context("in-process engine load")?;
+    Ok(Report {
+        mode: "in-process",
+        settings: args,
+        targets: Vec::new(),
+        ratios: None,
+        in_process: results,
+    })
+}

@@ -1,0 +1,624 @@
+//! `bench replication`'s results: medians over runs per (target, rate), the highest rate that
+//! meets each line, results.json and report.md with the seeds' three tables (items remaining,
+//! replication bytes per second, replication latency) plus the load actually sustained.
+
+use serde::Serialize;
+use std::path::Path;
+
+use crate::load::latency::format_us;
+use crate::report::chart::{file_name, Chart, LineChart, Marks, Series};
+use crate::report::scenario_out::write_report;
+use crate::report::table::{thousands, Table};
+use crate::scenarios::kv::report::median;
+use crate::scenarios::replication::args::ReplArgs;
+use crate::scenarios::replication::background::ReaderCount;
+use crate::scenarios::replication::step::StepResult;
+
+/// Issue 4's line: replication latency p99 ≤ 5 ms and items remaining ≤ 1 % of the rate.
+pub const ISSUE_P99_US: f64 = 5_000.0;
+pub const ISSUE_ITEMS_SHARE: f64 = 0.01;
+/// Our own line in the replication scenario: the same p99, items remaining ≤ 15 %.
+pub const OURS_ITEMS_SHARE: f64 = 0.15;
+/// The seeds' "good enough": p95 ≤ 0.5 s and p99 ≤ 1 s.
+pub const SEED_P95_US: f64 = 500_000.0;
+pub const SEED_P99_US: f64 = 1_000_000.0;
+
+/// One (target, rate): medians over the runs that reached it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MedianRow {
+    pub target: String,
+    pub rate: f64,
+    pub runs: usize,
+    pub sustained_runs: usize,
+    pub achieved_per_s: f64,
+    pub set_p99_us: f64,
+    pub repl_p50_us: f64,
+    pub repl_p80_us: f64,
+    pub repl_p95_us: f64,
+    pub repl_p99_us: f64,
+    pub repl_max_us: f64,
+    pub repl_timeouts: u64,
+    pub items_remaining_avg: f64,
+    pub items_remaining_max: f64,
+    pub producer_remaining_avg: Option<f64>,
+    /// Sluice: the lowest active resident ratio over the nodes at the steps' ends, in %.
+    pub resident_pct: Option<f64>,
+    pub bytes_mb_per_s_avg: f64,
+    pub bytes_mb_per_s_max: f64,
+    pub bytes_mb_per_s_min: f64,
+}
+
+impl MedianRow {
+    fn of(target: &str, rate: f64, steps: &[&StepResult]) -> MedianRow {
+        let m = |f: &dyn Fn(&StepResult) -> f64| {
+            median(&steps.iter().map(|s| f(s)).collect::<Vec<_>>())
+        };
+        let producer: Vec<f64> = steps
+            .iter()
+            .filter_map(|s| s.lag.producer_remaining_avg)
+            .collect();
+        MedianRow {
+            target: target.to_string(),
+            rate,
+            runs: steps.len(),
+            sustained_runs: steps.iter().filter(|s| s.sustained).count(),
+            achieved_per_s: m(&|s| s.achieved_per_s),
+            set_p99_us: m(&|s| s.set_latency.p99_us),
+            repl_p50_us: m(&|s| s.repl_latency.p50_us),
+            repl_p80_us: m(&|s| s.repl_latency.p80_us),
+            repl_p95_us: m(&|s| s.repl_latency.p95_us),
+            repl_p99_us: m(&|s| s.repl_latency.p99_us),
+            repl_max_us: m(&|s| s.repl_latency.max_us),
+            repl_timeouts: steps.iter().map(|s| s.repl_latency.timeouts).sum(),
+            items_remaining_avg: m(&|s| s.lag.items_remaining_avg),
+            items_remaining_max: m(&|s| s.lag.items_remaining_max),
+            producer_remaining_avg: (!producer.is_empty()).then(|| median(&producer)),
+            resident_pct: {
+                let r: Vec<f64> = steps
+                    .iter()
+                    .filter_map(|s| s.resident_pct.map(|p| p as f64))
+                    .collect();
+                (!r.is_empty()).then(|| median(&r))
+            },
+            bytes_mb_per_s_avg: m(&|s| s.lag.bytes_mb_per_s_avg),
+            bytes_mb_per_s_max: m(&|s| s.lag.bytes_mb_per_s_max),
+            bytes_mb_per_s_min: m(&|s| s.lag.bytes_mb_per_s_min),
+        }
+    }
+
+    /// Most runs held the rate, and no sample timed out.
+    pub fn sustained(&self) -> bool {
+        self.sustained_runs * 2 > self.runs && self.repl_timeouts == 0
+    }
+
+    pub fn meets_issue_line(&self) -> bool {
+        self.sustained()
+            && self.repl_p99_us <= ISSUE_P99_US
+            && self.items_remaining_avg <= ISSUE_ITEMS_SHARE * self.rate
+    }
+
+    pub fn meets_our_line(&self) -> bool {
+        self.sustained()
+            && self.repl_p99_us <= ISSUE_P99_US
+            && self.items_remaining_avg <= OURS_ITEMS_SHARE * self.rate
+    }
+
+    pub fn meets_seed_line(&self) -> bool {
+        self.sustained() && self.repl_p95_us <= SEED_P95_US && self.repl_p99_us <= SEED_P99_US
+    }
+}
+
+/// Per target, the highest rate of the ladder such that it and every lower rate meet a line.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Highest {
+    pub target: String,
+    pub issue_line: Option<f64>,
+    pub our_line: Option<f64>,
+    pub seed_line: Option<f64>,
+    pub sustained: Option<f64>,
+}
+
+fn highest(rows: &[&MedianRow], meets: impl Fn(&MedianRow) -> bool) -> Option<f64> {
+    rows.iter().take_while(|r| meets(r)).map(|r| r.rate).last()
+}
+
+/// What a column's DCP readers did over one run's ladder.
+#[derive(Debug, Clone, Serialize)]
+pub struct ColumnReaders {
+    pub target: String,
+    pub run: u32,
+    pub readers: Vec<ReaderCount>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReplReport {
+    pub scenario: &'static str,
+    pub command: String,
+    pub args: ReplArgs,
+    pub targets: Vec<String>,
+    pub medians: Vec<MedianRow>,
+    pub highest: Vec<Highest>,
+    pub steps: Vec<StepResult>,
+    pub readers: Vec<ColumnReaders>,
+}
+
+impl ReplReport {
+    pub fn new(
+        args: ReplArgs,
+        targets: Vec<String>,
+        steps: Vec<StepResult>,
+        readers: Vec<ColumnReaders>,
+    ) -> ReplReport {
+        let mut medians = Vec::new();
+        for t in &targets {
+            for &rate in &args.rates {
+                let of: Vec<&StepResult> = steps
+                    .iter()
+                    .filter(|s| &s.target == t && s.rate == rate)
+                    .collect();
+                if !of.is_empty() {
+                    medians.push(MedianRow::of(t, rate, &of));
+                }
+            }
+        }
+        let highest = targets
+            .iter()
+            .map(|t| {
+                let rows: Vec<&MedianRow> = medians.iter().filter(|r| &r.target == t).collect();
+                Highest {
+                    target: t.clone(),
+                    issue_line: highest(&rows, MedianRow::meets_issue_line),
+                    our_line: highest(&rows, MedianRow::meets_our_line),
+                    seed_line: highest(&rows, MedianRow::meets_seed_line),
+                    sustained: highest(&rows, MedianRow::sustained),
+                }
+            })
+            .collect();
+        ReplReport {
+            scenario: "replication",
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            args,
+            targets,
+            medians,
+            highest,
+            steps,
+            readers,
+        }
+    }
+
+    fn row(&self, target: &str, rate: f64) -> Option<&MedianRow> {
+        self.medians
+            .iter()
+            .find(|r| r.target == target && r.rate == rate)
+    }
+
+    /// One table: a row per rate, a column per target, each cell from `cell`.
+    fn by_rate(&self, cell: impl Fn(&MedianRow) -> String) -> Table {
+        let mut header = vec!["set rate /s"];
+        header.extend(self.targets.iter().map(String::as_str));
+        let mut t = Table::new(&header);
+        for &rate in &self.args.rates {
+            let cells: Vec<String> = self
+                .targets
+                .iter()
+                .map(|tg| self.row(tg, rate).map_or("—".to_string(), &cell))
+                .collect();
+            if cells.iter().all(|c| c == "—") {
+                continue;
+            }
+            let mut row = vec![thousands(rate)];
+            row.extend(cells);
+            t.push(row);
+        }
+        t
+    }
+
+    pub fn summary_table(&self) -> Table {
+        let mut t = Table::new(&[
+            "target",
+            "p99 ≤ 5 ms, items ≤ 1 % of rate",
+            "p99 ≤ 5 ms, items ≤ 15 %",
+            "seeds: p95 ≤ 0.5 s, p99 ≤ 1 s",
+            "highest rate held",
+        ]);
+        let rate = |r: Option<f64>| r.map_or("none".to_string(), thousands);
+        for h in &self.highest {
+            t.push(vec![
+                h.target.clone(),
+                rate(h.issue_line),
+                rate(h.our_line),
+                rate(h.seed_line),
+                rate(h.sustained),
+            ]);
+        }
+        t
+    }
+
+    pub fn latency_table(&self) -> Table {
+        self.by_rate(|r| {
+            format!(
+                "{} / {} / {}",
+                format_us(r.repl_p80_us),
+                format_us(r.repl_p95_us),
+                format_us(r.repl_p99_us)
+            )
+        })
+    }
+
+    pub fn items_table(&self) -> Table {
+        self.by_rate(|r| {
+            let producer = r
+                .producer_remaining_avg
+                .map_or(String::new(), |p| format!(" (sent-side {p:.1})"));
+            format!(
+                "{:.1} / {:.0}{producer}",
+                r.items_remaining_avg, r.items_remaining_max
+            )
+        })
+    }
+
+    pub fn bytes_table(&self) -> Table {
+        self.by_rate(|r| {
+            format!(
+                "{:.2} / {:.2} / {:.2}",
+                r.bytes_mb_per_s_avg, r.bytes_mb_per_s_max, r.bytes_mb_per_s_min
+            )
+        })
+    }
+
+    pub fn load_table(&self) -> Table {
+        self.by_rate(|r| {
+            let held = if r.sustained() { "" } else { " (not held)" };
+            let resident = r
+                .resident_pct
+                .map_or(String::new(), |p| format!(", {p:.0} % resident"));
+            format!(
+                "{} /s, p99 {}{held}{resident}",
+                thousands(r.achieved_per_s),
+                format_us(r.set_p99_us)
+            )
+        })
+    }
+
+    /// What the columns' DCP readers did, summed over each run's ladder (median over runs
+    /// would hide a run whose readers failed, so every run is a row).
+    pub fn readers_table(&self) -> Table {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "readers",
+            "connections",
+            "streams opened",
+            "cycles",
+            "items read",
+            "MB read",
+            "ended by producer",
+            "errors",
+        ]);
+        for c in &self.readers {
+            for r in &c.readers {
+                let errors = match &r.first_error {
+                    Some(e) => format!("{} (first: {e})", r.errors),
+                    None => r.errors.to_string(),
+                };
+                t.push(vec![
+                    c.target.clone(),
+                    (c.run + 1).to_string(),
+                    r.kind.clone(),
+                    r.connections.to_string(),
+                    thousands(r.streams_opened as f64),
+                    thousands(r.cycles as f64),
+                    thousands(r.items as f64),
+                    format!("{:.1}", r.bytes as f64 / 1e6),
+                    thousands(r.ended_by_producer as f64),
+                    errors,
+                ]);
+            }
+        }
+        t
+    }
+
+    /// Per target, a line over the rates of `f` of its median rows.
+    fn by_rate_lines(&self, f: fn(&MedianRow) -> f64) -> Vec<Series> {
+        self.targets
+            .iter()
+            .map(|t| Series {
+                name: t.clone(),
+                points: self
+                    .medians
+                    .iter()
+                    .filter(|r| &r.target == t)
+                    .map(|r| (r.rate, f(r)))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Replication latency p99 and items remaining against the set rate, then, like the
+    /// seeds' 11k / 13k pictures, each step of the first run over time.
+    pub fn charts(&self) -> Vec<Chart> {
+        let by_rate = |file: &str, title: &str, y: &str, f: fn(&MedianRow) -> f64| {
+            Chart::line(
+                file,
+                LineChart {
+                    title: title.into(),
+                    x_label: "set rate (sets/s)".into(),
+                    y_label: y.into(),
+                    series: self.by_rate_lines(f),
+                    marks: Marks::Lines,
+                },
+            )
+        };
+        let mut charts = vec![
+            by_rate(
+                "repl-latency-p99.png",
+                "Replication latency p99 by set rate (median of runs)",
+                "replication latency p99 (ms)",
+                |r| r.repl_p99_us / 1e3,
+            ),
+            by_rate(
+                "repl-items-remaining.png",
+                "Replication items remaining by set rate (median of runs)",
+                "items remaining, average",
+                |r| r.items_remaining_avg,
+            ),
+        ];
+        let first_run = self.steps.iter().map(|s| s.run).min();
+        for s in self.steps.iter().filter(|s| Some(s.run) == first_run) {
+            let rate = format!("{}/s", thousands(s.rate));
+            let over_time = |what: &str, y: &str, points: &[(f64, f64)], marks| {
+                Chart::line(
+                    file_name(&["repl", &s.target, &s.rate.to_string(), what]),
+                    LineChart {
+                        title: format!("{}, {rate}: {what} over time", s.target),
+                        x_label: "time after the warm-up (s)".into(),
+                        y_label: y.into(),
+                        series: vec![Series {
+                            name: String::new(),
+                            points: points.to_vec(),
+                        }],
+                        marks,
+                    },
+                )
+            };
+            charts.push(over_time(
+                "latency",
+                "replication latency (ms)",
+                &s.timeline.latency_ms,
+                Marks::Dots,
+            ));
+            charts.push(over_time(
+                "items remaining",
+                "items remaining",
+                &s.timeline.items_remaining,
+                Marks::Lines,
+            ));
+        }
+        charts
+    }
+
+    pub fn markdown(&self) -> String {
+        let a = &self.args;
+        let mut md = String::new();
+        md.push_str("# Replication (seeds 000 and 001)\n\n");
+        md.push_str(&format!("Command: `{}`\n\n", self.command));
+        let setup = if a.connect.is_empty() {
+            format!(
+                "a local cluster of {} nodes, {} replica(s), {} vbuckets, {} MiB quota per node",
+                a.nodes, a.replicas, a.vbuckets, a.memory_quota_mb
+            )
+        } else {
+            format!("the cluster at {}", a.connect.join(","))
+        };
+        md.push_str(&format!(
+            "Setup: {setup}. {} items of {} B prefilled, then open-loop sets over the same keys \
+             at each rate for {} s ({} s warm-up not measured), {} writers. Replication \
+             latency: {} Poisson-timed samples/s, each a set on the active followed by reads \
+             of the replica until it serves the value. Items remaining: sampled every 100 ms \
+             (Sluice: Σ active high seqno × replicas − Σ replica high seqno; Redis: \
+             primary offset − replica offset, in SETs). {} run(s); each figure is the median \
+             over runs.\n\n",
+            a.items, a.value_bytes, a.step_s, a.warmup_s, a.writers, a.sample_hz, a.runs
+        ));
+        let sections: [(&str, &str, Table); 5] = [
+            (
+                "Highest set rate meeting each line",
+                "Rates of the ladder only; a rate counts if it and every lower rate meet the line.",
+                self.summary_table(),
+            ),
+            (
+                "Replication latency, p80 / p95 / p99",
+                "From the set's send to the value being readable on the replica.",
+                self.latency_table(),
+            ),
+            (
+                "Replication items remaining, avg / max",
+                "Changes the replica has yet to apply; Sluice also gives its producers' own \
+                 not-yet-sent count.",
+                self.items_table(),
+            ),
+            (
+                "Replication bytes/s, MB/s avg / max / min",
+                "Over 1 s windows. Sluice: DCP bytes its replication producers sent; Redis: \
+                 growth of master_repl_offset.",
+                self.bytes_table(),
+            ),
+            (
+                "Load held",
+                "Sets answered per second after the warm-up, and their p99 from the scheduled \
+                 send time; for Sluice, the lowest active resident ratio over the nodes at \
+                 the step's end.",
+                self.load_table(),
+            ),
+        ];
+        for (title, note, table) in sections {
+            md.push_str(&format!(
+                "## {title}\n\n{note}\n\n{}\n",
+                table.to_markdown()
+            ));
+        }
+        if !self.readers.is_empty() {
+            md.push_str(&format!(
+                "## What the columns' DCP readers did\n\nViews: one connection per node \
+                 opening, reading to the current seqno and closing a stream per changed \
+                 vbucket every {} ms. XDCR: the same over 16 connections per node every {} ms \
+                 (source side only). DCP clients: one connection per node each, every vbucket \
+                 from seqno 0, then following. Counts are over the column's whole ladder; \
+                 `ended by producer`: streams the producer ended (e.g. too slow under memory \
+                 pressure), each asked for again.\n\n{}\n",
+                self.args.views_every_ms,
+                self.args.xdcr_every_ms,
+                self.readers_table().to_markdown()
+            ));
+        }
+        md
+    }
+
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        write_report(dir, self, &self.markdown(), &self.charts())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::replication::measure::LagSummary;
+    use crate::scenarios::replication::step::{ReplLatency, Timeline};
+    use clap::Parser;
+
+    fn step(target: &str, run: u32, rate: f64, p99_ms: f64, items: f64) -> StepResult {
+        StepResult {
+            target: target.into(),
+            run,
+            rate,
+            achieved_per_s: rate,
+            set_errors: 0,
+            sets_behind: 0,
+            sustained: true,
+            set_latency: Default::default(),
+            repl_latency: ReplLatency {
+                samples: 100,
+                p99_us: p99_ms * 1000.0,
+                p95_us: p99_ms * 500.0,
+                ..Default::default()
+            },
+            lag: LagSummary {
+                items_remaining_avg: items,
+                ..Default::default()
+            },
+            stream_bytes_per_set: None,
+            resident_pct: Some(100),
+            timeline: Timeline {
+                latency_ms: vec![(0.5, p99_ms)],
+                items_remaining: vec![(0.1, items)],
+            },
+        }
+    }
+
+    fn args(rates: &str) -> ReplArgs {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: ReplArgs,
+        }
+        Cli::parse_from(["b", "--rates", rates]).a
+    }
+
+    #[test]
+    fn highest_rate_stops_at_the_first_miss() {
+        let steps = vec![
+            step("s", 0, 1000.0, 1.0, 1.0),
+            step("s", 0, 2000.0, 4.0, 10.0),
+            step("s", 0, 3000.0, 6.0, 10.0), // p99 over 5 ms
+            step("s", 0, 4000.0, 1.0, 10.0), // meets again: not counted
+        ];
+        let r = ReplReport::new(args("1000,2000,3000,4000"), vec!["s".into()], steps, vec![]);
+        let h = &r.highest[0];
+        assert_eq!(h.issue_line, Some(2000.0));
+        assert_eq!(h.our_line, Some(2000.0));
+        assert_eq!(h.seed_line, Some(4000.0));
+        assert_eq!(h.sustained, Some(4000.0));
+    }
+
+    #[test]
+    fn items_remaining_share_separates_the_lines() {
+        // 50 items at 1000/s: 5 % of the rate, over 1 %, under 15 %.
+        let r = ReplReport::new(
+            args("1000"),
+            vec!["s".into()],
+            vec![step("s", 0, 1000.0, 1.0, 50.0)],
+            vec![],
+        );
+        assert_eq!(r.highest[0].issue_line, None);
+        assert_eq!(r.highest[0].our_line, Some(1000.0));
+    }
+
+    #[test]
+    fn medians_over_runs_and_missing_rates_show_as_dashes() {
+        let steps = vec![
+            step("a", 0, 1000.0, 1.0, 1.0),
+            step("a", 1, 1000.0, 3.0, 1.0),
+            step("a", 2, 1000.0, 2.0, 1.0),
+            step("b", 0, 1000.0, 1.0, 1.0),
+            step("a", 0, 2000.0, 1.0, 1.0),
+        ];
+        let r = ReplReport::new(
+            args("1000,2000"),
+            vec!["a".into(), "b".into()],
+            steps,
+            vec![],
+        );
+        let a1000 = r.row("a", 1000.0).unwrap();
+        assert_eq!((a1000.runs, a1000.repl_p99_us), (3, 2000.0));
+        let md = r.markdown();
+        assert!(
+            md.contains("## Replication latency, p80 / p95 / p99"),
+            "{md}"
+        );
+        let lat = r.latency_table().to_markdown();
+        assert_eq!(lat.lines().count(), 4, "{lat}"); // header, rule, 2 rates
+        assert!(
+            lat.lines().last().unwrap().contains('—'),
+            "b never ran 2000/s: {lat}"
+        );
+        // Two rate charts with a line per target, then two timelines per first-run step.
+        let charts = r.charts();
+        assert_eq!(charts.len(), 2 + 2 * 3);
+        let crate::report::chart::ChartKind::Line(p99) = &charts[0].kind else {
+            panic!("a line chart expected")
+        };
+        assert_eq!(p99.series[0].points, vec![(1000.0, 2.0), (2000.0, 1.0)]);
+        assert_eq!(p99.series[1].points, vec![(1000.0, 1.0)]);
+        let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
+        assert!(files.contains(&"repl-a-2000-latency.png"), "{files:?}");
+        assert!(
+            files.contains(&"repl-b-1000-items-remaining.png"),
+            "{files:?}"
+        );
+    }
+
+    #[test]
+    fn the_readers_table_has_a_row_per_reader_kind_and_run() {
+        let readers = vec![ColumnReaders {
+            target: "sluice + views".into(),
+            run: 0,
+            readers: vec![ReaderCount {
+                kind: "views".into(),
+                connections: 2,
+                items: 1500,
+                bytes: 2_000_000,
+                streams_opened: 40,
+                cycles: 10,
+                ended_by_producer: 3,
+                errors: 1,
+                first_error: Some("refused".into()),
+            }],
+        }];
+        let r = ReplReport::new(args("1000"), vec!["s".into()], vec![], readers);
+        let t = r.readers_table().to_markdown();
+        assert!(
+            t.contains("| sluice + views | 1 | views | 2 | 40 | 10 | 1,500 | 2.0 | 3 | 1 (first: refused) |"),
+            "{t}"
+        );
+    }
+}
