@@ -19,7 +19,7 @@
 //! old active rolls back to the point both histories share.
 
 use crate::cluster_map::MapView;
-use crate::dcp::replication::{Replication, ReplicationSpec};
+use crate::dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
 use crate::node::Node;
 use sluice_cluster::NodeId;
 use sluice_types::{VbId, VbState};
@@ -84,7 +84,7 @@ impl ClusterAgent {
     pub fn start(node: Arc<Node>) -> ClusterAgent {
         let stop = Arc::new(Notify::new());
         let maps = node.watch_cluster_map();
-        let (tx, takeovers) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, takeovers) = tokio::sync::mpsc::channel(TAKEOVERS_QUEUED_MAX);
         *node.agent_takeovers.lock() = Some(tx);
         let task = tokio::spawn(run(node, maps, takeovers, stop.clone()));
         ClusterAgent { stop, task }
@@ -105,7 +105,7 @@ struct Feed {
 async fn run(
     node: Arc<Node>,
     mut maps: watch::Receiver<Arc<MapView>>,
-    mut takeovers: tokio::sync::mpsc::UnboundedReceiver<VbId>,
+    mut takeovers: tokio::sync::mpsc::Receiver<VbId>,
     stop: Arc<Notify>,
 ) {
     let mut feeds: BTreeMap<NodeId, Feed> = BTreeMap::new();
@@ -126,7 +126,11 @@ async fn run(
                 // follows: its feed asks for the takeover stream.
                 apply_map = false;
                 match feeds.values().find(|f| f.spec.vbuckets.contains(&vb)) {
-                    Some(f) => f.replication.takeover(vb),
+                    Some(f) => {
+                        if !f.replication.takeover(vb) {
+                            tracing::warn!(%vb, "takeover could not be asked of the feed");
+                        }
+                    }
                     None => tracing::warn!(%vb, "takeover asked for a vbucket no feed follows here"),
                 }
             }

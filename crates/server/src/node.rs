@@ -43,8 +43,7 @@ pub struct Node {
     /// Copies a running rebalance builds here before the map lists them.
     pub builds: crate::rebalance_builds::Builds,
     /// Takeover requests for the cluster agent's feeds (set while the agent runs).
-    pub(crate) agent_takeovers:
-        parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<VbId>>>,
+    pub(crate) agent_takeovers: parking_lot::Mutex<Option<tokio::sync::mpsc::Sender<VbId>>>,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
@@ -152,7 +151,7 @@ impl Node {
             return true;
         }
         match &*self.agent_takeovers.lock() {
-            Some(tx) => tx.send(vb).is_ok(),
+            Some(tx) => tx.try_send(vb).is_ok(),
             None => false,
         }
     }

@@ -70,15 +70,13 @@ impl Builds {
         Ok(())
     }
 
-    /// Asks the build of `vb` to take the vbucket over; `false` if none runs.
+    /// Asks the build of `vb` to take the vbucket over; `false` if none runs (or it cannot
+    /// be asked).
     pub fn takeover(&self, vb: VbId) -> bool {
-        match self.builds.lock().get(&vb) {
-            Some(b) => {
-                b.replication.takeover(vb);
-                true
-            }
-            None => false,
-        }
+        self.builds
+            .lock()
+            .get(&vb)
+            .is_some_and(|b| b.replication.takeover(vb))
     }
 
     pub fn contains(&self, vb: VbId) -> bool {

@@ -62,17 +62,21 @@ pub struct ReplicationSpec {
     pub consumer_name: String,
 }
 
+/// Takeover requests waiting for a feed, at most one per vbucket a bucket can have (2 bytes
+/// each): a rebalance asks for one vbucket at a time.
+pub(crate) const TAKEOVERS_QUEUED_MAX: usize = sluice_types::limits::VBUCKETS_MAX as usize;
+
 /// A running replication; dropping it does not stop it, [`Replication::stop`] does.
 pub struct Replication {
     stop: Arc<Notify>,
-    takeovers: mpsc::UnboundedSender<VbId>,
+    takeovers: mpsc::Sender<VbId>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Replication {
     pub fn start(node: Arc<Node>, spec: ReplicationSpec) -> Replication {
         let stop = Arc::new(Notify::new());
-        let (takeovers, rx) = mpsc::unbounded_channel();
+        let (takeovers, rx) = mpsc::channel(TAKEOVERS_QUEUED_MAX);
         let task = tokio::spawn(run(node, spec, stop.clone(), rx));
         Replication {
             stop,
@@ -83,9 +87,10 @@ impl Replication {
 
     /// Takes `vb` over from the producer: it streams the rest, stops taking writes, and this
     /// node's replica becomes active (with a new failover branch). The vbucket then leaves
-    /// the replication.
-    pub fn takeover(&self, vb: VbId) {
-        let _ = self.takeovers.send(vb);
+    /// the replication. `false` if the request could not be queued (the replication has
+    /// stopped, or [`TAKEOVERS_QUEUED_MAX`] requests wait already).
+    pub fn takeover(&self, vb: VbId) -> bool {
+        self.takeovers.try_send(vb).is_ok()
     }
 
     pub async fn stop(self) {
@@ -98,7 +103,7 @@ async fn run(
     node: Arc<Node>,
     spec: ReplicationSpec,
     stop: Arc<Notify>,
-    mut takeovers: mpsc::UnboundedReceiver<VbId>,
+    mut takeovers: mpsc::Receiver<VbId>,
 ) {
     for &vb in &spec.vbuckets {
         if let Err(e) = node.bucket.set_vbucket_state(vb, VbState::Replica) {
@@ -181,7 +186,7 @@ fn position(node: &Node, vb: VbId) -> Result<Option<DcpPosition>, EngineError> {
 async fn follow(
     node: &Arc<Node>,
     spec: &ReplicationSpec,
-    takeovers: &mut mpsc::UnboundedReceiver<VbId>,
+    takeovers: &mut mpsc::Receiver<VbId>,
     wanted: &mut BTreeSet<VbId>,
 ) -> anyhow::Result<()> {
     let start = positions(node, spec)?;
