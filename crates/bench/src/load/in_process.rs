@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::BenchError;
 use crate::load::workload::{key, Op, Rng, Workload};
-use crate::scenarios::kv::report::median;
+use crate::report::median;
 
 /// Operations between two clock reads: keeps `Instant::now()` out of the per-op cost.
 const OPS_PER_CLOCK_READ: u64 = 32;

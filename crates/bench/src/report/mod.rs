@@ -1,4 +1,5 @@
 //! What the scenarios show and write, shared by all of them.
+//! - `median`       — the median over runs, which every scenario reports;
 //! - `table`        — aligned text tables for stdout, the same rows as Markdown;
 //! - `progress`     — the stderr progress bar while a phase runs;
 //! - `chart`        — what a chart shows, as plain data; `chart_png` — draws it with plotters;
@@ -7,7 +8,10 @@
 
 pub mod chart;
 pub mod chart_png;
+mod median;
 pub mod progress;
 pub mod rerun;
 pub mod scenario_out;
 pub mod table;
+
+pub use median::median;

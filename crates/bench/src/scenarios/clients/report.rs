@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use crate::harness::node_probe::NodeReading;
 use crate::report::chart::{BarChart, Chart};
+use crate::report::median;
 use crate::report::scenario_out::write_report;
 use crate::report::table::Table;
 use crate::scenarios::clients::args::{ClientCase, ClientsArgs};
 use crate::scenarios::clients::phase::PhaseResult;
-use crate::scenarios::kv::report::median;
 
 /// Seed 002's published TOTAL rows: (users, servers, ramp s, phase, average ms, throughput/s).
 const SEED_002: [(u32, u16, f64, &str, f64, f64); 6] = [

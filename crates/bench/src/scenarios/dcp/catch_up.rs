@@ -15,12 +15,12 @@ use crate::harness::proc_stats::{CpuSplit, PhaseCpu};
 use crate::harness::rss_sampler::{RssSampler, RssSummary};
 use crate::load::measure::{self, RunResult, RunSpec};
 use crate::load::stop::Stop;
+use crate::report::median;
 use crate::report::progress::{Length, Ticker};
 use crate::scenarios::dcp::args::DcpArgs;
 use crate::scenarios::dcp::bucket_setup::{LoadedBucket, Settled};
 use crate::scenarios::dcp::consumer::{consume, ConsumerResult};
 use crate::scenarios::dcp::drain::MB;
-use crate::scenarios::kv::report::median;
 
 /// The write load's window if it is never stopped: a bound, so the loop always ends.
 const WRITE_LOAD_MAX: Duration = Duration::from_secs(3600);

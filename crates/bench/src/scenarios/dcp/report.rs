@@ -4,13 +4,13 @@
 use serde::Serialize;
 use std::path::Path;
 
+use crate::report::median;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::dcp::args::DcpArgs;
 use crate::scenarios::dcp::bucket_setup::{LoadSummary, SetupShape};
 use crate::scenarios::dcp::catch_up::CatchUpRun;
 use crate::scenarios::dcp::drain::{DrainRun, MB};
 use crate::scenarios::dcp::write_rate::WriteRun;
-use crate::scenarios::kv::report::median;
 
 #[derive(Debug, Serialize)]
 pub struct DcpReport {

@@ -7,11 +7,11 @@ use serde::Serialize;
 use std::path::Path;
 
 use crate::report::chart::{BarChart, Chart};
+use crate::report::median;
 use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::footprint::args::{FootprintArgs, Mode};
 use crate::scenarios::kv::args::BucketTypeArg;
-use crate::scenarios::kv::report::median;
 
 /// Seed 003 (Xenon), as published: (what, quota, update ops/s).
 const SEED_003: [(&str, &str, &str); 7] = [

@@ -8,6 +8,7 @@ use crate::load::in_process::InProcessResult;
 use crate::load::latency::format_us;
 use crate::load::measure::RunResult;
 use crate::report::chart::{BarChart, Chart};
+use crate::report::median;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::kv::args::KvArgs;
 
@@ -79,17 +80,6 @@ impl Ratios {
             throughput: sluice.ops_per_s / peer.ops_per_s,
             p99: sluice.p99_us / peer.p99_us,
         }
-    }
-}
-
-/// The median; the mean of the middle two for an even count; 0 for none.
-pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -282,14 +272,6 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_even_and_empty_sets() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[7.0]), 7.0);
-        assert_eq!(median(&[]), 0.0);
-    }
 
     #[test]
     fn ratios_say_which_side_is_better() {

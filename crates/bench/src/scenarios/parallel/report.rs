@@ -10,9 +10,9 @@ use std::time::Duration;
 use crate::harness::node_probe::NodeReading;
 use crate::load::latency::Latency;
 use crate::report::chart::{Chart, LineChart, Marks, Series};
+use crate::report::median;
 use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
-use crate::scenarios::kv::report::median;
 use crate::scenarios::parallel::args::ParallelArgs;
 use crate::scenarios::parallel::client::ClientOutcome;
 

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use crate::load::latency::format_us;
 use crate::report::chart::{file_name, Chart, LineChart, Marks, Series};
+use crate::report::median;
 use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
-use crate::scenarios::kv::report::median;
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::background::ReaderCount;
 use crate::scenarios::replication::step::StepResult;
