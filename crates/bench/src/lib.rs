@@ -13,6 +13,10 @@
 //! - `report/`    — tables, the progress bar, charts, the output directory (report.md,
 //!   results.json, config.json) and `sluice bench rerun` ([`run_rerun`]);
 //! - `error`      — what can go wrong below the top level (typed; each `run_*` adds context).
+//!
+//! Feature `charts` (off here, on by default in the `sluice` binary): reports draw their charts
+//! as PNG files with plotters. Without it plotters is not linked, and the reports say their
+//! charts were not drawn.
 #![deny(unsafe_code)]
 
 mod error;

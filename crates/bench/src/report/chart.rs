@@ -1,6 +1,6 @@
 //! What a report's charts show, as plain data: line charts (one line or point cloud per
-//! series) and grouped bar charts. Reports build these (pure, unit-tested); `chart_png`
-//! draws them.
+//! series) and grouped bar charts. Reports build these (pure, unit-tested), with or without
+//! the `charts` feature; `chart_png` draws them (only with it).
 
 /// One named series of (x, y) points.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +65,8 @@ impl Chart {
         }
     }
 
+    /// Drawn above the chart, and names it where it could not be drawn.
+    #[cfg(feature = "charts")]
     pub fn title(&self) -> &str {
         match &self.kind {
             ChartKind::Line(c) => &c.title,
@@ -112,37 +114,6 @@ pub fn file_name(parts: &[&str]) -> String {
     out
 }
 
-/// The axis range of `values` with some air above, starting at 0 unless values go below
-/// it; never empty.
-pub fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (0.0f64, f64::MIN);
-    for v in values.filter(|v| v.is_finite()) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if hi <= lo {
-        return (lo, lo + 1.0);
-    }
-    (lo, hi + (hi - lo) * 0.08)
-}
-
-/// The x range of the points, exactly (a little wider when there is only one x).
-pub fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for v in values.filter(|v| v.is_finite()) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if lo > hi {
-        return (0.0, 1.0);
-    }
-    if (hi - lo).abs() < f64::EPSILON {
-        let pad = (lo.abs() * 0.1).max(0.5);
-        return (lo - pad, hi + pad);
-    }
-    (lo, hi)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,18 +129,6 @@ mod tests {
             "redis-aof-everysec.png"
         );
         assert_eq!(file_name(&[]), ".png");
-    }
-
-    #[test]
-    fn ranges_leave_air_and_are_never_empty() {
-        let (lo, hi) = value_range([2.0, 10.0].into_iter());
-        assert!(lo == 0.0 && (hi - 10.8).abs() < 1e-9, "{hi}");
-        assert_eq!(value_range([f64::NAN].into_iter()), (0.0, 1.0));
-        let (lo, hi) = value_range([-5.0, 5.0].into_iter());
-        assert!(lo == -5.0 && hi > 5.0);
-        assert_eq!(span([3.0, 1.0, 2.0].into_iter()), (1.0, 3.0));
-        assert_eq!(span([4.0].into_iter()), (3.5, 4.5));
-        assert_eq!(span(std::iter::empty()), (0.0, 1.0));
     }
 
     #[test]

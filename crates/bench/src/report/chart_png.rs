@@ -13,7 +13,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::report::chart::{span, value_range, BarChart, Chart, ChartKind, LineChart, Marks};
+use crate::report::chart::{BarChart, Chart, ChartKind, LineChart, Marks};
 
 const SIZE: (u32, u32) = (1000, 560);
 const FONT: &str = "sans-serif";
@@ -242,6 +242,37 @@ fn short_number(v: f64) -> String {
     }
 }
 
+/// The axis range of `values` with some air above, starting at 0 unless values go below
+/// it; never empty.
+fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (0.0f64, f64::MIN);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if hi <= lo {
+        return (lo, lo + 1.0);
+    }
+    (lo, hi + (hi - lo) * 0.08)
+}
+
+/// The x range of the points, exactly (a little wider when there is only one x).
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return (0.0, 1.0);
+    }
+    if (hi - lo).abs() < f64::EPSILON {
+        let pad = (lo.abs() * 0.1).max(0.5);
+        return (lo - pad, hi + pad);
+    }
+    (lo, hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +303,18 @@ mod tests {
         assert_eq!(short_number(0.25), "0.25");
         assert_eq!(short_number(0.5), "0.5");
         assert_eq!(short_number(1.25), "1.25");
+    }
+
+    #[test]
+    fn ranges_leave_air_and_are_never_empty() {
+        let (lo, hi) = value_range([2.0, 10.0].into_iter());
+        assert!(lo == 0.0 && (hi - 10.8).abs() < 1e-9, "{hi}");
+        assert_eq!(value_range([f64::NAN].into_iter()), (0.0, 1.0));
+        let (lo, hi) = value_range([-5.0, 5.0].into_iter());
+        assert!(lo == -5.0 && hi > 5.0);
+        assert_eq!(span([3.0, 1.0, 2.0].into_iter()), (1.0, 3.0));
+        assert_eq!(span([4.0].into_iter()), (3.5, 4.5));
+        assert_eq!(span(std::iter::empty()), (0.0, 1.0));
     }
 
     /// Draws one of each kind where a font exists (CI installs one); a PNG starts with its

@@ -1,5 +1,6 @@
 //! Where a scenario writes: `--out DIR` (default `bench-out/{scenario}`), holding report.md,
-//! results.json, config.json (the options, for `sluice bench rerun`) and charts/*.png.
+//! results.json, config.json (the options, for `sluice bench rerun`) and charts/*.png (with
+//! the `charts` feature).
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::report::chart::Chart;
 
 /// The subdirectory of the charts.
+#[cfg(feature = "charts")]
 pub const CHARTS_DIR: &str = "charts";
 /// The saved options of a run.
 pub const CONFIG_FILE: &str = "config.json";
@@ -64,27 +66,31 @@ pub fn write_report<T: Serialize>(
     Ok(())
 }
 
-/// Draws the charts that have data; returns the report's Charts section. A chart that
-/// cannot be drawn is named with the reason instead: the figures are in the tables anyway.
+/// Draws the charts that have data; returns the report's Charts section.
 fn draw_charts(dir: &Path, charts: &[Chart]) -> String {
     let charts: Vec<&Chart> = charts.iter().filter(|c| c.has_data()).collect();
     if charts.is_empty() {
         return String::new();
     }
-    let mut md = String::from("\n## Charts\n\n");
+    format!("\n## Charts\n\n{}", draw_pngs(dir, &charts))
+}
+
+/// Draws each chart into `dir/charts/`; returns the Charts section's lines. A chart that
+/// cannot be drawn is named with the reason instead: the figures are in the tables anyway.
+#[cfg(feature = "charts")]
+fn draw_pngs(dir: &Path, charts: &[&Chart]) -> String {
     if let Err(why) = crate::report::chart_png::available() {
         eprintln!("charts skipped: {why}");
-        md.push_str(&format!("No charts were drawn: {why}.\n"));
-        return md;
+        return format!("No charts were drawn: {why}.\n");
     }
     let charts_dir = dir.join(CHARTS_DIR);
     if let Err(e) = std::fs::create_dir_all(&charts_dir) {
-        md.push_str(&format!(
+        return format!(
             "No charts were drawn: creating {}: {e}.\n",
             charts_dir.display()
-        ));
-        return md;
+        );
     }
+    let mut md = String::new();
     for c in charts {
         match crate::report::chart_png::draw(c, &charts_dir) {
             Ok(()) => md.push_str(&format!(
@@ -99,6 +105,18 @@ fn draw_charts(dir: &Path, charts: &[Chart]) -> String {
         }
     }
     md
+}
+
+/// Why a build without plotters draws no charts.
+#[cfg(not(feature = "charts"))]
+const NO_CHARTS: &str = "built without the `charts` feature";
+
+/// Built without plotters: the report says so, and stderr once per process (not per report).
+#[cfg(not(feature = "charts"))]
+fn draw_pngs(_dir: &Path, _charts: &[&Chart]) -> String {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("charts: not drawn ({NO_CHARTS})"));
+    format!("No charts were drawn: {NO_CHARTS}.\n")
 }
 
 #[cfg(test)]
@@ -151,7 +169,12 @@ mod tests {
         let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
         assert!(md.contains("## Charts"), "{md}");
         assert!(!md.contains("e.png"), "an empty chart is left out: {md}");
-        match crate::report::chart_png::available() {
+        // Drawn where this build and this machine can draw; otherwise the report says why.
+        #[cfg(feature = "charts")]
+        let drawable = crate::report::chart_png::available();
+        #[cfg(not(feature = "charts"))]
+        let drawable: Result<(), String> = Err(NO_CHARTS.to_string());
+        match drawable {
             Ok(()) => {
                 assert!(md.contains("![t a.png](charts/a.png)"), "{md}");
                 assert!(tmp.path().join("charts/a.png").is_file());
