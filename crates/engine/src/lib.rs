@@ -8,7 +8,8 @@
 //! - `memory`     — the quota, watermarks and usage counters;
 //! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync;
 //! - `warmup`     — rebuilds vbuckets from storage at start;
-//! - `pager`      — the item pager (evicts clean values) and the expiry pager;
+//! - `pager`      — the item pager (evicts clean values), the expiry pager and the tombstone
+//!   purger: `pager/schedule` decides what runs when, `pager/{evict,expiry,tombstones}` do it;
 //! - `stream_source` — what DCP streams read: cursors and backfills;
 //! - `checkpoint_recovery` — keeps checkpoint memory in budget (drops slow cursors);
 //! - `listeners`  — wakes DCP producers when a vbucket changes;
