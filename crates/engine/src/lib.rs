@@ -6,7 +6,8 @@
 //! - `hash_table` — key → [`StoredValue`] with byte accounting; `table_key`: its keys;
 //! - `checkpoint` — the ordered, deduplicating queue of changes and its cursors;
 //! - `memory`     — the quota, watermarks and usage counters;
-//! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync;
+//! - `flusher`    — drains the flusher cursor into storage, one atomic batch + one sync:
+//!   `flusher/schedule` decides (share, rotation, pacing), `flusher/round` is one round;
 //! - `warmup`     — rebuilds vbuckets from storage at start;
 //! - `pager`      — the item pager (evicts clean values), the expiry pager and the tombstone
 //!   purger: `pager/schedule` decides what runs when, `pager/{evict,expiry,tombstones}` do it;
