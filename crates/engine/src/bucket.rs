@@ -9,9 +9,12 @@ use crate::item::{ArithmeticRequest, Document, Mutation, StoreRequest};
 use crate::memory::{Memory, MemorySnapshot};
 use crate::signal::Signal;
 use crate::stats::BucketStats;
+use crate::vb_uuids::VbUuids;
 use crate::vbucket::{OpCtx, VBucket, VbInner};
 use bytes::Bytes;
 use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
 use sluice_storage::Store;
 use sluice_types::{Cas, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,15 +68,31 @@ pub struct Bucket {
     pub(crate) flush_lock: Mutex<()>,
     /// DCP producers to wake after a write.
     pub(crate) listeners: crate::listeners::Listeners,
+    /// Where new failover-log branches get their uuids (see [`Bucket::open_with_rng`]).
+    pub(crate) vb_uuids: Mutex<VbUuids>,
 }
 
 impl Bucket {
     /// Opens a bucket: warms it up from `store` (a couchbase bucket) or starts empty
-    /// (ephemeral, `store == None`), then starts the background threads.
+    /// (ephemeral, `store == None`), then starts the background threads. Vbucket uuids are
+    /// drawn from the OS's randomness.
     pub fn open(
         config: BucketConfig,
         store: Option<Arc<dyn Store>>,
         clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Bucket>, EngineError> {
+        Bucket::open_with_rng(config, store, clock, StdRng::from_entropy())
+    }
+
+    /// [`Bucket::open`], with every vbucket uuid (at warmup, and for each failover-log branch
+    /// after) drawn from `rng`: a seeded `rng` makes them the same on every run. Reopening a
+    /// data directory with the seed of an earlier open would draw that open's uuids again,
+    /// and a new branch would repeat an old uuid: seed each open differently.
+    pub fn open_with_rng(
+        config: BucketConfig,
+        store: Option<Arc<dyn Store>>,
+        clock: Arc<dyn Clock>,
+        rng: impl RngCore + Send + 'static,
     ) -> Result<Arc<Bucket>, EngineError> {
         assert!(config.num_vbuckets > 0, "a bucket has vbuckets");
         assert_eq!(
@@ -87,7 +106,8 @@ impl Bucket {
             config.low_watermark,
             config.checkpoint_share,
         );
-        let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory)?;
+        let mut vb_uuids = VbUuids::new(rng);
+        let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory, &mut vb_uuids)?;
         let dirty = crate::dirty_vbuckets::DirtyVbuckets::all_marked(vbuckets.len());
         let bucket = Arc::new(Bucket {
             config,
@@ -108,6 +128,7 @@ impl Bucket {
             listeners: Default::default(),
             flush_lock: Mutex::new(()),
             dirty,
+            vb_uuids: Mutex::new(vb_uuids),
         });
         let items: usize = bucket
             .vbuckets

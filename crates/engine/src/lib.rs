@@ -15,7 +15,12 @@
 //! - `checkpoint_recovery` — keeps checkpoint memory in budget (drops slow cursors);
 //! - `listeners`  — wakes DCP producers when a vbucket changes;
 //! - `replica`    — replica vbuckets: applying a producer's changes, resets;
+//! - `vb_uuids`   — where new vbucket uuids come from (a random source passed in);
 //! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
+//!
+//! Time and randomness come in as parameters: the flusher's and the pager's schedules take
+//! `now` and return actions, which their threads carry out; uuids are drawn from the RNG
+//! given to [`Bucket::open_with_rng`] ([`Bucket::open`] seeds one from the OS).
 //!
 //! Locking: each vbucket has one mutex; nothing slow (no I/O) ever happens under it. Disk
 //! reads for evicted values are done by the caller outside the lock ([`Bucket::fetch`]).
@@ -42,6 +47,7 @@ mod signal;
 mod stats;
 mod stream_source;
 mod table_key;
+mod vb_uuids;
 mod vbucket;
 mod warmup;
 

@@ -127,7 +127,9 @@ impl Bucket {
             }
             if state == VbState::Active {
                 let high = inner.high_seqno;
-                inner.failover.new_branch(crate::warmup::new_uuid(), high);
+                // Lock order: the vbucket, then the uuids (never the other way round).
+                let uuid = self.vb_uuids.lock().next();
+                inner.failover.new_branch(uuid, high);
             }
             inner.state = state;
             inner.meta_dirty = true;

@@ -13,15 +13,19 @@ use crate::config::BucketConfig;
 use crate::error::EngineError;
 use crate::hash_table::StoredValue;
 use crate::memory::Memory;
+use crate::vb_uuids::VbUuids;
 use crate::vbucket::{VBucket, VbInner};
 use sluice_storage::Store;
-use sluice_types::{FailoverLog, Seqno, VbId, VbState, VbUuid};
+use sluice_types::{FailoverLog, Seqno, VbId, VbState};
 use std::collections::HashMap;
 
+/// `uuids` gives every new vbucket and every new failover-log branch its uuid, drawn in
+/// vbucket order.
 pub fn warmup(
     config: &BucketConfig,
     store: Option<&dyn Store>,
     memory: &Memory,
+    uuids: &mut VbUuids,
 ) -> Result<Vec<VBucket>, EngineError> {
     let storage = |e: sluice_storage::StoreError| EngineError::Storage(e.to_string());
     let (clean, mut metas) = match store {
@@ -61,7 +65,7 @@ pub fn warmup(
                 let mut inner = VbInner::new(
                     vb,
                     VbState::Active,
-                    FailoverLog::new(new_uuid(), Seqno::ZERO),
+                    FailoverLog::new(uuids.next(), Seqno::ZERO),
                     Seqno::ZERO,
                     0,
                     config.checkpoint_items_max,
@@ -74,7 +78,7 @@ pub fn warmup(
             load_items(s, &mut inner, memory)?;
             if !clean {
                 let high = inner.high_seqno;
-                inner.failover.new_branch(new_uuid(), high);
+                inner.failover.new_branch(uuids.next(), high);
                 inner.meta_dirty = true;
             }
             inner.flusher_cursor = Some(inner.checkpoints.register_cursor_at_oldest());
@@ -117,14 +121,4 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
         inner.checkpoints.reset(high);
     }
     Ok(())
-}
-
-/// A random, non-zero vbucket uuid.
-pub fn new_uuid() -> VbUuid {
-    loop {
-        let u: u64 = rand::random();
-        if u != 0 {
-            return VbUuid(u);
-        }
-    }
 }

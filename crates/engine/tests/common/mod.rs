@@ -83,3 +83,17 @@ pub fn get(bucket: &Bucket, key: &[u8]) -> Option<Vec<u8>> {
     }
     panic!("value never became resident");
 }
+
+/// Copies a data directory, as a crash would leave it, while its bucket still holds it open.
+pub fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            std::fs::create_dir_all(&target).expect("create dir");
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
