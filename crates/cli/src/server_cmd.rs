@@ -217,7 +217,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         .worker_threads(1)
         .enable_all()
         .build()?;
-    rt.block_on(sluice_server::run_until(args.to_config(), stop_signal()))
+    Ok(rt.block_on(sluice_manager::run_until(args.to_config(), stop_signal()))?)
 }
 
 /// Resolves on Ctrl-C or SIGTERM (also `sluice watch`'s clean exit).

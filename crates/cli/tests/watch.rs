@@ -11,7 +11,7 @@ use sluice_client::{Client, ConnectOptions, StoreOptions};
 use sluice_types::Cas;
 
 struct Node {
-    running: sluice_server::Running,
+    running: sluice_manager::Running,
     _dir: tempfile::TempDir,
     addr: String,
 }
@@ -24,7 +24,7 @@ async fn start_node() -> Node {
     c.vbuckets = 16;
     c.memory_quota_mb = 64;
     c.connection_threads = 1;
-    let running = sluice_server::start(c).await.unwrap();
+    let running = sluice_manager::start(c).await.unwrap();
     let addr = running.kv_addr.to_string();
     Node {
         running,

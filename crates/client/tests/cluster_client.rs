@@ -14,7 +14,8 @@ use sluice_cluster::{
     fail_over, place, BucketInfo, BucketKind, Chain, ClusterMap, NodeId, NodeInfo, ServingNode,
     VbMap,
 };
-use sluice_server::{Running, ServerConfig};
+use sluice_manager::Running;
+use sluice_server::ServerConfig;
 use sluice_types::{vbucket_of, Cas, VbId, VbState};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -39,7 +40,7 @@ async fn start_node() -> TestNode {
     c.vbuckets = VBS;
     c.memory_quota_mb = 64;
     c.connection_threads = 1;
-    let running = sluice_server::start(c).await.unwrap();
+    let running = sluice_manager::start(c).await.unwrap();
     TestNode { running, _dir: dir }
 }
 

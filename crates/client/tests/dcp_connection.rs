@@ -245,7 +245,7 @@ async fn the_reconnecting_stream_follows_a_node_restart() {
         c.connection_threads = 1;
         c
     };
-    let running = sluice_server::start(config(0)).await.unwrap();
+    let running = sluice_manager::start(config(0)).await.unwrap();
     let addr = running.kv_addr.to_string();
     let mut kv = Client::connect(&addr, connect_options()).await.unwrap();
     let mut model = Model::default();
@@ -266,7 +266,7 @@ async fn the_reconnecting_stream_follows_a_node_restart() {
     drop(kv);
     running.shutdown().await.unwrap();
     let running =
-        sluice_server::start(config(addr.parse::<std::net::SocketAddr>().unwrap().port()))
+        sluice_manager::start(config(addr.parse::<std::net::SocketAddr>().unwrap().port()))
             .await
             .unwrap();
     let mut kv = Client::connect(&addr, connect_options()).await.unwrap();

@@ -2,13 +2,12 @@
 
 use crate::cluster_map::{self, BucketFacts, MapView};
 use crate::config::ServerConfig;
-use anyhow::Context;
+use crate::node_error::OpenError;
 use serde::{Deserialize, Serialize};
 use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_sasl::MemoryCredentialStore;
 use sluice_storage::{FjallStore, StoreMemory};
-use sluice_types::VbId;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,10 +39,6 @@ pub struct Node {
     pub replication: crate::dcp::replication_stats::ReplicationStats,
     /// The replicas' seqno acks, which durable writes on this node's actives wait for.
     pub durability: crate::durability::DurabilityMonitor,
-    /// Copies a running rebalance builds here before the map lists them.
-    pub builds: crate::rebalance_builds::Builds,
-    /// Takeover requests for the cluster agent's feeds (set while the agent runs).
-    pub(crate) agent_takeovers: parking_lot::Mutex<Option<tokio::sync::mpsc::Sender<VbId>>>,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
@@ -55,10 +50,13 @@ pub struct Node {
 
 impl Node {
     /// Opens (or creates) the bucket under the data directory and warms it up. Blocking.
-    pub fn open(config: ServerConfig) -> anyhow::Result<Node> {
+    pub fn open(config: ServerConfig) -> Result<Node, OpenError> {
         let bucket_dir = config.data_dir.join(&config.bucket);
-        std::fs::create_dir_all(&bucket_dir)
-            .with_context(|| format!("creating data directory {}", bucket_dir.display()))?;
+        std::fs::create_dir_all(&bucket_dir).map_err(|source| OpenError::Io {
+            what: "creating data directory",
+            path: bucket_dir.clone(),
+            source,
+        })?;
         let identity = load_or_create_identity(&bucket_dir, &config)?;
         let mut bc = BucketConfig::new(&config.bucket, config.bucket_type);
         bc.num_vbuckets = config.vbuckets;
@@ -72,13 +70,15 @@ impl Node {
                     &bucket_dir.join("store"),
                     StoreMemory::for_quota(bc.quota_bytes),
                 )
-                .with_context(|| format!("opening storage in {}", bucket_dir.display()))?,
+                .map_err(|source| OpenError::Storage {
+                    dir: bucket_dir.clone(),
+                    source,
+                })?,
             )),
             BucketType::Ephemeral => None,
         };
         let started = Instant::now();
-        let bucket =
-            Bucket::open(bc, store, Arc::new(SystemClock)).context("warming up the bucket")?;
+        let bucket = Bucket::open(bc, store, Arc::new(SystemClock)).map_err(OpenError::Warmup)?;
         let write_room = Arc::new(tokio::sync::Notify::new());
         let room = write_room.clone();
         bucket.set_room_listener(Box::new(move || room.notify_waiters()));
@@ -88,7 +88,7 @@ impl Node {
         let mut credentials = MemoryCredentialStore::new(&mut rng);
         credentials
             .add_user(&config.username, &config.password, &mut rng)
-            .context("creating the administrator's credentials")?;
+            .map_err(OpenError::Credentials)?;
         // Until the ports are bound (they may be 0 = any), the map shows the configured ones.
         let me = NodeInfo {
             id: SOLO_NODE,
@@ -124,8 +124,6 @@ impl Node {
             dcp: Default::default(),
             replication: Default::default(),
             durability: Default::default(),
-            builds: Default::default(),
-            agent_takeovers: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
             write_room,
         })
@@ -133,7 +131,7 @@ impl Node {
 
     /// Records the ports actually bound (0 in the config means "any") and, while the node is
     /// not part of a cluster, serves the map of itself alone on them.
-    pub(crate) fn set_bound_ports(&self, kv: u16, admin: u16) {
+    pub fn set_bound_ports(&self, kv: u16, admin: u16) {
         self.kv_port.store(kv, Ordering::Relaxed);
         self.admin_port.store(admin, Ordering::Relaxed);
         let alone = self.cluster_map().map.nodes().len() == 1;
@@ -141,18 +139,6 @@ impl Node {
             let me = self.node_info(SOLO_NODE);
             let map = cluster_map::single_node(me, self.config.replicas, self.config.vbuckets);
             self.install_map(map, SOLO_NODE);
-        }
-    }
-
-    /// Asks whichever replication follows replica `vb` here (a rebalance build, or the
-    /// agent's feed from its active) to take it over. `false` if none can be asked.
-    pub fn request_takeover(&self, vb: VbId) -> bool {
-        if self.builds.takeover(vb) {
-            return true;
-        }
-        match &*self.agent_takeovers.lock() {
-            Some(tx) => tx.try_send(vb).is_ok(),
-            None => false,
         }
     }
 
@@ -242,31 +228,37 @@ fn open_store_in_batch_thread(
     })
 }
 
-fn load_or_create_identity(dir: &Path, config: &ServerConfig) -> anyhow::Result<BucketIdentity> {
+fn load_or_create_identity(dir: &Path, config: &ServerConfig) -> Result<BucketIdentity, OpenError> {
     let path = dir.join("bucket.json");
     let wanted_type = match config.bucket_type {
         BucketType::Couchbase => "couchbase",
         BucketType::Ephemeral => "ephemeral",
     };
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { what, path, source }
+    };
     if path.exists() {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(io("reading", &path))?;
         let id: BucketIdentity =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        anyhow::ensure!(
-            id.num_vbuckets == config.vbuckets,
-            "{} was created with --vbuckets {}, not {}: keys would hash to other vbuckets",
-            dir.display(),
-            id.num_vbuckets,
-            config.vbuckets
-        );
-        anyhow::ensure!(
-            id.bucket_type == wanted_type,
-            "{} holds a {} bucket, not {}",
-            dir.display(),
-            id.bucket_type,
-            wanted_type
-        );
+            serde_json::from_str(&text).map_err(|source| OpenError::Identity {
+                path: path.clone(),
+                source,
+            })?;
+        if id.num_vbuckets != config.vbuckets {
+            return Err(OpenError::VbucketsChanged {
+                dir: dir.to_path_buf(),
+                had: id.num_vbuckets,
+                asked: config.vbuckets,
+            });
+        }
+        if id.bucket_type != wanted_type {
+            return Err(OpenError::TypeChanged {
+                dir: dir.to_path_buf(),
+                had: id.bucket_type,
+                asked: wanted_type,
+            });
+        }
         return Ok(id);
     }
     let id = BucketIdentity {
@@ -275,7 +267,11 @@ fn load_or_create_identity(dir: &Path, config: &ServerConfig) -> anyhow::Result<
         num_vbuckets: config.vbuckets,
     };
     let tmp = dir.join("bucket.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&id)?)?;
-    std::fs::rename(&tmp, &path)?;
+    let bytes = serde_json::to_vec_pretty(&id).map_err(|source| OpenError::Identity {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io("writing", &path))?;
     Ok(id)
 }

@@ -8,8 +8,9 @@ mod common;
 use common::kv_peer::Kv;
 use sluice_cluster::{fail_over, place, ClusterMap, NodeId, NodeInfo};
 use sluice_engine::BucketType;
+use sluice_manager::Running;
 use sluice_proto::encode::Packet;
-use sluice_server::{Running, ServerConfig};
+use sluice_server::ServerConfig;
 use sluice_types::{vbucket_of, VbId, VbState};
 use std::path::Path;
 use std::time::Duration;
@@ -25,7 +26,7 @@ async fn node(dir: &Path) -> Running {
     c.vbuckets = VBS;
     c.memory_quota_mb = 64;
     c.bucket_type = BucketType::Couchbase;
-    sluice_server::start(c).await.unwrap()
+    sluice_manager::start(c).await.unwrap()
 }
 
 fn info(r: &Running, id: u32) -> NodeInfo {

@@ -10,7 +10,7 @@ use common::cluster::{node, VBS};
 use sluice_client::{ClusterClient, ClusterOptions, StoreOptions};
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_cluster::{place, NodeId};
-use sluice_server::Running;
+use sluice_manager::Running;
 use std::time::Duration;
 
 /// Waits until every node's applied state satisfies `cond`.

@@ -6,10 +6,11 @@ mod common;
 
 use common::kv_peer::Kv;
 use sluice_cluster::{place, NodeId, NodeInfo};
+use sluice_manager::Running;
 use sluice_proto::encode::Packet;
 use sluice_proto::header::Magic;
 use sluice_proto::{decode_frame, Decoded};
-use sluice_server::{Running, ServerConfig};
+use sluice_server::ServerConfig;
 use sluice_types::VbState;
 use std::path::Path;
 use std::time::Duration;
@@ -26,7 +27,7 @@ async fn node(dir: &Path) -> Running {
     c.kv_port = 0;
     c.admin_port = 0;
     c.vbuckets = 8;
-    sluice_server::start(c).await.unwrap()
+    sluice_manager::start(c).await.unwrap()
 }
 
 fn hello(features: &[u16]) -> Vec<u8> {

@@ -17,10 +17,10 @@ const VBS: u16 = 16;
 async fn start(
     bucket_type: BucketType,
     quota_mb: u64,
-) -> (sluice_server::Running, tempfile::TempDir) {
+) -> (sluice_manager::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let c = loopback_config(dir.path(), bucket_type, VBS, quota_mb);
-    (sluice_server::start(c).await.unwrap(), dir)
+    (sluice_manager::start(c).await.unwrap(), dir)
 }
 
 fn batch(prefix: &str, range: std::ops::Range<usize>, value_len: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -193,7 +193,7 @@ async fn the_flow_control_window_is_never_exceeded() {
 }
 
 /// Fills checkpoint memory behind consumers that stopped reading.
-async fn pressure(node: &sluice_server::Running) {
+async fn pressure(node: &sluice_manager::Running) {
     let items = batch("p", 0..12_000, 2000);
     let tmpfails = write_all(node.memcached_addr.unwrap(), &items).await;
     eprintln!("writes under checkpoint pressure saw {tmpfails} TMPFAILs");

@@ -9,8 +9,8 @@ mod common;
 use common::cluster::{node, place_on, VBS};
 use sluice_client::{Client, ConnectOptions, Durability, DurabilityLevel, StoreOptions};
 use sluice_cluster::NodeId;
+use sluice_manager::Running;
 use sluice_proto::Status;
-use sluice_server::Running;
 use sluice_types::{vbucket_of, VbId};
 use std::time::Duration;
 

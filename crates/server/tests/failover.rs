@@ -12,8 +12,8 @@ use sluice_client::admin_http;
 use sluice_client::{ClusterClient, ClusterOptions, Durability, DurabilityLevel, StoreOptions};
 use sluice_cluster::metadata::NodeStatus;
 use sluice_cluster::NodeId;
+use sluice_manager::Running;
 use sluice_proto::Status;
-use sluice_server::Running;
 use sluice_types::vbucket_of;
 use std::time::Duration;
 

@@ -62,7 +62,7 @@ async fn place_from_one_cpu(placement: Placement) -> (String, Vec<u64>) {
     let mut c = loopback_config(dir.path(), BucketType::Ephemeral, 16, 64);
     c.connection_threads = 2;
     c.connection_placement = placement;
-    let node = sluice_server::start(c).await.unwrap();
+    let node = sluice_manager::start(c).await.unwrap();
     let mut client = Client::connect(
         node.kv_addr,
         ConnectOptions::sluice("Administrator", "password", "default"),

@@ -10,7 +10,7 @@ use common::cluster::{node, place_on, until};
 use sluice_client::admin_http;
 use sluice_client::{ClusterClient, ClusterOptions, StoreOptions};
 use sluice_cluster::{check_balance, NodeId};
-use sluice_server::Running;
+use sluice_manager::Running;
 use sluice_types::VbState;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

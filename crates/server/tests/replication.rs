@@ -16,7 +16,7 @@ use std::time::Duration;
 
 const VBS: u16 = 16;
 
-async fn node(dir: &Path, replica_of: Option<std::net::SocketAddr>) -> sluice_server::Running {
+async fn node(dir: &Path, replica_of: Option<std::net::SocketAddr>) -> sluice_manager::Running {
     let mut c = ServerConfig::new(dir);
     c.kv_port = 0;
     c.admin_port = 0;
@@ -25,7 +25,7 @@ async fn node(dir: &Path, replica_of: Option<std::net::SocketAddr>) -> sluice_se
     c.memory_quota_mb = 64;
     c.bucket_type = BucketType::Couchbase;
     c.replica_of = replica_of.map(|a| a.to_string());
-    sluice_server::start(c).await.unwrap()
+    sluice_manager::start(c).await.unwrap()
 }
 
 fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -41,7 +41,7 @@ fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// Waits until the replica's high seqno equals the active's for every vbucket alive on the
 /// active (one it gave away in a takeover is left out).
-async fn caught_up(active: &sluice_server::Running, replica: &sluice_server::Running) {
+async fn caught_up(active: &sluice_manager::Running, replica: &sluice_manager::Running) {
     let want = high_seqnos(active.kv_addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -64,7 +64,7 @@ async fn caught_up(active: &sluice_server::Running, replica: &sluice_server::Run
 }
 
 /// Every key reads the same from the replica (GET_REPLICA) as from the active: value and CAS.
-async fn same_documents(active: &sluice_server::Running, replica: &sluice_server::Running) {
+async fn same_documents(active: &sluice_manager::Running, replica: &sluice_manager::Running) {
     let mut a = Kv::open(active.kv_addr).await;
     let mut r = Kv::open(replica.kv_addr).await;
     for i in 0..2000 {

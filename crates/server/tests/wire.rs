@@ -94,10 +94,10 @@ impl Conn {
 
 async fn start(
     bucket_type: sluice_engine::BucketType,
-) -> (sluice_server::Running, tempfile::TempDir) {
+) -> (sluice_manager::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let c = common::loopback_config(dir.path(), bucket_type, 16, 64);
-    (sluice_server::start(c).await.unwrap(), dir)
+    (sluice_manager::start(c).await.unwrap(), dir)
 }
 
 fn set_extras(flags: u32, expiry: u32) -> [u8; 8] {

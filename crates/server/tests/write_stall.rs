@@ -22,11 +22,11 @@ const ITEMS: usize = 3000;
 async fn start(
     bucket_type: BucketType,
     stall: Duration,
-) -> (sluice_server::Running, tempfile::TempDir) {
+) -> (sluice_manager::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut c = loopback_config(dir.path(), bucket_type, 16, QUOTA_MB);
     c.write_stall = stall;
-    (sluice_server::start(c).await.unwrap(), dir)
+    (sluice_manager::start(c).await.unwrap(), dir)
 }
 
 /// 48 MiB of distinct keys: three times the quota.

@@ -12,7 +12,7 @@ pub const VBUCKETS: u16 = 64;
 
 /// An in-process node on free ports, its data in a temporary directory.
 pub struct Node {
-    pub running: sluice_server::Running,
+    pub running: sluice_manager::Running,
     _dir: tempfile::TempDir,
     pub addr: String,
 }
@@ -27,7 +27,7 @@ pub async fn start_node() -> Node {
     c.connection_threads = 1;
     // Expirations in these tests come from reads of expired documents, not the pager.
     c.expiry_pager_interval_s = 3600;
-    let running = sluice_server::start(c).await.unwrap();
+    let running = sluice_manager::start(c).await.unwrap();
     let addr = running.kv_addr.to_string();
     Node {
         running,

@@ -47,6 +47,17 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Pause before retrying a change the replica had no memory for.
 const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 
+/// Why a replication connection ended; the connection is opened again after a backoff.
+#[derive(Debug, thiserror::Error)]
+enum FeedError {
+    #[error(transparent)]
+    Dcp(#[from] DcpError),
+    #[error("the replica: {0}")]
+    Engine(#[from] EngineError),
+    #[error("resetting the replica: {0}")]
+    Reset(#[from] tokio::task::JoinError),
+}
+
 /// What to follow, and from where.
 #[derive(Debug, Clone)]
 pub struct ReplicationSpec {
@@ -64,7 +75,7 @@ pub struct ReplicationSpec {
 
 /// Takeover requests waiting for a feed, at most one per vbucket a bucket can have (2 bytes
 /// each): a rebalance asks for one vbucket at a time.
-pub(crate) const TAKEOVERS_QUEUED_MAX: usize = sluice_types::limits::VBUCKETS_MAX as usize;
+pub const TAKEOVERS_QUEUED_MAX: usize = sluice_types::limits::VBUCKETS_MAX as usize;
 
 /// A running replication; dropping it does not stop it, [`Replication::stop`] does.
 pub struct Replication {
@@ -188,7 +199,7 @@ async fn follow(
     spec: &ReplicationSpec,
     takeovers: &mut mpsc::Receiver<VbId>,
     wanted: &mut BTreeSet<VbId>,
-) -> anyhow::Result<()> {
+) -> Result<(), FeedError> {
     let start = positions(node, spec)?;
     if start.is_empty() {
         return Ok(());
@@ -321,7 +332,7 @@ async fn apply(
     stats: &FeedStats,
     item: DcpItem,
     op: QueueOp,
-) -> anyhow::Result<()> {
+) -> Result<(), FeedError> {
     let deleted = op != QueueOp::Mutation;
     let change = ReplicaChange {
         meta: ItemMeta {

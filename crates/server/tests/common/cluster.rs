@@ -6,7 +6,8 @@
 use sluice_cluster::metadata::MetaCommand;
 use sluice_cluster::{place, NodeId};
 use sluice_engine::BucketType;
-use sluice_server::{Running, ServerConfig};
+use sluice_manager::Running;
+use sluice_server::ServerConfig;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ pub async fn node(
     c.bucket_type = BucketType::Couchbase;
     c.join = join.map(|a| a.to_string());
     tweak(&mut c);
-    sluice_server::start(c).await.unwrap()
+    sluice_manager::start(c).await.unwrap()
 }
 
 /// Polls `cond` every 20 ms for up to 30 s.

@@ -6,9 +6,8 @@
 //!
 //! Builds are not in any chain, so their seqno acks count for no durable write.
 
-use crate::dcp::replication::{Replication, ReplicationSpec};
-use crate::node::Node;
 use parking_lot::Mutex;
+use sluice_server::{Node, Replication, ReplicationSpec};
 use sluice_types::VbId;
 use std::collections::BTreeMap;
 use std::sync::Arc;

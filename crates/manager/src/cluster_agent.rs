@@ -12,16 +12,15 @@
 //!
 //! Rebalance: a vbucket a rebalance is building here (`Node::builds`) keeps its state until a
 //! map lists this node in its chain; then the build stops and the feed follows it. A takeover
-//! request (`Node::request_takeover`) for a replica a feed follows goes to that feed.
+//! request (`Control::request_takeover`) for a replica a feed follows goes to that feed.
 //!
 //! Promotion (failover): a replica the map makes active becomes active with a new
 //! failover-log branch (`Bucket::set_vbucket_state`), so every consumer that followed the
 //! old active rolls back to the point both histories share.
 
-use crate::cluster_map::MapView;
-use crate::dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
-use crate::node::Node;
+use crate::control::Control;
 use sluice_cluster::NodeId;
+use sluice_server::{MapView, Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
 use sluice_types::{VbId, VbState};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -81,12 +80,12 @@ pub struct ClusterAgent {
 }
 
 impl ClusterAgent {
-    pub fn start(node: Arc<Node>) -> ClusterAgent {
+    pub fn start(control: Arc<Control>) -> ClusterAgent {
         let stop = Arc::new(Notify::new());
-        let maps = node.watch_cluster_map();
+        let maps = control.node.watch_cluster_map();
         let (tx, takeovers) = tokio::sync::mpsc::channel(TAKEOVERS_QUEUED_MAX);
-        *node.agent_takeovers.lock() = Some(tx);
-        let task = tokio::spawn(run(node, maps, takeovers, stop.clone()));
+        *control.agent_takeovers.lock() = Some(tx);
+        let task = tokio::spawn(run(control, maps, takeovers, stop.clone()));
         ClusterAgent { stop, task }
     }
 
@@ -103,7 +102,7 @@ struct Feed {
 }
 
 async fn run(
-    node: Arc<Node>,
+    control: Arc<Control>,
     mut maps: watch::Receiver<Arc<MapView>>,
     mut takeovers: tokio::sync::mpsc::Receiver<VbId>,
     stop: Arc<Notify>,
@@ -113,7 +112,7 @@ async fn run(
     loop {
         if apply_map {
             let view = maps.borrow_and_update().clone();
-            apply(&node, &view, &mut feeds).await;
+            apply(&control, &view, &mut feeds).await;
         }
         tokio::select! {
             _ = stop.notified() => break,
@@ -136,13 +135,14 @@ async fn run(
             }
         }
     }
-    node.agent_takeovers.lock().take();
+    control.agent_takeovers.lock().take();
     for (_, feed) in std::mem::take(&mut feeds) {
         feed.replication.stop().await;
     }
 }
 
-async fn apply(node: &Arc<Node>, view: &MapView, feeds: &mut BTreeMap<NodeId, Feed>) {
+async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, Feed>) {
+    let node = &control.node;
     let plan = plan(view);
     // Feeds first: a vbucket leaving a feed must stop being written by it before its state
     // changes (a promoted replica must not keep applying its old active's stream).
@@ -162,9 +162,9 @@ async fn apply(node: &Arc<Node>, view: &MapView, feeds: &mut BTreeMap<NodeId, Fe
             .iter()
             .any(|(v, s)| *v == vb && *s != VbState::Dead)
     };
-    node.builds.stop(chained).await;
+    control.builds.stop(chained).await;
     for (vb, state) in &plan.states {
-        if *state == VbState::Dead && node.builds.contains(*vb) {
+        if *state == VbState::Dead && control.builds.contains(*vb) {
             continue;
         }
         if let Err(e) = node.bucket.set_vbucket_state(*vb, *state) {
@@ -197,9 +197,9 @@ async fn apply(node: &Arc<Node>, view: &MapView, feeds: &mut BTreeMap<NodeId, Fe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster_map::BucketFacts;
     use sluice_cluster::{fail_over, place, ClusterMap, NodeInfo};
     use sluice_engine::BucketType;
+    use sluice_server::BucketFacts;
 
     fn view(map: ClusterMap, this: u32) -> MapView {
         let facts = BucketFacts {

@@ -16,13 +16,13 @@
 //! node then serves the map the replicated state holds (`follow_map`); a node the map does not
 //! list (joined, not rebalanced in yet) holds no vbucket.
 
-use crate::node::Node;
-use anyhow::Context;
+use crate::membership_error::MembershipError;
 use serde::{Deserialize, Serialize};
 use sluice_cluster::metadata::{BucketDef, ClusterState, MetaCommand};
 use sluice_cluster::{place, BucketKind, NodeId, NodeInfo};
 use sluice_engine::BucketType;
 use sluice_meta::{MetaConfig, MetaNode};
+use sluice_server::Node;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,27 +55,39 @@ fn identity_path(data_dir: &Path) -> PathBuf {
     data_dir.join("node.json")
 }
 
-fn read_identity(data_dir: &Path) -> anyhow::Result<Option<Identity>> {
+fn read_identity(data_dir: &Path) -> Result<Option<Identity>, MembershipError> {
     let path = identity_path(data_dir);
     if !path.exists() {
         return Ok(None);
     }
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let id = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| MembershipError::Io {
+        what: "reading",
+        path: path.clone(),
+        source,
+    })?;
+    let id =
+        serde_json::from_str(&text).map_err(|source| MembershipError::Identity { path, source })?;
     Ok(Some(id))
 }
 
-fn write_identity(data_dir: &Path, id: &Identity) -> anyhow::Result<()> {
+fn write_identity(data_dir: &Path, id: &Identity) -> Result<(), MembershipError> {
     let path = identity_path(data_dir);
     let tmp = data_dir.join("node.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(id)?)?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    let bytes = serde_json::to_vec_pretty(id).map_err(|source| MembershipError::Identity {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| MembershipError::Io {
+            what: "writing",
+            path,
+            source,
+        })
 }
 
 /// Decides how this node starts; a joiner gets its id from the member here.
-pub async fn plan(node: &Node) -> anyhow::Result<Plan> {
+pub async fn plan(node: &Node) -> Result<Plan, MembershipError> {
     let cfg = &node.config;
     match (read_identity(&cfg.data_dir)?, &cfg.join) {
         (Some(id), _) if id.admitted => Ok(Plan::Restart(id.node_id)),
@@ -84,22 +96,24 @@ pub async fn plan(node: &Node) -> anyhow::Result<Plan> {
             id: id.node_id,
         }),
         (Some(id), None) if id.node_id == NodeId(0) => Ok(Plan::NewCluster),
-        (Some(id), None) => anyhow::bail!(
-            "{} was joining a cluster as {} when it stopped: start it again with --join",
-            cfg.data_dir.display(),
-            id.node_id
-        ),
+        (Some(id), None) => Err(MembershipError::UnfinishedJoin {
+            data_dir: cfg.data_dir.clone(),
+            id: id.node_id,
+        }),
         (None, None) => Ok(Plan::NewCluster),
         (None, Some(member)) => {
             // Its vbuckets would be taken as copies of the cluster's without being copies.
-            anyhow::ensure!(
-                !node.holds_data(),
-                "{} already holds data; a node joins a cluster with an empty data directory",
-                cfg.data_dir.display()
-            );
+            if node.holds_data() {
+                return Err(MembershipError::HoldsData {
+                    data_dir: cfg.data_dir.clone(),
+                });
+            }
             let id = sluice_meta::join::allocate_node_id(member, STEP_TIMEOUT)
                 .await
-                .with_context(|| format!("asking {member} for a node id"))?;
+                .map_err(|source| MembershipError::AllocateId {
+                    member: member.clone(),
+                    source,
+                })?;
             write_identity(
                 &cfg.data_dir,
                 &Identity {
@@ -127,7 +141,7 @@ impl Plan {
 
 /// Starts this node's meta node (its Raft routes must be served on the admin address before
 /// [`complete`] runs).
-pub async fn start_meta(node: &Node, plan: &Plan) -> anyhow::Result<MetaNode> {
+pub async fn start_meta(node: &Node, plan: &Plan) -> Result<MetaNode, MembershipError> {
     let admin_addr = format!("{}:{}", node.config.advertise_host, node.admin_port());
     let mut config = MetaConfig::new(
         plan.node_id(),
@@ -137,12 +151,15 @@ pub async fn start_meta(node: &Node, plan: &Plan) -> anyhow::Result<MetaNode> {
     config.source_ip = node.config.source_ip;
     MetaNode::start(config)
         .await
-        .context("starting the cluster metadata (meta) node")
+        .map_err(|source| MembershipError::Meta {
+            what: "starting the cluster metadata (meta) node",
+            source,
+        })
 }
 
 /// Finishes what `plan` started: creates the cluster or gets admitted, then waits until the
 /// replicated state holds the bucket's map.
-pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> anyhow::Result<()> {
+pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), MembershipError> {
     let me = node.node_info(plan.node_id());
     match plan {
         Plan::Restart(id) => {
@@ -155,7 +172,11 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> anyhow::Resu
         Plan::Join { member, id } => {
             sluice_meta::join::admit(member, me, STEP_TIMEOUT)
                 .await
-                .with_context(|| format!("asking {member} to admit node {id}"))?;
+                .map_err(|source| MembershipError::Admit {
+                    member: member.clone(),
+                    id: *id,
+                    source,
+                })?;
             write_identity(
                 &node.config.data_dir,
                 &Identity {
@@ -170,14 +191,19 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> anyhow::Resu
     let waited = tokio::time::timeout(MAP_WAIT, state.wait_for(|s| s.map().is_some())).await;
     match waited {
         Ok(Ok(_)) => Ok(()),
-        _ => anyhow::bail!("the cluster's map did not arrive within {MAP_WAIT:?}"),
+        _ => Err(MembershipError::NoMap(MAP_WAIT)),
     }
 }
 
 /// A new cluster of one: node 0 with the bucket placed on it. Each step is skipped if the
 /// state already shows it (a restart after a crash half way).
-async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::Result<()> {
-    meta.initialize_single().await?;
+async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<(), MembershipError> {
+    meta.initialize_single()
+        .await
+        .map_err(|source| MembershipError::Meta {
+            what: "starting a cluster of one",
+            source,
+        })?;
     let cfg = &node.config;
     let state = || meta.state().borrow().clone();
     if state().next_node_id() == NodeId(0) {
@@ -225,22 +251,30 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> anyhow::R
 /// This node restarted on other ports: peers must reach its Raft routes at the new admin
 /// address, and the map must list the new KV port. Needs a majority of the voters (on one
 /// node, itself).
-async fn move_node(meta: &MetaNode, listed: NodeInfo, me: NodeInfo) -> anyhow::Result<()> {
+async fn move_node(meta: &MetaNode, listed: NodeInfo, me: NodeInfo) -> Result<(), MembershipError> {
     tracing::info!(node = %me.id, from = ?listed, to = ?me, "this node moved to other ports");
     let admin_addr = format!("{}:{}", me.host, me.admin_port);
     meta.add_node(me.id, &admin_addr)
         .await
-        .context("recording this node's new admin address with the cluster")?;
+        .map_err(|source| MembershipError::Meta {
+            what: "recording this node's new admin address with the cluster",
+            source,
+        })?;
     let moved = MetaCommand::MoveNode { info: me };
     expect_applied(meta, "recording this node's new address", moved).await?;
     Ok(())
 }
 
 /// Proposes `cmd` (`what` it does, for the error) and fails if the cluster refuses it.
-async fn expect_applied(meta: &MetaNode, what: &str, cmd: MetaCommand) -> anyhow::Result<()> {
-    match meta.propose(cmd).await? {
-        Ok(_) => Ok(()),
-        Err(rejection) => anyhow::bail!("{what}: refused: {rejection}"),
+async fn expect_applied(
+    meta: &MetaNode,
+    what: &'static str,
+    cmd: MetaCommand,
+) -> Result<(), MembershipError> {
+    match meta.propose(cmd).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(rejection)) => Err(MembershipError::Refused { what, rejection }),
+        Err(source) => Err(MembershipError::Meta { what, source }),
     }
 }
 

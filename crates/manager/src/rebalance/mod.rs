@@ -23,6 +23,10 @@
 //! a new rebalance plans again from it. The orchestrator runs on the node that was asked;
 //! the metadata commands go to the leader, compare-and-set on the map revision.
 
+mod error;
+
+pub use error::RebalanceError;
+
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::json;
@@ -55,18 +59,18 @@ pub type SharedStatus = Arc<Mutex<RebalanceStatus>>;
 
 /// Starts a rebalance onto every active or joining node except `eject`, in the background.
 /// Refused if one runs already (here, or recorded in the cluster state).
-pub fn start(meta: MetaNode, status: SharedStatus, eject: Vec<NodeId>) -> Result<(), String> {
+pub fn start(
+    meta: MetaNode,
+    status: SharedStatus,
+    eject: Vec<NodeId>,
+) -> Result<(), RebalanceError> {
     {
         let mut s = status.lock();
         if s.running {
-            return Err("a rebalance is running".into());
+            return Err(RebalanceError::Running);
         }
         if meta.state().borrow().rebalance().is_some() {
-            return Err(
-                "the cluster records a rebalance in progress (its orchestrator may have \
-                 stopped): POST /api/v1/cluster/rebalance/abort first"
-                    .into(),
-            );
+            return Err(RebalanceError::RecordedInProgress);
         }
         *s = RebalanceStatus {
             running: true,
@@ -82,16 +86,20 @@ pub fn start(meta: MetaNode, status: SharedStatus, eject: Vec<NodeId>) -> Result
         }
         let mut s = status.lock();
         s.running = false;
-        s.error = outcome.err();
+        s.error = outcome.err().map(|e| e.to_string());
         s.elapsed_ms = began.elapsed().as_millis() as u64;
     });
     Ok(())
 }
 
-async fn run(meta: &MetaNode, status: &SharedStatus, eject: &[NodeId]) -> Result<(), String> {
+async fn run(
+    meta: &MetaNode,
+    status: &SharedStatus,
+    eject: &[NodeId],
+) -> Result<(), RebalanceError> {
     let state = meta.state().borrow().clone();
     let (Some(map), Some(bucket)) = (state.map().cloned(), state.bucket().cloned()) else {
-        return Err("the cluster has no bucket yet".into());
+        return Err(RebalanceError::NoBucket);
     };
     let mut target: Vec<NodeId> = state
         .nodes()
@@ -101,7 +109,7 @@ async fn run(meta: &MetaNode, status: &SharedStatus, eject: &[NodeId]) -> Result
         .filter(|id| !eject.contains(id))
         .collect();
     target.sort();
-    let plan = plan_rebalance(map.vbmap(), &target, bucket.replicas).map_err(|e| e.to_string())?;
+    let plan = plan_rebalance(map.vbmap(), &target, bucket.replicas)?;
     {
         let mut s = status.lock();
         s.target = target.iter().map(|n| n.0).collect();
@@ -164,9 +172,8 @@ async fn run(meta: &MetaNode, status: &SharedStatus, eject: &[NodeId]) -> Result
         .propose(MetaCommand::FinishRebalance {
             expected_rev: Some(rev),
         })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|r| r.to_string())?;
+        .await?
+        .map_err(RebalanceError::Refused)?;
     if let sluice_cluster::Applied::RebalanceFinished { ejected } = applied {
         for id in ejected {
             // The ejected node leaves the Raft group too (it keeps running, serving nothing).
@@ -180,22 +187,26 @@ async fn run(meta: &MetaNode, status: &SharedStatus, eject: &[NodeId]) -> Result
 }
 
 /// One vbucket: builds, then the takeover, then the chain in the map.
-async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), String> {
+async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
     let vb = mv.vb();
     let map = current_map(meta)?;
-    let held = map.vbmap().chain(vb).ok_or("vbucket outside the map")?;
+    let held = map
+        .vbmap()
+        .chain(vb)
+        .ok_or(RebalanceError::VbOutsideMap(vb))?;
     if held != mv.old_chain() {
-        return Err(format!(
-            "{vb} changed under the rebalance (now {held:?}, planned from {:?})",
-            mv.old_chain()
-        ));
+        return Err(RebalanceError::ChangedUnder {
+            vb,
+            now: held.clone(),
+            planned: mv.old_chain().clone(),
+        });
     }
-    let info = |id: NodeId| -> Result<NodeInfo, String> {
+    let info = |id: NodeId| -> Result<NodeInfo, RebalanceError> {
         map.nodes()
             .iter()
             .find(|n| n.id == id)
             .cloned()
-            .ok_or_else(|| format!("node {id} is not in the map"))
+            .ok_or(RebalanceError::NodeNotInMap(id))
     };
     if let Some(source) = mv.source() {
         let src = info(source)?;
@@ -238,24 +249,18 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), String> {
     .await
 }
 
-fn current_map(meta: &MetaNode) -> Result<ClusterMap, String> {
+fn current_map(meta: &MetaNode) -> Result<ClusterMap, RebalanceError> {
     meta.state()
         .borrow()
         .map()
         .cloned()
-        .ok_or_else(|| "the cluster has no map".to_string())
+        .ok_or(RebalanceError::NoMap)
 }
 
 /// Proposes a step; once a map it publishes is applied here too, so that the next step,
 /// planned from this node's state, starts from it (a follower applies after the leader).
-async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), String> {
-    let applied = match meta.propose(cmd).await {
-        Ok(Ok(applied)) => applied,
-        Ok(Err(rejection)) => {
-            return Err(format!("the cluster refused a rebalance step: {rejection}"))
-        }
-        Err(e) => return Err(format!("the cluster metadata did not answer: {e}")),
-    };
+async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), RebalanceError> {
+    let applied = meta.propose(cmd).await?.map_err(RebalanceError::Refused)?;
     if let sluice_cluster::Applied::MapSet { rev } = applied {
         let mut states = meta.state();
         // (`seen` is a bool: the watch guard must not live across the awaits below.)
@@ -268,10 +273,7 @@ async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), String> {
             Ok(Ok(_))
         );
         if !seen {
-            return Err(format!(
-                "map revision {} was not applied here in time",
-                rev.0
-            ));
+            return Err(RebalanceError::MapNotApplied { rev: rev.0 });
         }
         // Every node must serve it before the next takeover: a node applying this revision
         // after that takeover would set the vbucket active again on the old active (the
@@ -296,7 +298,7 @@ struct VbStatus {
     high_seqno: u64,
 }
 
-async fn vb_status(meta: &MetaNode, node: &NodeInfo, vb: VbId) -> Result<VbStatus, String> {
+async fn vb_status(meta: &MetaNode, node: &NodeInfo, vb: VbId) -> Result<VbStatus, RebalanceError> {
     let answer = call(
         meta,
         node,
@@ -304,7 +306,10 @@ async fn vb_status(meta: &MetaNode, node: &NodeInfo, vb: VbId) -> Result<VbStatu
         None,
     )
     .await?;
-    serde_json::from_value(answer).map_err(|e| format!("node {}: {e}", node.id))
+    serde_json::from_value(answer).map_err(|source| RebalanceError::BadAnswer {
+        node: node.id,
+        source,
+    })
 }
 
 /// An internal admin call that must succeed.
@@ -313,25 +318,30 @@ async fn call(
     node: &NodeInfo,
     path: &str,
     body: Option<&serde_json::Value>,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, RebalanceError> {
     let addr = format!("{}:{}", node.host, node.admin_port);
     let source = meta.config().source_ip;
     let answer = admin_http::call_from(source, &addr, path, body, HTTP_TIMEOUT)
         .await
-        .map_err(|e| format!("node {}: {e}", node.id))?;
+        .map_err(|source| RebalanceError::Http {
+            node: node.id,
+            source,
+        })?;
     if !answer.ok() {
-        return Err(format!(
-            "node {} answered {} to {path}: {}",
-            node.id, answer.status, answer.body
-        ));
+        return Err(RebalanceError::Answered {
+            node: node.id,
+            status: answer.status,
+            path: path.to_string(),
+            body: answer.body,
+        });
     }
     Ok(answer.body)
 }
 
-async fn wait_for<F, Fut>(what: &str, mut done: F) -> Result<(), String>
+async fn wait_for<F, Fut>(what: &str, mut done: F) -> Result<(), RebalanceError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, String>>,
+    Fut: std::future::Future<Output = Result<bool, RebalanceError>>,
 {
     let deadline = Instant::now() + MOVE_TIMEOUT;
     loop {
@@ -339,7 +349,10 @@ where
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("{what}: not done within {MOVE_TIMEOUT:?}"));
+            return Err(RebalanceError::Timeout {
+                what: what.to_string(),
+                after: MOVE_TIMEOUT,
+            });
         }
         tokio::time::sleep(POLL).await;
     }

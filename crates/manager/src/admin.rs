@@ -1,0 +1,311 @@
+//! Admin HTTP on the admin port: the data plane's routes (`sluice_server::admin_router`:
+//! `/health`, `/metrics`, bucket stats, the cluster map over HTTP) and the cluster's:
+//! - `GET /api/v1/cluster` — this node's view of the cluster: its id, the leader, the nodes
+//!   with their status, the bucket, the map revision and which nodes it lists;
+//! - `POST /api/v1/cluster/place` — places the bucket on every active or joining node, for a
+//!   cluster being formed: only while the map lists one node, this one, and its bucket holds
+//!   no item (so no data has to move). Anything else is 409: moving vbuckets that hold data
+//!   is a rebalance (`POST /api/v1/cluster/rebalance`). Body `{"nodes": N}` (optional): refuse (409)
+//!   unless this node's state knows exactly N nodes, since a joiner admitted through the
+//!   leader may not be applied here yet. Call it before any client writes: a write landing
+//!   between the emptiness check and the new map would be dropped with its vbucket.
+//!
+//! - `POST /api/v1/cluster/failover` — body `{"node": ID, "allow_data_loss": false}`: fails
+//!   node ID over (its replicas elsewhere become active, it leaves the map). 200 with what
+//!   was promoted; 404 for an unknown node; 409 if it is failed over already or, unless
+//!   `allow_data_loss`, if some vbucket has no copy elsewhere; 503 without a quorum.
+//!
+//! - `POST /api/v1/cluster/rebalance` — body `{"eject": [ID, ...]}` (optional): rebalances
+//!   the bucket onto every active or joining node but the ejected ones, moving data (see
+//!   `rebalance`). 202 once started; 409 if one runs. `GET` on the same path reports its
+//!   progress; `POST /api/v1/cluster/rebalance/abort` clears a rebalance whose orchestrator
+//!   stopped.
+//!
+//! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers and vbucket progress on
+//! this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
+
+use crate::control::Control;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use sluice_cluster::metadata::{MetaCommand, NodeStatus};
+use sluice_meta::MetaNode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+#[derive(Clone)]
+struct AppState {
+    control: Arc<Control>,
+    meta: MetaNode,
+}
+
+/// Serves the data plane's admin routes, the cluster's, and the meta node's Raft and join
+/// routes on `listener`.
+pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode) {
+    let internal = sluice_meta::http::router(&meta);
+    let data = sluice_server::admin_router(control.node.clone());
+    let state = AppState { control, meta };
+    let app = Router::new()
+        .route("/api/v1/cluster", get(cluster_view))
+        .route("/api/v1/cluster/place", post(place_fresh))
+        .route("/api/v1/cluster/failover", post(failover))
+        .route(
+            "/api/v1/cluster/rebalance",
+            post(rebalance_start).get(rebalance_status),
+        )
+        .route("/api/v1/cluster/rebalance/abort", post(rebalance_abort))
+        .route("/internal/rebalance/build", post(build_start))
+        .route("/internal/rebalance/takeover", post(takeover))
+        .route("/internal/rebalance/vb/{vb}", get(vb_status))
+        .route("/internal/rebalance/map_rev", get(map_rev))
+        .with_state(state)
+        .merge(data)
+        .merge(internal);
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "admin HTTP server stopped");
+    }
+}
+
+async fn cluster_view(State(s): State<AppState>) -> Response {
+    let state = s.meta.state().borrow().clone();
+    let nodes: Vec<_> = state
+        .nodes()
+        .values()
+        .map(|e| {
+            json!({
+                "id": e.info.id.0,
+                "host": e.info.host,
+                "kv_port": e.info.kv_port,
+                "admin_port": e.info.admin_port,
+                "status": e.status,
+            })
+        })
+        .collect();
+    let membership = s.meta.membership();
+    Json(json!({
+        "this_node": s.meta.id().0,
+        "leader": s.meta.leader().map(|l| l.0),
+        "voters": membership.voters.iter().map(|v| v.0).collect::<Vec<_>>(),
+        "nodes": nodes,
+        "bucket": state.bucket().map(|b| json!({
+            "name": b.name, "replicas": b.replicas, "vbuckets": b.vbuckets,
+        })),
+        "map_rev": state.map().map(|m| m.rev().0),
+        "map_nodes": state.map().map(|m| m.nodes().iter().map(|n| n.id.0).collect::<Vec<_>>()),
+    }))
+    .into_response()
+}
+
+fn conflict(reason: String) -> Response {
+    (StatusCode::CONFLICT, Json(json!({ "error": reason }))).into_response()
+}
+
+/// The body of `POST /api/v1/cluster/place`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct PlaceRequest {
+    /// How many nodes the caller expects the bucket to be placed on.
+    nodes: Option<usize>,
+}
+
+async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>) -> Response {
+    let want = body.and_then(|Json(b)| b.nodes);
+    let state = s.meta.state().borrow().clone();
+    let (Some(map), Some(bucket)) = (state.map(), state.bucket()) else {
+        return conflict("the cluster has no bucket yet".into());
+    };
+    let me = s.meta.id();
+    let listed: Vec<_> = map.nodes().iter().map(|n| n.id).collect();
+    if listed != [me] {
+        return conflict(format!(
+            "the map lists nodes {listed:?}; only a map of this node alone is placed without \
+             moving data (use POST /api/v1/cluster/rebalance)"
+        ));
+    }
+    if s.control.node.holds_data() {
+        return conflict(
+            "the bucket already holds data; moving it is a rebalance (POST /api/v1/cluster/rebalance)"
+                .into(),
+        );
+    }
+    let mut targets = state.nodes_with(NodeStatus::Active);
+    targets.extend(state.nodes_with(NodeStatus::Joining));
+    targets.sort();
+    if want.is_some_and(|n| n != targets.len()) {
+        let reason = format!(
+            "{} nodes are known here, not {}: try again once every node is admitted",
+            targets.len(),
+            want.unwrap_or_default()
+        );
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({ "error": reason, "retry": true })),
+        )
+            .into_response();
+    }
+    let vbmap = match sluice_cluster::place(&targets, bucket.vbuckets, bucket.replicas) {
+        Ok(m) => m,
+        Err(e) => return conflict(e.to_string()),
+    };
+    let cmd = MetaCommand::SetMap {
+        expected_rev: Some(map.rev()),
+        nodes: targets.clone(),
+        vbmap,
+    };
+    let nodes: Vec<u32> = targets.iter().map(|n| n.0).collect();
+    propose_answer(
+        &s.meta,
+        cmd,
+        |applied| json!({ "applied": format!("{applied:?}"), "nodes": nodes }),
+    )
+    .await
+}
+
+/// Proposes `cmd`: 200 with `ok(applied)`, 409 with the rejection, or 503 without a quorum.
+async fn propose_answer(
+    meta: &MetaNode,
+    cmd: MetaCommand,
+    ok: impl FnOnce(sluice_cluster::Applied) -> serde_json::Value,
+) -> Response {
+    match meta.propose(cmd).await {
+        Ok(Ok(applied)) => Json(ok(applied)).into_response(),
+        Ok(Err(rejection)) => conflict(rejection.to_string()),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
+/// The body of `POST /api/v1/cluster/failover`.
+#[derive(Debug, serde::Deserialize)]
+struct FailoverRequest {
+    node: u32,
+    #[serde(default)]
+    allow_data_loss: bool,
+}
+
+async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -> Response {
+    use crate::failover::{fail_over_node, FailoverError};
+    let node = sluice_cluster::NodeId(req.node);
+    match fail_over_node(&s.meta, node, req.allow_data_loss).await {
+        Ok(report) => Json(json!({
+            "node": report.node.0,
+            "rev": report.rev.0,
+            "promoted": report.promoted,
+            "lost": report.lost.iter().map(|vb| vb.0).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(e) => {
+            let status = match &e {
+                FailoverError::UnknownNode(_) => StatusCode::NOT_FOUND,
+                e if e.retryable() => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            };
+            (
+                status,
+                Json(json!({ "error": e.to_string(), "retry": e.retryable() })),
+            )
+                .into_response()
+        }
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct RebalanceRequest {
+    #[serde(default)]
+    eject: Vec<u32>,
+}
+
+async fn rebalance_start(
+    State(s): State<AppState>,
+    body: Option<Json<RebalanceRequest>>,
+) -> Response {
+    let eject = body
+        .map(|Json(b)| b.eject)
+        .unwrap_or_default()
+        .into_iter()
+        .map(sluice_cluster::NodeId)
+        .collect();
+    match crate::rebalance::start(s.meta.clone(), s.control.rebalance.clone(), eject) {
+        Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "started": true }))).into_response(),
+        Err(why) => conflict(why.to_string()),
+    }
+}
+
+async fn rebalance_status(State(s): State<AppState>) -> Response {
+    let status = s.control.rebalance.lock().clone();
+    Json(status).into_response()
+}
+
+async fn rebalance_abort(State(s): State<AppState>) -> Response {
+    if s.control.rebalance.lock().running {
+        return conflict("the rebalance runs on this node; it aborts itself on error".into());
+    }
+    propose_answer(
+        &s.meta,
+        MetaCommand::AbortRebalance,
+        |_| json!({ "aborted": true }),
+    )
+    .await
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct BuildRequest {
+    vb: u16,
+    /// The active's KV address (host:port).
+    source: String,
+}
+
+async fn build_start(State(s): State<AppState>, Json(req): Json<BuildRequest>) -> Response {
+    let vb = sluice_types::VbId(req.vb);
+    if req.vb >= s.control.node.bucket.num_vbuckets() {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": "no such vbucket" })),
+        )
+            .into_response();
+    }
+    match s.control.builds.start(&s.control.node, vb, &req.source) {
+        Ok(()) => Json(json!({ "building": req.vb })).into_response(),
+        Err(e) => conflict(e.to_string()),
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct TakeoverRequest {
+    vb: u16,
+}
+
+async fn takeover(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -> Response {
+    if s.control.request_takeover(sluice_types::VbId(req.vb)) {
+        Json(json!({ "takeover": req.vb })).into_response()
+    } else {
+        conflict(format!("vb:{} is followed by no replication here", req.vb))
+    }
+}
+
+async fn vb_status(State(s): State<AppState>, Path(vb): Path<u16>) -> Response {
+    let vb = sluice_types::VbId(vb);
+    match s.control.node.bucket.vb_state_and_high(vb) {
+        Ok((state, high)) => Json(json!({
+            "state": state.as_str(),
+            "high_seqno": high.0,
+            "building": s.control.builds.contains(vb),
+        }))
+        .into_response(),
+        Err(_) => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": "no such vbucket" })),
+        )
+            .into_response(),
+    }
+}
+
+/// The map revision this node serves (a rebalance waits for every node to apply a step).
+async fn map_rev(State(s): State<AppState>) -> Response {
+    Json(json!({ "map_rev": s.control.node.cluster_map().rev().0 })).into_response()
+}

@@ -1,0 +1,44 @@
+//! What the control plane holds for a node beside the data plane's [`Node`]: the copies a
+//! rebalance builds here, the cluster agent's takeover queue, and this node's rebalance
+//! status when it orchestrates one.
+
+use crate::builds::Builds;
+use crate::rebalance::SharedStatus;
+use parking_lot::Mutex;
+use sluice_server::Node;
+use sluice_types::VbId;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub struct Control {
+    pub node: Arc<Node>,
+    /// Copies a running rebalance builds here before the map lists them.
+    pub builds: Builds,
+    /// Takeover requests for the cluster agent's feeds (set while the agent runs).
+    pub(crate) agent_takeovers: Mutex<Option<mpsc::Sender<VbId>>>,
+    /// The rebalance this node orchestrates, if any (`GET /api/v1/cluster/rebalance`).
+    pub rebalance: SharedStatus,
+}
+
+impl Control {
+    pub fn new(node: Arc<Node>) -> Control {
+        Control {
+            node,
+            builds: Builds::default(),
+            agent_takeovers: Mutex::new(None),
+            rebalance: SharedStatus::default(),
+        }
+    }
+
+    /// Asks whichever replication follows replica `vb` here (a rebalance build, or the
+    /// agent's feed from its active) to take it over. `false` if none can be asked.
+    pub fn request_takeover(&self, vb: VbId) -> bool {
+        if self.builds.takeover(vb) {
+            return true;
+        }
+        match &*self.agent_takeovers.lock() {
+            Some(tx) => tx.try_send(vb).is_ok(),
+            None => false,
+        }
+    }
+}

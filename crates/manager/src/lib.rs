@@ -1,0 +1,169 @@
+//! A Sluice node's control plane: how a node takes its place in the cluster and makes itself
+//! what the cluster map says, and how the cluster's membership changes (failover, rebalance).
+//! The data plane (`sluice-server`) serves whatever map it is given; this crate decides the
+//! maps (through the Raft-replicated metadata of `sluice-meta`) and starts the node.
+//!
+//! Layout:
+//! - [`start`] / [`Running`] — a whole node: the data plane bound and served, its place in
+//!   the cluster taken, the agent or a hand-set replication following;
+//! - `control`     — [`Control`]: what the control plane holds beside the data plane's `Node`;
+//! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
+//! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
+//! - `failover`    — failing a node over (its replicas elsewhere become active);
+//! - `auto_failover` — the leader's probes, and the failover of a node down too long;
+//! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
+//!   takeovers, chains); `builds` — the copies it builds on this node;
+//! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's.
+
+mod admin;
+mod auto_failover;
+mod builds;
+mod cluster_agent;
+mod control;
+mod error;
+mod failover;
+mod membership;
+mod membership_error;
+mod rebalance;
+
+pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
+pub use control::Control;
+pub use error::NodeError;
+pub use membership_error::MembershipError;
+pub use rebalance::RebalanceError;
+
+use sluice_server::{Node, Replication, ReplicationSpec, ServerConfig};
+use std::future::Future;
+use std::sync::Arc;
+
+/// A running node: its data plane, its control plane, and the addresses it actually bound
+/// (ports may be 0 in tests).
+pub struct Running {
+    pub node: Arc<Node>,
+    pub control: Arc<Control>,
+    pub kv_addr: std::net::SocketAddr,
+    pub admin_addr: std::net::SocketAddr,
+    pub memcached_addr: Option<std::net::SocketAddr>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    replication: Option<Replication>,
+    agent: Option<cluster_agent::ClusterAgent>,
+    /// This node's share of the replicated cluster metadata.
+    pub meta: sluice_meta::MetaNode,
+}
+
+/// Opens the bucket (warmup), binds every port, takes this node's place in the cluster (a
+/// new one, a join, or a restart; see `membership`) and starts serving.
+pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
+    let node = Arc::new(tokio::task::spawn_blocking(move || Node::open(config)).await??);
+    let listeners = sluice_server::bind(&node).await.map_err(NodeError::Bind)?;
+    let (kv_addr, admin_addr, memcached_addr) = (
+        listeners.kv_addr,
+        listeners.admin_addr,
+        listeners.memcached_addr,
+    );
+    let control = Arc::new(Control::new(node.clone()));
+    let cfg = &node.config;
+
+    // The cluster first: the admin port serves the meta node's Raft routes while it joins,
+    // and no KV request is taken before the node serves the cluster's map.
+    let plan = membership::plan(&node).await?;
+    let meta = membership::start_meta(&node, &plan).await?;
+    let mut tasks = vec![tokio::spawn(admin::serve(
+        control.clone(),
+        listeners.admin,
+        meta.clone(),
+    ))];
+    if let Err(e) = membership::complete(&node, &meta, &plan).await {
+        for t in &tasks {
+            t.abort();
+        }
+        let _ = meta.shutdown().await;
+        return Err(e.into());
+    }
+    if let Some(map) = meta.state().borrow().map() {
+        node.install_map(map.clone(), meta.id());
+    }
+    tasks.push(tokio::spawn(membership::follow_map(
+        node.clone(),
+        meta.clone(),
+    )));
+    if let Some(timeout) = cfg.auto_failover_timeout {
+        tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
+    }
+
+    let replication = cfg.replica_of.as_ref().map(|source| {
+        let spec = ReplicationSpec {
+            source: source.clone(),
+            username: cfg.username.clone(),
+            password: cfg.password.clone(),
+            bucket: cfg.bucket.clone(),
+            vbuckets: (0..cfg.vbuckets).map(sluice_types::VbId).collect(),
+            name: format!("replication:{kv_addr}<-{source}:{}", cfg.bucket),
+            consumer_name: meta.id().0.to_string(),
+        };
+        Replication::start(node.clone(), spec)
+    });
+    // `--replica-of` follows one node by hand; otherwise the cluster map decides.
+    let agent = replication
+        .is_none()
+        .then(|| cluster_agent::ClusterAgent::start(control.clone()));
+
+    tasks.extend(
+        sluice_server::serve(node.clone(), listeners.kv, listeners.memcached)
+            .map_err(NodeError::Serve)?,
+    );
+    tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
+        node_id = %meta.id(), replica_of = ?cfg.replica_of, "sluice node serving");
+    Ok(Running {
+        node,
+        control,
+        kv_addr,
+        admin_addr,
+        memcached_addr,
+        tasks,
+        replication,
+        agent,
+        meta,
+    })
+}
+
+impl Running {
+    /// The replication this node runs (`replica_of`), if any.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.replication.as_ref()
+    }
+
+    /// Stops accepting, flushes the bucket and records a clean stop.
+    pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        if let Some(r) = self.replication.take() {
+            r.stop().await;
+        }
+        if let Some(a) = self.agent.take() {
+            a.stop().await;
+        }
+        self.control.builds.stop(|_| true).await;
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Err(e) = self.meta.shutdown().await {
+            tracing::warn!(error = %e, "stopping the meta node");
+        }
+        let node = self.node.clone();
+        tokio::task::spawn_blocking(move || node.bucket.shutdown())
+            .await?
+            .map_err(NodeError::Flush)?;
+        tracing::info!("sluice node stopped cleanly");
+        Ok(())
+    }
+}
+
+/// Runs a node until `stop` resolves, then shuts it down cleanly.
+pub async fn run_until(
+    config: ServerConfig,
+    stop: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    let running = start(config).await?;
+    stop.await;
+    tracing::info!("shutting down: flushing to disk");
+    running.shutdown().await
+}
