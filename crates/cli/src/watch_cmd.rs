@@ -28,6 +28,7 @@ use sluice_client::dcp::{
     DcpError, DcpEvent, DcpItem, DcpOptions, ReconnectingStream, StartFrom, StreamPositions,
 };
 use sluice_client::ConnectOptions;
+use sluice_types::IncludeValue;
 
 /// How often positions are saved while changes flow.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -74,7 +75,11 @@ async fn watch(args: WatchArgs) -> anyhow::Result<()> {
         &args.login.password,
         &args.login.bucket,
     ));
-    opts.no_value = args.no_value;
+    opts.value = if args.no_value {
+        IncludeValue::No
+    } else {
+        IncludeValue::Yes
+    };
     let saved = match &args.position {
         Some(path) => StreamPositions::load_if_exists(path)?,
         None => None,

@@ -12,7 +12,7 @@ use crate::flow_control::FlowControl;
 use crate::noop::NoopTimer;
 use crate::stream::{ActiveStream, StreamOptions};
 use sluice_proto::dcp::{DcpMessage, OpenFlags};
-use sluice_types::VbId;
+use sluice_types::{IncludeValue, VbId};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Instant;
 
@@ -79,10 +79,15 @@ impl Producer {
     pub fn stream_options(&self) -> StreamOptions {
         let include_delete_times = self.flags.contains(OpenFlags::INCLUDE_DELETE_TIMES);
         StreamOptions {
-            no_value: self.flags.contains(OpenFlags::NO_VALUE)
+            value: if self.flags.contains(OpenFlags::NO_VALUE)
                 || self
                     .flags
-                    .contains(OpenFlags::NO_VALUE_WITH_UNDERLYING_DATATYPE),
+                    .contains(OpenFlags::NO_VALUE_WITH_UNDERLYING_DATATYPE)
+            {
+                IncludeValue::No
+            } else {
+                IncludeValue::Yes
+            },
             include_delete_times,
             // The expiry opcode carries a delete time: it needs the v2 format.
             expiry_opcode: self.expiry_opcode && include_delete_times,

@@ -41,7 +41,7 @@ use crate::change::{Change, ChangeKind};
 use bytes::Bytes;
 use sluice_proto::dcp::message::{DcpDocument, SnapshotMarker};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
-use sluice_types::{Datatype, Seqno, VbId, VbState};
+use sluice_types::{Datatype, IncludeValue, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl StreamState {
 /// What the connection asked for, per stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamOptions {
-    pub no_value: bool,
+    pub value: IncludeValue,
     pub include_delete_times: bool,
     pub expiry_opcode: bool,
     pub cursor_dropping: bool,
@@ -472,7 +472,7 @@ impl ActiveStream {
             ChangeKind::Mutation => {
                 doc.flags = c.meta.flags;
                 doc.expiry = c.meta.expiry.0;
-                if self.opts.no_value {
+                if self.opts.value == IncludeValue::No {
                     doc.value = Bytes::new();
                     doc.datatype = Datatype::RAW;
                 }

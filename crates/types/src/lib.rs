@@ -8,6 +8,7 @@
 mod failover;
 mod hash;
 mod ids;
+mod include_value;
 mod item;
 pub mod limits;
 mod vbstate;
@@ -15,5 +16,6 @@ mod vbstate;
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
 pub use hash::vbucket_of;
 pub use ids::{Cas, Seqno, VbId, VbUuid};
+pub use include_value::IncludeValue;
 pub use item::{Datatype, Expiry, ItemMeta};
 pub use vbstate::VbState;

@@ -5,6 +5,7 @@
 use sluice_proto::dcp::OpenFlags;
 use sluice_proto::encode::Packet;
 use sluice_proto::{Opcode, Status};
+use sluice_types::IncludeValue;
 
 use super::error::DcpError;
 use super::options::DcpOptions;
@@ -15,7 +16,7 @@ use crate::error::ClientError;
 /// and no values when asked.
 pub(crate) fn open_flags(opts: &DcpOptions) -> OpenFlags {
     let mut flags = OpenFlags::PRODUCER.with(OpenFlags::INCLUDE_DELETE_TIMES);
-    if opts.no_value {
+    if opts.value == IncludeValue::No {
         flags = flags.with(OpenFlags::NO_VALUE);
     }
     flags

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use rand::RngCore;
-use sluice_types::Seqno;
+use sluice_types::{IncludeValue, Seqno};
 
 use crate::options::ConnectOptions;
 
@@ -44,8 +44,8 @@ pub struct DcpOptions {
     pub noop_interval: Duration,
     /// Stop each vbucket after the snapshot holding this seqno; `Seqno::MAX` = follow forever.
     pub end: Seqno,
-    /// Keys and metadata only (the NoValue open flag).
-    pub no_value: bool,
+    /// `No`: keys and metadata only (the NoValue open flag).
+    pub value: IncludeValue,
     /// Bound on connecting: TCP, bootstrap, DCP_OPEN and DCP_CONTROL.
     pub connect_timeout: Duration,
     /// Reconnect backoff of [`ReconnectingStream`](super::ReconnectingStream): the first
@@ -69,7 +69,7 @@ impl DcpOptions {
             window_bytes: DEFAULT_WINDOW_BYTES,
             noop_interval: DEFAULT_NOOP_INTERVAL,
             end: Seqno::MAX,
-            no_value: false,
+            value: IncludeValue::Yes,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             reconnect_delay_min: Duration::from_millis(100),
             reconnect_delay_max: Duration::from_secs(5),
