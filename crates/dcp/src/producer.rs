@@ -203,7 +203,7 @@ mod tests {
     use bytes::Bytes;
     use sluice_proto::dcp::StreamEndReason;
     use sluice_proto::{decode_frame, Decoded};
-    use sluice_types::{ItemMeta, Seqno};
+    use sluice_types::{CheckpointId, ItemMeta, Seqno};
 
     fn change(seqno: u64) -> Change {
         Change {
@@ -237,7 +237,7 @@ mod tests {
             s.start();
             s.on_cursor(true);
             let items: Vec<Change> = (1..=5).map(change).collect();
-            s.on_memory_chunk(1, Seqno(5), &items);
+            s.on_memory_chunk(CheckpointId(1), Seqno(5), &items);
             p.add_stream(s);
             p.schedule(vb);
         }

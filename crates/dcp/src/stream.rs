@@ -41,7 +41,7 @@ use crate::change::{Change, ChangeKind};
 use bytes::Bytes;
 use sluice_proto::dcp::message::{DcpDocument, SnapshotMarker};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
-use sluice_types::{Datatype, IncludeValue, Seqno, VbId, VbState};
+use sluice_types::{CheckpointId, Datatype, IncludeValue, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub struct ActiveStream {
     last_read: Seqno,
     /// End of the snapshot being sent, and the checkpoint it came from (memory).
     snapshot_end: Seqno,
-    snapshot_checkpoint: Option<u64>,
+    snapshot_checkpoint: Option<CheckpointId>,
     /// End of the backfill in progress.
     backfill_end: Option<Seqno>,
     ready: VecDeque<DcpMessage>,
@@ -361,7 +361,7 @@ impl ActiveStream {
     /// Items read from the cursor: one checkpoint's snapshot range and its items.
     pub fn on_memory_chunk(
         &mut self,
-        checkpoint_id: u64,
+        checkpoint_id: CheckpointId,
         snap_end: Seqno,
         items: &[Change],
     ) -> Vec<StreamAction> {

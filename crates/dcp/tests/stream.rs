@@ -6,7 +6,7 @@ use bytes::Bytes;
 use sluice_dcp::change::{Change, ChangeKind};
 use sluice_dcp::stream::{ActiveStream, StreamAction, StreamOptions, StreamState};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
-use sluice_types::{ItemMeta, Seqno, VbId};
+use sluice_types::{CheckpointId, ItemMeta, Seqno, VbId};
 
 fn ch(seqno: u64) -> Change {
     Change {
@@ -103,7 +103,7 @@ fn run(c: &Case) {
             Ev::BackfillEnd => actions.extend(s.on_backfill_end()),
             Ev::Memory(ckpt, end, seqnos) => {
                 let items: Vec<Change> = seqnos.iter().map(|&n| ch(n)).collect();
-                actions.extend(s.on_memory_chunk(ckpt, Seqno(end), &items));
+                actions.extend(s.on_memory_chunk(CheckpointId(ckpt), Seqno(end), &items));
             }
             Ev::Dropped => actions.extend(s.on_cursor_dropped()),
             Ev::Close => actions.extend(s.close()),

@@ -20,7 +20,7 @@
 
 use bytes::Bytes;
 use hashbrown::HashMap;
-use sluice_types::{ItemMeta, Seqno};
+use sluice_types::{CheckpointId, ItemMeta, Seqno};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -61,7 +61,7 @@ pub struct CursorId(pub u64);
 
 #[derive(Debug)]
 struct Checkpoint {
-    id: u64,
+    id: CheckpointId,
     /// First seqno this checkpoint may hold (the marker start for a memory snapshot).
     snap_start: Seqno,
     /// Highest seqno queued into it so far.
@@ -74,7 +74,7 @@ struct Checkpoint {
 
 #[derive(Debug, Clone)]
 struct Cursor {
-    checkpoint_id: u64,
+    checkpoint_id: CheckpointId,
     /// Next slot to read.
     slot: usize,
 }
@@ -82,7 +82,7 @@ struct Cursor {
 /// Items read by one cursor from one checkpoint: a snapshot range and its items.
 #[derive(Debug, Clone)]
 pub struct CursorChunk {
-    pub checkpoint_id: u64,
+    pub checkpoint_id: CheckpointId,
     pub snap_start: Seqno,
     pub snap_end: Seqno,
     pub items: Vec<Arc<QueuedItem>>,
@@ -92,7 +92,7 @@ pub struct CursorChunk {
 pub struct CheckpointManager {
     checkpoints: VecDeque<Checkpoint>,
     cursors: BTreeMap<CursorId, Cursor>,
-    next_checkpoint_id: u64,
+    next_checkpoint_id: CheckpointId,
     next_cursor_id: u64,
     items_max: usize,
     mem_bytes: usize,
@@ -105,7 +105,7 @@ impl CheckpointManager {
         let mut m = CheckpointManager {
             checkpoints: VecDeque::new(),
             cursors: BTreeMap::new(),
-            next_checkpoint_id: 1,
+            next_checkpoint_id: CheckpointId(1),
             next_cursor_id: 1,
             items_max,
             mem_bytes: 0,
@@ -116,7 +116,7 @@ impl CheckpointManager {
 
     fn open_checkpoint(&mut self, snap_start: Seqno) {
         let id = self.next_checkpoint_id;
-        self.next_checkpoint_id += 1;
+        self.next_checkpoint_id = id.next();
         self.checkpoints.push_back(Checkpoint {
             id,
             snap_start,
@@ -369,7 +369,7 @@ impl CheckpointManager {
         let mut bytes = 0usize;
         let front_id = self.checkpoints.front().expect("non-empty").id;
         loop {
-            let idx = (pos.checkpoint_id - front_id) as usize;
+            let idx = (pos.checkpoint_id.0 - front_id.0) as usize;
             let ckpt = &self.checkpoints[idx];
             let mut chunk = CursorChunk {
                 checkpoint_id: ckpt.id,
@@ -397,7 +397,7 @@ impl CheckpointManager {
             let at_end = pos.slot >= ckpt.items.len();
             if at_end && !ckpt.open {
                 pos = Cursor {
-                    checkpoint_id: ckpt.id + 1,
+                    checkpoint_id: ckpt.id.next(),
                     slot: 0,
                 };
                 continue;
@@ -454,7 +454,11 @@ impl CheckpointManager {
         let mut mem = 0;
         for (i, c) in self.checkpoints.iter().enumerate() {
             assert_eq!(c.open, i == newest, "only the newest checkpoint is open");
-            assert_eq!(c.id, front_id + i as u64, "checkpoint ids are consecutive");
+            assert_eq!(
+                c.id,
+                CheckpointId(front_id.0 + i as u64),
+                "checkpoint ids are consecutive"
+            );
             assert!(c.open || c.index.is_empty(), "only the open one dedups");
             for item in c.items.iter().flatten() {
                 let seqno = item.meta.seqno;
@@ -471,7 +475,8 @@ impl CheckpointManager {
         for c in self.cursors.values() {
             let ckpt = c
                 .checkpoint_id
-                .checked_sub(front_id)
+                .0
+                .checked_sub(front_id.0)
                 .and_then(|i| self.checkpoints.get(i as usize))
                 .expect("every cursor points into a checkpoint that exists");
             assert!(
@@ -554,7 +559,7 @@ mod tests {
     fn the_invariant_check_catches_a_dangling_cursor() {
         let mut m = CheckpointManager::new(Seqno(0), 10);
         let c = m.register_cursor_at_oldest();
-        m.cursors.get_mut(&c).unwrap().checkpoint_id = 99;
+        m.cursors.get_mut(&c).unwrap().checkpoint_id = CheckpointId(99);
         m.check_invariants();
     }
 

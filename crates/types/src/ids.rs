@@ -25,6 +25,18 @@ pub struct VbUuid(pub u64);
 )]
 pub struct Cas(pub u64);
 
+/// One checkpoint of a vbucket's in-memory changes. Ids are consecutive within a vbucket:
+/// a stream's snapshot marker says Checkpoint when the id it reads from changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct CheckpointId(pub u64);
+
+impl CheckpointId {
+    /// The checkpoint opened after this one.
+    pub fn next(self) -> CheckpointId {
+        CheckpointId(self.0.checked_add(1).expect("checkpoint id overflow"))
+    }
+}
+
 impl Seqno {
     pub const ZERO: Seqno = Seqno(0);
     pub const MAX: Seqno = Seqno(u64::MAX);

@@ -15,7 +15,7 @@ mod vbstate;
 
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
 pub use hash::vbucket_of;
-pub use ids::{Cas, Seqno, VbId, VbUuid};
+pub use ids::{Cas, CheckpointId, Seqno, VbId, VbUuid};
 pub use include_value::IncludeValue;
 pub use item::{Datatype, Expiry, ItemMeta};
 pub use vbstate::VbState;
