@@ -16,10 +16,10 @@
 use libfuzzer_sys::fuzz_target;
 use sluice_proto::encode::Packet;
 use sluice_proto::frame_info::parse_frame_infos;
-use sluice_proto::request::{validate, Command, StoreOp, ValidateCtx};
+use sluice_proto::request::{validate, Command, KvCommand, SessionCommand, StoreOp, ValidateCtx};
 use sluice_proto::{decode_frame, Decoded, Frame, FrameError, Magic, HEADER_LEN};
 use sluice_types::limits::{KEY_BYTES_MAX, PACKET_BODY_BYTES_MAX, VALUE_BYTES_MAX_DEFAULT};
-use sluice_types::Datatype;
+use sluice_types::{Cas, Datatype};
 
 const CTXS: [ValidateCtx; 2] = [
     // What a session that negotiated every datatype uses.
@@ -144,7 +144,7 @@ fn check_validate(f: &Frame<'_>, ctx: &ValidateCtx) {
     assert_eq!(req.opcode.byte(), f.opcode);
     assert_eq!(req.vb.0, f.vbucket_or_status);
     assert_eq!(req.opaque, f.opaque);
-    assert_eq!(req.cas, f.cas);
+    assert_eq!(req.cas, Cas(f.cas));
     assert_eq!(req.datatype.0, f.datatype);
     assert_eq!(req.quiet, req.opcode.is_quiet());
     assert_eq!(Ok(req.frame_infos), parse_frame_infos(f.framing_extras));
@@ -156,24 +156,24 @@ fn check_validate(f: &Frame<'_>, ctx: &ValidateCtx) {
         assert_eq!(key, f.key);
     }
     match &req.command {
-        Command::Store { value, .. } | Command::Concat { value, .. } => {
+        Command::Kv(KvCommand::Store { value, .. } | KvCommand::Concat { value, .. }) => {
             assert_eq!(*value, f.value);
             assert!(value.len() <= ctx.value_bytes_max);
             assert_eq!(f.datatype & !Datatype::KNOWN, 0);
             assert_eq!(f.datatype & !ctx.datatype_allowed, 0);
             if matches!(
                 &req.command,
-                Command::Store {
+                Command::Kv(KvCommand::Store {
                     op: StoreOp::Add,
                     ..
-                }
+                })
             ) {
                 assert_eq!(f.cas, 0, "ADD with a CAS");
             }
         }
         _ => assert_eq!(f.datatype, 0, "datatype on a non-document command"),
     }
-    if let Command::Hello { features, agent } = &req.command {
+    if let Command::Session(SessionCommand::Hello { features, agent }) = &req.command {
         assert_eq!(features.len() * 2, f.value.len());
         assert_eq!(*agent, f.key);
     }

@@ -9,8 +9,9 @@
 //! 3. execution is the server's job; it answers with `response::encode_response`.
 //!
 //! Layout: `header` (magic, the 24-byte header), `frame` (decoding), `frame_info` (flexible
-//! framing extras), `opcode`, `status`, `feature` (HELLO), `request` (typed requests and
-//! validation), `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON),
+//! framing extras), `opcode`, `status`, `feature` (HELLO), `request/` (typed requests and
+//! their validation, one file per command family: `kv`, `session`, `vbucket`, `dcp`),
+//! `response` / `encode` (writing packets), `error_map` (GET_ERROR_MAP JSON),
 //! `body` (response bodies both the server and the client read: failover logs, vbucket seqnos).
 #![deny(unsafe_code)]
 // A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).

@@ -2,8 +2,11 @@
 #![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_proto::encode::Packet;
-use sluice_proto::request::{validate, Command, ValidateCtx};
+use sluice_proto::request::{
+    validate, Command, DcpCommand, KvCommand, SessionCommand, ValidateCtx,
+};
 use sluice_proto::{decode_frame, Decoded, Status};
+use sluice_types::Seqno;
 
 const CTX: ValidateCtx = ValidateCtx {
     datatype_allowed: 0x01,
@@ -133,11 +136,11 @@ fn accepts_well_formed_requests_with_their_fields() {
     .unwrap();
     assert!(matches!(
         c,
-        Command::Store {
+        Command::Kv(KvCommand::Store {
             flags: 7,
             expiry: 60,
             ..
-        }
+        })
     ));
     let mut arith = Vec::new();
     arith.extend_from_slice(&5u64.to_be_bytes());
@@ -146,22 +149,24 @@ fn accepts_well_formed_requests_with_their_fields() {
     let c = check(req(0x06).key(b"n").extras(&arith)).unwrap();
     assert!(matches!(
         c,
-        Command::Arithmetic {
+        Command::Kv(KvCommand::Arithmetic {
             increment: false,
             delta: 5,
             initial: 9,
             expiry: u32::MAX,
             ..
-        }
+        })
     ));
     let c = check(req(0x1f).key(b"agent").value(&[0, 3, 0, 4])).unwrap();
-    assert!(matches!(c, Command::Hello { ref features, .. } if features == &vec![3, 4]));
+    assert!(
+        matches!(c, Command::Session(SessionCommand::Hello { ref features, .. }) if features == &vec![3, 4])
+    );
     let c = check(req(0xb5).extras(&[0; 16])).unwrap();
     assert!(matches!(
         c,
-        Command::GetClusterConfig {
+        Command::Session(SessionCommand::GetClusterConfig {
             known: Some((0, 0))
-        }
+        })
     ));
     let c = check(
         req(0x01)
@@ -170,25 +175,25 @@ fn accepts_well_formed_requests_with_their_fields() {
             .framing_extras(&[0x13, 0x02, 0x01, 0x00]),
     )
     .unwrap();
-    assert!(matches!(c, Command::Store { .. }));
+    assert!(matches!(c, Command::Kv(KvCommand::Store { .. })));
     // DCP_SEQNO_ACKNOWLEDGED: the standard 8 bytes, or Sluice's 16 with the persisted seqno.
     let c = check(req(0x61).extras(&9u64.to_be_bytes())).unwrap();
     assert!(matches!(
         c,
-        Command::DcpSeqnoAck {
-            in_memory: 9,
+        Command::Dcp(DcpCommand::SeqnoAck {
+            in_memory: Seqno(9),
             persisted: None
-        }
+        })
     ));
     let mut both = 9u64.to_be_bytes().to_vec();
     both.extend_from_slice(&4u64.to_be_bytes());
     let c = check(req(0x61).extras(&both)).unwrap();
     assert!(matches!(
         c,
-        Command::DcpSeqnoAck {
-            in_memory: 9,
-            persisted: Some(4)
-        }
+        Command::Dcp(DcpCommand::SeqnoAck {
+            in_memory: Seqno(9),
+            persisted: Some(Seqno(4))
+        })
     ));
     assert_eq!(check(req(0x61).extras(&[0; 4])).err(), Some(Status::Einval));
     assert_eq!(

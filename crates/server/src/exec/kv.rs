@@ -6,18 +6,20 @@ use crate::node::Node;
 use bytes::Bytes;
 use sluice_cluster::durability::{Level, Requirement};
 use sluice_engine::{ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest};
-use sluice_proto::request::{Command, Request, StoreOp};
+use sluice_proto::request::{KvCommand, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
-use sluice_types::{Cas, Datatype, ItemMeta, VbId, VbState};
+use sluice_types::{Datatype, ItemMeta, VbId, VbState};
 use std::time::Duration;
 
 /// How long a durable write waits when the client gave no timeout.
 const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
-pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
+/// Executes `cmd`, the command of `req` (whose header gives the vbucket, CAS, datatype and
+/// frame infos).
+pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Responder<'_>) -> Next {
     let bucket = &node.bucket;
     let vb = req.vb;
-    let cas = Cas(req.cas);
+    let cas = req.cas;
     let durability = match req.frame_infos.durability {
         None => None,
         Some((level, timeout_ms)) => match requirement(node, vb, level) {
@@ -29,28 +31,28 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
         },
     };
     let d = durability.as_ref();
-    let outcome: Result<Next, EngineError> = match &req.command {
+    let outcome: Result<Next, EngineError> = match cmd {
         // Answered under the vbucket's lock, straight from the stored value: the common
         // read never clones (and so never bumps the reference count of) the value.
-        Command::Get { key, with_key } => bucket
+        KvCommand::Get { key, with_key } => bucket
             .read(vb, key, |meta, value| {
                 send_document(&mut r, meta, value, with_key.then_some(key));
             })
             .map(|()| Next::Continue),
-        Command::GetAndTouch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
+        KvCommand::GetAndTouch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
             send_document(&mut r, &doc.meta, &doc.value, None);
             Next::Continue
         }),
-        Command::Touch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
+        KvCommand::Touch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
             let p = r.packet(Status::Success).cas(doc.meta.cas.0);
             r.success(p);
             Next::Continue
         }),
-        Command::GetReplica { key } => bucket.get_replica(vb, key).map(|doc| {
+        KvCommand::GetReplica { key } => bucket.get_replica(vb, key).map(|doc| {
             send_document(&mut r, &doc.meta, &doc.value, None);
             Next::Continue
         }),
-        Command::Store {
+        KvCommand::Store {
             op,
             key,
             value,
@@ -73,12 +75,12 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             };
             bucket
                 .store(vb, &sr)
-                .map(|m| finish_mutation(req, d, &mut r, m, &[]))
+                .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[]))
         }
-        Command::Delete { key } => bucket
+        KvCommand::Delete { key } => bucket
             .delete(vb, key, cas)
-            .map(|m| finish_mutation(req, d, &mut r, m, &[])),
-        Command::Arithmetic {
+            .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[])),
+        KvCommand::Arithmetic {
             increment,
             key,
             delta,
@@ -96,11 +98,11 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
                     cas,
                 },
             )
-            .map(|(value, m)| finish_mutation(req, d, &mut r, m, &value.to_be_bytes())),
-        Command::Concat { append, key, value } => bucket
+            .map(|(value, m)| finish_mutation(req, cmd, d, &mut r, m, &value.to_be_bytes())),
+        KvCommand::Concat { append, key, value } => bucket
             .concat(vb, key, *append, value, cas)
-            .map(|m| finish_mutation(req, d, &mut r, m, &[])),
-        Command::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
+            .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[])),
+        KvCommand::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
             let m = g.meta;
             let mut extras = Vec::with_capacity(21);
             extras.extend_from_slice(&u32::from(m.deleted).to_be_bytes());
@@ -114,7 +116,7 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             r.send(p);
             Next::Continue
         }),
-        Command::Flush { delay } => {
+        KvCommand::Flush { delay } => {
             if *delay > 0 {
                 let p = r.packet(Status::Success);
                 r.success(p);
@@ -126,13 +128,12 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
                 Next::Continue
             })
         }
-        _ => unreachable!("dispatched to kv: {:?}", req.command),
     };
     match outcome {
         Ok(next) => next,
         Err(EngineError::NeedsFetch) => Next::Fetch {
             vb,
-            key: Bytes::copy_from_slice(req.command.key().expect("document commands name a key")),
+            key: Bytes::copy_from_slice(cmd.key().expect("document commands name a key")),
         },
         Err(EngineError::TempFail)
             if bucket.frees_room_by_itself() && !node.config.write_stall.is_zero() =>
@@ -142,8 +143,10 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
         Err(EngineError::KeyNotFound)
             if r.quiet
                 && matches!(
-                    req.command,
-                    Command::Get { .. } | Command::GetAndTouch { .. } | Command::GetMeta { .. }
+                    cmd,
+                    KvCommand::Get { .. }
+                        | KvCommand::GetAndTouch { .. }
+                        | KvCommand::GetMeta { .. }
                 ) =>
         {
             Next::Continue
@@ -246,6 +249,7 @@ fn requirement(
 /// SYNC_WRITE_AMBIGUOUS at the timeout.
 fn finish_mutation(
     req: &Request<'_>,
+    cmd: &KvCommand<'_>,
     durability: Option<&(Requirement, Option<u16>)>,
     r: &mut Responder<'_>,
     m: Mutation,
@@ -259,7 +263,7 @@ fn finish_mutation(
     } else {
         &[]
     };
-    let cas = if r.memcached && matches!(req.command, Command::Delete { .. }) {
+    let cas = if r.memcached && matches!(cmd, KvCommand::Delete { .. }) {
         0
     } else {
         m.cas.0

@@ -1,7 +1,13 @@
 //! Execution: a validated request → response bytes (appended to the connection's output),
 //! plus what the connection must do next. Nothing here awaits: work that must wait (a disk
 //! read, a persistence wait) is returned as a [`Next`] for the connection to carry out.
+//!
+//! [`execute`] checks what every command shares (authentication, a selected bucket) and
+//! hands the command to its family's executor, which matches the family's enum
+//! exhaustively: `kv` (documents), `session_ops` (negotiation, SASL, server queries; STAT
+//! through `stats`), `vbucket_ops` (vbucket and seqno queries), `dcp_ops` (DCP_OPEN).
 
+mod dcp_ops;
 mod kv;
 mod respond;
 mod session_ops;
@@ -14,7 +20,7 @@ pub use respond::Responder;
 use crate::node::Node;
 use crate::session::{Port, Session};
 use bytes::Bytes;
-use sluice_proto::request::{validate, Command};
+use sluice_proto::request::{validate, Command, DcpCommand, SessionCommand};
 use sluice_proto::{Frame, Magic, Status};
 use sluice_types::{vbucket_of, Seqno, VbId};
 use std::time::Duration;
@@ -92,70 +98,34 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         return Next::Continue;
     }
     match &req.command {
-        Command::Hello { .. }
-        | Command::SaslListMechs
-        | Command::SaslAuth { .. }
-        | Command::SaslStep { .. }
-        | Command::SelectBucket { .. }
-        | Command::ListBuckets
-        | Command::GetErrorMap { .. }
-        | Command::GetClusterConfig { .. }
-        | Command::Noop
-        | Command::Version
-        | Command::Verbosity
-        | Command::Quit => session_ops::execute(node, session, &req, r),
-        Command::Stat { group } => stats::execute(node, group, r),
-        Command::GetAllVbSeqnos { .. }
-        | Command::ObserveSeqno { .. }
-        | Command::GetFailoverLog
-        | Command::GetVbucket
-        | Command::SeqnoPersistence { .. } => vbucket_ops::execute(node, &req, r),
-        Command::Flush { .. }
-        | Command::Get { .. }
-        | Command::GetReplica { .. }
-        | Command::GetAndTouch { .. }
-        | Command::Touch { .. }
-        | Command::Store { .. }
-        | Command::Delete { .. }
-        | Command::Arithmetic { .. }
-        | Command::Concat { .. }
-        | Command::GetMeta { .. } => kv::execute(node, &req, r),
-        Command::DcpOpen { name, flags } => crate::dcp::open::execute(name, *flags, r),
-        Command::DcpControl { .. }
-        | Command::DcpStreamReq { .. }
-        | Command::DcpCloseStream
-        | Command::DcpBufferAck { .. }
-        | Command::DcpSeqnoAck { .. } => {
-            r.error(Status::Einval, "not a DCP connection: send DCP_OPEN first");
-            Next::Continue
-        }
+        Command::Kv(cmd) => kv::execute(node, &req, cmd, r),
+        Command::Session(cmd) => session_ops::execute(node, session, cmd, r),
+        Command::Vbucket(cmd) => vbucket_ops::execute(node, req.vb, cmd, r),
+        Command::Dcp(cmd) => dcp_ops::execute(cmd, r),
     }
 }
 
+/// Only negotiation and authentication, and what a client asks before either.
 fn allowed_before_auth(c: &Command<'_>) -> bool {
     matches!(
         c,
-        Command::Hello { .. }
-            | Command::SaslListMechs
-            | Command::SaslAuth { .. }
-            | Command::SaslStep { .. }
-            | Command::GetErrorMap { .. }
-            | Command::Noop
-            | Command::Version
-            | Command::Quit
+        Command::Session(
+            SessionCommand::Hello { .. }
+                | SessionCommand::SaslListMechs
+                | SessionCommand::SaslAuth { .. }
+                | SessionCommand::SaslStep { .. }
+                | SessionCommand::GetErrorMap { .. }
+                | SessionCommand::Noop
+                | SessionCommand::Version
+                | SessionCommand::Quit
+        )
     )
 }
 
+/// Commands on the bucket's documents or vbuckets, and opening a DCP stream of them.
 fn needs_bucket(c: &Command<'_>) -> bool {
-    c.key().is_some()
-        || matches!(
-            c,
-            Command::Flush { .. }
-                | Command::GetAllVbSeqnos { .. }
-                | Command::ObserveSeqno { .. }
-                | Command::GetFailoverLog
-                | Command::GetVbucket
-                | Command::SeqnoPersistence { .. }
-                | Command::DcpOpen { .. }
-        )
+    match c {
+        Command::Kv(_) | Command::Vbucket(_) | Command::Dcp(DcpCommand::Open { .. }) => true,
+        Command::Session(_) | Command::Dcp(_) => false,
+    }
 }

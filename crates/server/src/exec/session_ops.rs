@@ -1,11 +1,11 @@
 //! Session commands: HELLO, SASL, SELECT_BUCKET, LIST_BUCKETS, GET_ERROR_MAP,
-//! GET_CLUSTER_CONFIG, NOOP, VERSION, VERBOSITY, QUIT.
+//! GET_CLUSTER_CONFIG, NOOP, VERSION, VERBOSITY, QUIT; STAT is answered by [`super::stats`].
 
-use super::{Next, Responder};
+use super::{stats, Next, Responder};
 use crate::node::Node;
 use crate::session::{Port, Session};
 use sluice_proto::error_map::error_map_json;
-use sluice_proto::request::{Command, Request};
+use sluice_proto::request::SessionCommand;
 use sluice_proto::{Feature, Status};
 use sluice_sasl::{ServerSession, Step};
 use sluice_types::Datatype;
@@ -35,11 +35,11 @@ const SUPPORTED: &[Feature] = &[
 pub fn execute(
     node: &Node,
     session: &mut Session,
-    req: &Request<'_>,
+    cmd: &SessionCommand<'_>,
     mut r: Responder<'_>,
 ) -> Next {
-    match &req.command {
-        Command::Hello { agent, features } => {
+    match cmd {
+        SessionCommand::Hello { agent, features } => {
             session.features = Default::default();
             session.agent = String::from_utf8_lossy(agent).chars().take(256).collect();
             session.map_sent = None;
@@ -70,13 +70,13 @@ pub fn execute(
             let p = r.packet(Status::Success).value(&acked);
             r.send(p);
         }
-        Command::SaslListMechs => {
+        SessionCommand::SaslListMechs => {
             let p = r
                 .packet(Status::Success)
                 .value(sluice_sasl::mechanisms_list().as_bytes());
             r.send(p);
         }
-        Command::SaslAuth { mechanism, data } => {
+        SessionCommand::SaslAuth { mechanism, data } => {
             if session.port == Port::Memcached {
                 r.error(
                     Status::NotSupported,
@@ -91,7 +91,7 @@ pub fn execute(
             session.sasl = Some(sasl);
             sasl_step(session, step, r);
         }
-        Command::SaslStep { data, .. } => {
+        SessionCommand::SaslStep { data, .. } => {
             if session.port == Port::Memcached {
                 r.error(
                     Status::NotSupported,
@@ -107,7 +107,7 @@ pub fn execute(
             session.sasl = Some(sasl);
             sasl_step(session, step, r);
         }
-        Command::SelectBucket { name } => {
+        SessionCommand::SelectBucket { name } => {
             if *name == b"@no bucket@" {
                 session.bucket_selected = session.port == Port::Memcached;
                 let p = r.packet(Status::Success);
@@ -120,18 +120,18 @@ pub fn execute(
                 r.error(Status::KeyEnoent, "no such bucket");
             }
         }
-        Command::ListBuckets => {
+        SessionCommand::ListBuckets => {
             let p = r
                 .packet(Status::Success)
                 .value(node.config.bucket.as_bytes());
             r.send(p);
         }
-        Command::GetErrorMap { version } => {
+        SessionCommand::GetErrorMap { version } => {
             let map = error_map_json(*version);
             let p = r.packet(Status::Success).datatype(json_bit(&r)).value(&map);
             r.send(p);
         }
-        Command::GetClusterConfig { known } => {
+        SessionCommand::GetClusterConfig { known } => {
             let view = node.cluster_map();
             if known.is_some_and(|k| k >= view.version()) {
                 let p = r.packet(Status::Success);
@@ -153,20 +153,20 @@ pub fn execute(
                 r.send(p);
             }
         }
-        Command::Noop | Command::Verbosity => {
+        SessionCommand::Noop | SessionCommand::Verbosity => {
             let p = r.packet(Status::Success);
             r.send(p);
         }
-        Command::Version => {
+        SessionCommand::Version => {
             let p = r.packet(Status::Success).value(VERSION.as_bytes());
             r.send(p);
         }
-        Command::Quit => {
+        SessionCommand::Stat { group } => return stats::execute(node, group, r),
+        SessionCommand::Quit => {
             let p = r.packet(Status::Success);
             r.success(p);
             return Next::Close;
         }
-        other => unreachable!("dispatched to session_ops: {other:?}"),
     }
     Next::Continue
 }

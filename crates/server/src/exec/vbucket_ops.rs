@@ -5,19 +5,19 @@ use super::kv::engine_error;
 use super::{Next, Responder};
 use crate::node::Node;
 use sluice_proto::body::{failover_log, vb_seqnos};
-use sluice_proto::request::{Command, Request};
+use sluice_proto::request::VbucketCommand;
 use sluice_proto::Status;
-use sluice_types::{Seqno, VbState, VbUuid};
+use sluice_types::{VbId, VbState};
 use std::time::Duration;
 
 /// How long SEQNO_PERSISTENCE waits before answering a temporary failure.
 const PERSISTENCE_WAIT_MAX: Duration = Duration::from_secs(30);
 
-pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
+/// Executes `cmd` on `vb`, the request's vbucket.
+pub fn execute(node: &Node, vb: VbId, cmd: &VbucketCommand, mut r: Responder<'_>) -> Next {
     let bucket = &node.bucket;
-    let vb = req.vb;
-    let result = match &req.command {
-        Command::GetAllVbSeqnos { state } => {
+    let result = match cmd {
+        VbucketCommand::GetAllVbSeqnos { state } => {
             let filter = match state {
                 None | Some(0) => None,
                 Some(s) => VbState::from_wire(*s),
@@ -30,7 +30,7 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             r.send(p);
             Ok(())
         }
-        Command::ObserveSeqno { vb_uuid } => bucket.observe_seqno(vb, VbUuid(*vb_uuid)).map(|o| {
+        VbucketCommand::ObserveSeqno { vb_uuid } => bucket.observe_seqno(vb, *vb_uuid).map(|o| {
             let mut v = Vec::with_capacity(43);
             v.push(u8::from(o.failed_over.is_some()));
             v.extend_from_slice(&vb.0.to_be_bytes());
@@ -44,17 +44,17 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
             let p = r.packet(Status::Success).value(&v);
             r.send(p);
         }),
-        Command::GetFailoverLog => bucket.failover_log(vb).map(|log| {
+        VbucketCommand::GetFailoverLog => bucket.failover_log(vb).map(|log| {
             let v = failover_log::to_vec(log.entries());
             let p = r.packet(Status::Success).value(&v);
             r.send(p);
         }),
-        Command::GetVbucket => bucket.vb_state(vb).map(|s| {
+        VbucketCommand::GetVbucket => bucket.vb_state(vb).map(|s| {
             let v = (s as u32).to_be_bytes();
             let p = r.packet(Status::Success).value(&v);
             r.send(p);
         }),
-        Command::SeqnoPersistence { seqno } => {
+        VbucketCommand::SeqnoPersistence { seqno } => {
             if let Err(e) = bucket.vb_state(vb) {
                 engine_error(&mut r, &e, node);
                 return Next::Continue;
@@ -67,13 +67,12 @@ pub fn execute(node: &Node, req: &Request<'_>, mut r: Responder<'_>) -> Next {
                 .error(Status::Etmpfail, "not persisted within the wait limit");
             return Next::AwaitPersistence {
                 vb,
-                seqno: Seqno(*seqno),
+                seqno: *seqno,
                 timeout: PERSISTENCE_WAIT_MAX,
                 on_success,
                 on_timeout,
             };
         }
-        other => unreachable!("dispatched to vbucket_ops: {other:?}"),
     };
     if let Err(e) = result {
         engine_error(&mut r, &e, node);

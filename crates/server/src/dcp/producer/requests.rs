@@ -11,7 +11,7 @@ use sluice_dcp::stream::{ActiveStream, StreamState};
 use sluice_dcp::stream_request::{decide_stream_request, ConnView, Refused, VbView};
 use sluice_proto::body::failover_log;
 use sluice_proto::dcp::{OpenFlags, StreamFlags};
-use sluice_proto::request::{validate, Command};
+use sluice_proto::request::{validate, Command, DcpCommand, SessionCommand, VbucketCommand};
 use sluice_proto::{decode_frame, Decoded, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use sluice_types::{Seqno, VbId};
@@ -63,20 +63,7 @@ impl Conn {
                 return true;
             }
         };
-        let delegated = matches!(
-            req.command,
-            Command::Stat { .. }
-                | Command::GetFailoverLog
-                | Command::GetAllVbSeqnos { .. }
-                | Command::GetVbucket
-                | Command::ObserveSeqno { .. }
-                | Command::GetClusterConfig { .. }
-                | Command::GetErrorMap { .. }
-                | Command::Noop
-                | Command::Version
-                | Command::Quit
-        );
-        if delegated {
+        if answered_as_anywhere(&req.command) {
             // Session and vbucket queries are answered as on any connection.
             return !matches!(
                 exec::execute(&self.node, &mut self.session, frame, out),
@@ -85,59 +72,49 @@ impl Conn {
         }
         let mut r = Responder::new(out, frame.opcode, frame.opaque, &self.session);
         match &req.command {
-            Command::DcpControl { key, value } => {
-                match control::parse(key, value) {
-                    Ok(setting) => {
-                        self.producer.apply(setting, Instant::now());
-                        let p = r.packet(Status::Success);
-                        r.send(p);
-                    }
-                    Err(e) => {
-                        let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
-                        r.error(e.status(), why);
-                    }
-                }
-                true
-            }
-            Command::DcpStreamReq { req: sreq, value } => {
-                self.stream_request(req.vb, frame.opaque, sreq, value, r);
-                true
-            }
-            Command::DcpCloseStream => {
-                let vb = req.vb;
-                match self.producer.stream_mut(vb) {
-                    Some(s) if s.state() != StreamState::Dead => {
-                        let actions = s.close();
-                        self.push_actions(vb, actions);
-                        self.producer.schedule(vb);
-                        let p = r.packet(Status::Success);
-                        r.send(p);
-                    }
-                    _ => r.error(Status::KeyEnoent, "no stream for this vbucket"),
-                }
-                true
-            }
-            Command::DcpBufferAck { bytes } => {
-                self.producer.flow.on_ack(*bytes);
-                true
-            }
-            Command::DcpSeqnoAck {
-                in_memory,
-                persisted,
-            } => {
-                self.on_seqno_ack(req.vb, Seqno(*in_memory), persisted.map(Seqno));
-                true
-            }
-            Command::DcpOpen { .. } => {
-                r.error(Status::Einval, "this connection is already a DCP producer");
-                true
-            }
-            _ => {
+            Command::Dcp(cmd) => self.dcp_request(req.vb, frame.opaque, cmd, r),
+            Command::Kv(_) | Command::Session(_) | Command::Vbucket(_) => {
                 r.error(
                     Status::NotSupported,
                     "document commands are not served on a DCP connection",
                 );
-                true
+            }
+        }
+        true
+    }
+
+    /// A DCP request of the consumer on this producer connection, for `vb` (the header's).
+    fn dcp_request(&mut self, vb: VbId, opaque: u32, cmd: &DcpCommand<'_>, mut r: Responder<'_>) {
+        match cmd {
+            DcpCommand::Control { key, value } => match control::parse(key, value) {
+                Ok(setting) => {
+                    self.producer.apply(setting, Instant::now());
+                    let p = r.packet(Status::Success);
+                    r.send(p);
+                }
+                Err(e) => {
+                    let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
+                    r.error(e.status(), why);
+                }
+            },
+            DcpCommand::StreamReq { req, value } => self.stream_request(vb, opaque, req, value, r),
+            DcpCommand::CloseStream => match self.producer.stream_mut(vb) {
+                Some(s) if s.state() != StreamState::Dead => {
+                    let actions = s.close();
+                    self.push_actions(vb, actions);
+                    self.producer.schedule(vb);
+                    let p = r.packet(Status::Success);
+                    r.send(p);
+                }
+                _ => r.error(Status::KeyEnoent, "no stream for this vbucket"),
+            },
+            DcpCommand::BufferAck { bytes } => self.producer.flow.on_ack(*bytes),
+            DcpCommand::SeqnoAck {
+                in_memory,
+                persisted,
+            } => self.on_seqno_ack(vb, *in_memory, *persisted),
+            DcpCommand::Open { .. } => {
+                r.error(Status::Einval, "this connection is already a DCP producer");
             }
         }
     }
@@ -253,5 +230,29 @@ impl Conn {
         };
         self.push_actions(vb, actions);
         self.producer.schedule(vb);
+    }
+}
+
+/// Session and vbucket queries a producer connection answers as any connection does; the
+/// other commands but DCP's are refused there.
+fn answered_as_anywhere(c: &Command<'_>) -> bool {
+    match c {
+        Command::Session(s) => matches!(
+            s,
+            SessionCommand::Stat { .. }
+                | SessionCommand::GetClusterConfig { .. }
+                | SessionCommand::GetErrorMap { .. }
+                | SessionCommand::Noop
+                | SessionCommand::Version
+                | SessionCommand::Quit
+        ),
+        Command::Vbucket(v) => matches!(
+            v,
+            VbucketCommand::GetFailoverLog
+                | VbucketCommand::GetAllVbSeqnos { .. }
+                | VbucketCommand::GetVbucket
+                | VbucketCommand::ObserveSeqno { .. }
+        ),
+        Command::Kv(_) | Command::Dcp(_) => false,
     }
 }

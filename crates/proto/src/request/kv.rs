@@ -1,0 +1,220 @@
+//! Document commands: GET (and its quiet and with-key forms), GET_REPLICA, GAT, TOUCH,
+//! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH.
+
+use super::shape::{be32, be64, check, doc_key, Part, Shape, KEY_ONLY};
+use super::ValidateCtx;
+use crate::frame::Frame;
+use crate::opcode::Opcode;
+use crate::status::Status;
+
+/// Set, Add or Replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOp {
+    Set,
+    Add,
+    Replace,
+}
+
+/// A command on the documents of the selected bucket. Every one but FLUSH names a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvCommand<'a> {
+    /// GET / GETQ / GETK / GETKQ; the K forms answer with the key.
+    Get {
+        key: &'a [u8],
+        with_key: bool,
+    },
+    GetReplica {
+        key: &'a [u8],
+    },
+    /// GAT / GATQ (`expiry` as sent on the wire).
+    GetAndTouch {
+        key: &'a [u8],
+        expiry: u32,
+    },
+    Touch {
+        key: &'a [u8],
+        expiry: u32,
+    },
+    /// SET / ADD / REPLACE and their quiet forms (`expiry` as sent on the wire).
+    Store {
+        op: StoreOp,
+        key: &'a [u8],
+        value: &'a [u8],
+        flags: u32,
+        expiry: u32,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+    /// INCR / DECR: add or subtract `delta`, or create the counter at `initial`.
+    Arithmetic {
+        increment: bool,
+        key: &'a [u8],
+        delta: u64,
+        initial: u64,
+        expiry: u32,
+    },
+    /// APPEND / PREPEND.
+    Concat {
+        append: bool,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    /// GET_META; `want_datatype` (extras version 2) adds the datatype to the answer.
+    GetMeta {
+        key: &'a [u8],
+        want_datatype: bool,
+    },
+    /// FLUSH: drop every document, after `delay` seconds (0: now).
+    Flush {
+        delay: u32,
+    },
+}
+
+impl KvCommand<'_> {
+    /// Commands that change a document (and may carry a durability requirement).
+    pub fn is_mutation(&self) -> bool {
+        matches!(
+            self,
+            KvCommand::Store { .. }
+                | KvCommand::Delete { .. }
+                | KvCommand::Arithmetic { .. }
+                | KvCommand::Concat { .. }
+        )
+    }
+
+    /// Commands whose value is a document, and so may carry datatype bits.
+    pub fn carries_document(&self) -> bool {
+        matches!(self, KvCommand::Store { .. } | KvCommand::Concat { .. })
+    }
+
+    /// The document key; every command but FLUSH names one.
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            KvCommand::Get { key, .. }
+            | KvCommand::GetReplica { key }
+            | KvCommand::GetAndTouch { key, .. }
+            | KvCommand::Touch { key, .. }
+            | KvCommand::Store { key, .. }
+            | KvCommand::Delete { key }
+            | KvCommand::Arithmetic { key, .. }
+            | KvCommand::Concat { key, .. }
+            | KvCommand::GetMeta { key, .. } => Some(key),
+            KvCommand::Flush { .. } => None,
+        }
+    }
+}
+
+/// Validates a document opcode; `Ok(None)` for an opcode of another family.
+pub(super) fn validate<'a>(
+    op: Opcode,
+    f: &Frame<'a>,
+    ctx: &ValidateCtx,
+) -> Result<Option<KvCommand<'a>>, Status> {
+    use Opcode::*;
+    let shaped = |shape: Shape| check(f, shape, ctx);
+    Ok(Some(match op {
+        Get | GetQ | GetK | GetKQ => {
+            shaped(KEY_ONLY)?;
+            KvCommand::Get {
+                key: doc_key(f)?,
+                with_key: matches!(op, GetK | GetKQ),
+            }
+        }
+        GetReplica => {
+            shaped(KEY_ONLY)?;
+            KvCommand::GetReplica { key: doc_key(f)? }
+        }
+        Gat | GatQ | Touch => {
+            shaped(Shape {
+                extras: &[4],
+                key: Part::Required,
+                value: Part::None,
+            })?;
+            let key = doc_key(f)?;
+            let expiry = be32(f.extras, 0);
+            if op == Touch {
+                KvCommand::Touch { key, expiry }
+            } else {
+                KvCommand::GetAndTouch { key, expiry }
+            }
+        }
+        Set | SetQ | Add | AddQ | Replace | ReplaceQ => {
+            shaped(Shape {
+                extras: &[8],
+                key: Part::Required,
+                value: Part::Optional,
+            })?;
+            let store_op = match op {
+                Set | SetQ => StoreOp::Set,
+                Add | AddQ => StoreOp::Add,
+                _ => StoreOp::Replace,
+            };
+            if store_op == StoreOp::Add && f.cas != 0 {
+                return Err(Status::Einval);
+            }
+            KvCommand::Store {
+                op: store_op,
+                key: doc_key(f)?,
+                value: f.value,
+                flags: be32(f.extras, 0),
+                expiry: be32(f.extras, 4),
+            }
+        }
+        Delete | DeleteQ => {
+            shaped(KEY_ONLY)?;
+            KvCommand::Delete { key: doc_key(f)? }
+        }
+        Increment | IncrementQ | Decrement | DecrementQ => {
+            shaped(Shape {
+                extras: &[20],
+                key: Part::Required,
+                value: Part::None,
+            })?;
+            KvCommand::Arithmetic {
+                increment: matches!(op, Increment | IncrementQ),
+                key: doc_key(f)?,
+                delta: be64(f.extras, 0),
+                initial: be64(f.extras, 8),
+                expiry: be32(f.extras, 16),
+            }
+        }
+        Append | AppendQ | Prepend | PrependQ => {
+            shaped(Shape {
+                extras: &[0],
+                key: Part::Required,
+                value: Part::Optional,
+            })?;
+            KvCommand::Concat {
+                append: matches!(op, Append | AppendQ),
+                key: doc_key(f)?,
+                value: f.value,
+            }
+        }
+        GetMeta | GetqMeta => {
+            shaped(Shape {
+                extras: &[0, 1],
+                key: Part::Required,
+                value: Part::None,
+            })?;
+            KvCommand::GetMeta {
+                key: doc_key(f)?,
+                want_datatype: f.extras.first() == Some(&0x02),
+            }
+        }
+        Flush | FlushQ => {
+            shaped(Shape {
+                extras: &[0, 4],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            let delay = if f.extras.len() == 4 {
+                be32(f.extras, 0)
+            } else {
+                0
+            };
+            KvCommand::Flush { delay }
+        }
+        _ => return Ok(None),
+    }))
+}

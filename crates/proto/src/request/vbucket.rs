@@ -1,0 +1,85 @@
+//! vbucket and seqno queries: GET_ALL_VB_SEQNOS, OBSERVE_SEQNO, GET_FAILOVER_LOG,
+//! GET_VBUCKET, SEQNO_PERSISTENCE. They name no document; the vbucket is the header's.
+
+use super::shape::{be32, be64, check, Part, Shape, EMPTY};
+use super::ValidateCtx;
+use crate::frame::Frame;
+use crate::opcode::Opcode;
+use crate::status::Status;
+use sluice_types::{Seqno, VbUuid};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VbucketCommand {
+    /// Every vbucket's high seqno, optionally only those in one state (the wire's vbucket
+    /// state number, 1 to 4; 0 = any alive state).
+    GetAllVbSeqnos {
+        state: Option<u32>,
+    },
+    /// The vbucket's persisted and current seqnos, and whether `vb_uuid` was failed over.
+    ObserveSeqno {
+        vb_uuid: VbUuid,
+    },
+    /// GET_FAILOVER_LOG, or DCP_GET_FAILOVER_LOG (the same answer).
+    GetFailoverLog,
+    GetVbucket,
+    /// Answer once `seqno` is persisted.
+    SeqnoPersistence {
+        seqno: Seqno,
+    },
+}
+
+/// Validates a vbucket opcode; `Ok(None)` for an opcode of another family.
+pub(super) fn validate(
+    op: Opcode,
+    f: &Frame<'_>,
+    ctx: &ValidateCtx,
+) -> Result<Option<VbucketCommand>, Status> {
+    use Opcode::*;
+    let shaped = |shape: Shape| check(f, shape, ctx);
+    Ok(Some(match op {
+        GetAllVbSeqnos => {
+            shaped(Shape {
+                extras: &[0, 4, 8],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            let state = (f.extras.len() >= 4).then(|| be32(f.extras, 0));
+            if state.is_some_and(|s| s > 4) {
+                return Err(Status::Einval);
+            }
+            VbucketCommand::GetAllVbSeqnos { state }
+        }
+        ObserveSeqno => {
+            shaped(Shape {
+                extras: &[0],
+                key: Part::None,
+                value: Part::Required,
+            })?;
+            if f.value.len() != 8 {
+                return Err(Status::Einval);
+            }
+            VbucketCommand::ObserveSeqno {
+                vb_uuid: VbUuid(be64(f.value, 0)),
+            }
+        }
+        GetFailoverLog | DcpGetFailoverLog => {
+            shaped(EMPTY)?;
+            VbucketCommand::GetFailoverLog
+        }
+        GetVbucket => {
+            shaped(EMPTY)?;
+            VbucketCommand::GetVbucket
+        }
+        SeqnoPersistence => {
+            shaped(Shape {
+                extras: &[8],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            VbucketCommand::SeqnoPersistence {
+                seqno: Seqno(be64(f.extras, 0)),
+            }
+        }
+        _ => return Ok(None),
+    }))
+}
