@@ -12,8 +12,9 @@
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
-//! - `exec/`       — execution per opcode family (`kv`, `session_ops`, `vbucket_ops`, `stats`),
-//!   each a plain function from a validated request to response bytes;
+//! - `exec/`       — execution per command family (`kv`, `session_ops` and `stats`,
+//!   `vbucket_ops`, `dcp_ops`), each a plain function from a validated request to response
+//!   bytes, matching its family exhaustively;
 //! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops),
 //!   and replication (the consumer side);
 //! - `durability`  — the replicas' seqno acks and the wait of a durable write for them;
