@@ -21,20 +21,7 @@ use crate::error::MapError;
 
 use sluice_types::limits::{NODES_MAX, REPLICAS_MAX, VBUCKETS_MAX};
 
-/// A map's place in history: `(revEpoch, rev)`, ordered lexicographically. A client only
-/// ever replaces its map with a strictly newer one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MapVersion {
-    /// `revEpoch`; 0 when the server sends none (servers before epochs).
-    pub epoch: i64,
-    pub rev: i64,
-}
-
-impl std::fmt::Display for MapVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.epoch, self.rev)
-    }
-}
+pub use sluice_types::MapVersion;
 
 /// One KV node as the map lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

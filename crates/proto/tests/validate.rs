@@ -6,7 +6,7 @@ use sluice_proto::request::{
     validate, Command, DcpCommand, KvCommand, SessionCommand, ValidateCtx,
 };
 use sluice_proto::{decode_frame, Decoded, Status};
-use sluice_types::Seqno;
+use sluice_types::{MapVersion, Seqno};
 
 const CTX: ValidateCtx = ValidateCtx {
     datatype_allowed: 0x01,
@@ -161,11 +161,12 @@ fn accepts_well_formed_requests_with_their_fields() {
     assert!(
         matches!(c, Command::Session(SessionCommand::Hello { ref features, .. }) if features == &vec![3, 4])
     );
-    let c = check(req(0xb5).extras(&[0; 16])).unwrap();
+    let known = [1u64.to_be_bytes(), 7u64.to_be_bytes()].concat();
+    let c = check(req(0xb5).extras(&known)).unwrap();
     assert!(matches!(
         c,
         Command::Session(SessionCommand::GetClusterConfig {
-            known: Some((0, 0))
+            known: Some(MapVersion { epoch: 1, rev: 7 })
         })
     ));
     let c = check(

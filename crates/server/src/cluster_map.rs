@@ -11,6 +11,7 @@ use sluice_cluster::{
     place, BucketInfo, BucketKind, ClusterMap, NodeId, NodeInfo, Rev, ServingNode,
 };
 use sluice_engine::BucketType;
+use sluice_types::MapVersion;
 
 /// One revision of the map, rendered for this node.
 #[derive(Debug)]
@@ -63,10 +64,13 @@ impl MapView {
         }
     }
 
-    /// `(epoch, rev)`, as clients send it with GET_CLUSTER_CONFIG (signed on the wire).
-    pub fn version(&self) -> (i64, i64) {
+    /// The version clients compare, as they send it with GET_CLUSTER_CONFIG.
+    pub fn version(&self) -> MapVersion {
         let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        (signed(REV_EPOCH), signed(self.map.rev().0))
+        MapVersion {
+            epoch: signed(REV_EPOCH),
+            rev: signed(self.map.rev().0),
+        }
     }
 
     pub fn rev(&self) -> Rev {

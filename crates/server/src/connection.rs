@@ -233,8 +233,8 @@ fn push_map(session: &mut Session, bucket: &str, view: &MapView, out: &mut Vec<u
         return;
     }
     let mut extras = [0u8; 16];
-    extras[..8].copy_from_slice(&version.0.to_be_bytes());
-    extras[8..].copy_from_slice(&version.1.to_be_bytes());
+    extras[..8].copy_from_slice(&version.epoch.to_be_bytes());
+    extras[8..].copy_from_slice(&version.rev.to_be_bytes());
     let mut p = sluice_proto::encode::Packet::server_request(0x01, 0)
         .extras(&extras)
         .key(bucket.as_bytes());

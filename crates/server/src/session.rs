@@ -4,7 +4,7 @@
 use sluice_proto::feature::FeatureSet;
 use sluice_proto::{Feature, ValidateCtx};
 use sluice_sasl::ServerSession;
-use sluice_types::Datatype;
+use sluice_types::{Datatype, MapVersion};
 
 /// How a connection is told about a new cluster map (server push, magic 0x82).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub struct Session {
     /// The map version (epoch, rev) this connection last received, in a GET_CLUSTER_CONFIG
     /// answer, a NOT_MY_VBUCKET body or a push: with NMVB dedup, later NMVBs of the same
     /// version carry no body, and pushes only go out for newer versions.
-    pub map_sent: Option<(i64, i64)>,
+    pub map_sent: Option<MapVersion>,
 }
 
 impl Session {
@@ -72,7 +72,7 @@ impl Session {
     }
 
     /// Records that the client now knows `version`.
-    pub fn map_seen(&mut self, version: (i64, i64)) {
+    pub fn map_seen(&mut self, version: MapVersion) {
         self.map_sent = Some(self.map_sent.map_or(version, |v| v.max(version)));
     }
 

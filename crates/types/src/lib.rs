@@ -11,6 +11,7 @@ mod ids;
 mod include_value;
 mod item;
 pub mod limits;
+mod map_version;
 mod vbstate;
 
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
@@ -18,4 +19,5 @@ pub use hash::vbucket_of;
 pub use ids::{Cas, CheckpointId, Seqno, VbId, VbUuid};
 pub use include_value::IncludeValue;
 pub use item::{Datatype, Expiry, ItemMeta};
+pub use map_version::MapVersion;
 pub use vbstate::VbState;

@@ -7,6 +7,7 @@ use super::ValidateCtx;
 use crate::frame::Frame;
 use crate::opcode::Opcode;
 use crate::status::Status;
+use sluice_types::MapVersion;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionCommand<'a> {
@@ -33,7 +34,7 @@ pub enum SessionCommand<'a> {
     },
     /// Optional (epoch, revision) the client already has.
     GetClusterConfig {
-        known: Option<(i64, i64)>,
+        known: Option<MapVersion>,
     },
     Noop,
     Version,
@@ -123,8 +124,10 @@ pub(super) fn validate<'a>(
                 key: Part::None,
                 value: Part::None,
             })?;
-            let known = (f.extras.len() == 16)
-                .then(|| (be64(f.extras, 0) as i64, be64(f.extras, 8) as i64));
+            let known = (f.extras.len() == 16).then(|| MapVersion {
+                epoch: be64(f.extras, 0) as i64,
+                rev: be64(f.extras, 8) as i64,
+            });
             SessionCommand::GetClusterConfig { known }
         }
         Noop => {

@@ -4,7 +4,7 @@
 use crate::session::{Port, Session};
 use sluice_proto::encode::Packet;
 use sluice_proto::{Feature, Status};
-use sluice_types::Datatype;
+use sluice_types::{Datatype, MapVersion};
 
 pub struct Responder<'a> {
     pub out: &'a mut Vec<u8>,
@@ -20,7 +20,7 @@ pub struct Responder<'a> {
     pub memcached: bool,
     /// With NMVB dedup negotiated: the map version the client already has, so a
     /// NOT_MY_VBUCKET for that version (or an older one) goes out without the map.
-    pub map_known: Option<(i64, i64)>,
+    pub map_known: Option<MapVersion>,
 }
 
 impl<'a> Responder<'a> {
