@@ -10,18 +10,20 @@
 
 use crate::backfill::StreamId;
 use sluice_types::VbId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]
 struct StreamSlot<C> {
     id: StreamId,
     cursor: Option<C>,
-    takeover: bool,
 }
 
 #[derive(Debug)]
 pub struct StreamSlots<C> {
     slots: BTreeMap<VbId, StreamSlot<C>>,
+    /// The vbuckets whose current stream is a takeover: few, and looked at on every pass of
+    /// the connection, so kept apart instead of found by a walk over every slot.
+    takeovers: BTreeSet<VbId>,
     next_id: u64,
 }
 
@@ -29,6 +31,7 @@ impl<C> Default for StreamSlots<C> {
     fn default() -> Self {
         StreamSlots {
             slots: BTreeMap::new(),
+            takeovers: BTreeSet::new(),
             next_id: 1,
         }
     }
@@ -40,14 +43,12 @@ impl<C> StreamSlots<C> {
     pub fn open(&mut self, vb: VbId, takeover: bool) -> (StreamId, Option<C>) {
         let id = StreamId(self.next_id);
         self.next_id += 1;
-        let old = self.slots.insert(
-            vb,
-            StreamSlot {
-                id,
-                cursor: None,
-                takeover,
-            },
-        );
+        let old = self.slots.insert(vb, StreamSlot { id, cursor: None });
+        if takeover {
+            self.takeovers.insert(vb);
+        } else {
+            self.takeovers.remove(&vb);
+        }
         (id, old.and_then(|s| s.cursor))
     }
 
@@ -87,20 +88,15 @@ impl<C> StreamSlots<C> {
             .collect()
     }
 
-    /// Vbuckets whose current stream is a takeover (few: the rest need no look per pass).
+    /// Vbuckets whose current stream is a takeover (few: the rest need no look per pass;
+    /// with none, nothing is allocated).
     pub fn takeovers(&self) -> Vec<VbId> {
-        self.slots
-            .iter()
-            .filter(|(_, s)| s.takeover)
-            .map(|(vb, _)| *vb)
-            .collect()
+        self.takeovers.iter().copied().collect()
     }
 
     /// `vb`'s takeover is over (its stream ended).
     pub fn end_takeover(&mut self, vb: VbId) {
-        if let Some(s) = self.slots.get_mut(&vb) {
-            s.takeover = false;
-        }
+        self.takeovers.remove(&vb);
     }
 }
 
