@@ -219,11 +219,6 @@ impl<B> BackfillScheduler<B> {
         self.in_flight
     }
 
-    /// Whether the connection has anything to wait for from its backfills.
-    pub fn is_idle(&self) -> bool {
-        self.in_flight == 0 && self.waiting.is_empty() && self.parked.is_empty()
-    }
-
     fn check_invariants(&self) {
         if cfg!(debug_assertions) {
             assert_eq!(self.turns.len(), self.parked.len(), "a turn per parked");

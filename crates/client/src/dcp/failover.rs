@@ -1,7 +1,6 @@
-//! Failover logs as the producer sends them (decoded by `sluice_proto::body::failover_log`):
-//! which branch a consumer goes back with.
+//! Which branch of a failover log (decoded by `sluice_proto::body::failover_log`) a consumer
+//! goes back with.
 
-pub(crate) use sluice_proto::body::failover_log::decode as parse;
 use sluice_types::{FailoverEntry, Seqno, VbUuid};
 
 /// The uuid of the branch that holds `seqno`: the newest entry that began at or below it.
@@ -16,6 +15,7 @@ pub(crate) fn uuid_covering(log: &[FailoverEntry], seqno: Seqno) -> VbUuid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_proto::body::failover_log;
 
     fn log(entries: &[(u64, u64)]) -> Vec<u8> {
         entries
@@ -26,13 +26,13 @@ mod tests {
 
     #[test]
     fn parses_and_picks_the_covering_branch() {
-        let entries = parse(&log(&[(30, 900), (20, 500), (10, 0)])).unwrap();
+        let entries = failover_log::decode(&log(&[(30, 900), (20, 500), (10, 0)])).unwrap();
         assert_eq!(entries.len(), 3);
         assert_eq!(uuid_covering(&entries, Seqno(1000)), VbUuid(30));
         assert_eq!(uuid_covering(&entries, Seqno(900)), VbUuid(30));
         assert_eq!(uuid_covering(&entries, Seqno(899)), VbUuid(20));
         assert_eq!(uuid_covering(&entries, Seqno(0)), VbUuid(10));
-        let no_zero = parse(&log(&[(30, 900)])).unwrap();
+        let no_zero = failover_log::decode(&log(&[(30, 900)])).unwrap();
         assert_eq!(uuid_covering(&no_zero, Seqno(5)), VbUuid(0));
     }
 }

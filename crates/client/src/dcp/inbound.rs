@@ -3,6 +3,7 @@
 //! start streams or negotiate rollbacks, and stream ends finish or re-request vbuckets.
 
 use bytes::Bytes;
+use sluice_proto::body::failover_log;
 use sluice_proto::dcp::message::DcpDocument;
 use sluice_proto::dcp::{DcpMessage, StreamEndReason, StreamFlags};
 use sluice_proto::encode::Packet;
@@ -178,7 +179,7 @@ impl DcpStream {
         };
         match status {
             Status::Success => {
-                let Some(log) = failover::parse(value) else {
+                let Some(log) = failover_log::decode(value) else {
                     self.finish(vb);
                     return Err(DcpError::Unexpected(
                         "stream request accepted without a valid failover log",
@@ -244,7 +245,7 @@ impl DcpStream {
 
     fn on_failover_log(&mut self, vb: VbId, to: Seqno, status: u16, value: &Bytes) -> DcpEvent {
         let log = (status == Status::Success.code())
-            .then(|| failover::parse(value))
+            .then(|| failover_log::decode(value))
             .flatten();
         let uuid = match &log {
             Some(log) => failover::uuid_covering(log, to),

@@ -1,13 +1,12 @@
 //! The seqno and history queries a consumer needs before streaming: GET_ALL_VB_SEQNOS and
 //! GET_FAILOVER_LOG, and the "from now" starting point built from them.
 
-use sluice_proto::body::vb_seqnos;
+use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::encode::Packet;
 use sluice_proto::Opcode;
 use sluice_types::{FailoverEntry, Seqno, VbId};
 
 use super::error::DcpError;
-use super::failover;
 use super::position::{DcpPosition, StreamPositions};
 use crate::client::Client;
 use crate::error::ClientError;
@@ -26,7 +25,7 @@ impl Client {
     pub async fn get_failover_log(&mut self, vb: VbId) -> Result<Vec<FailoverEntry>, ClientError> {
         let req = Packet::request(Opcode::GetFailoverLog.byte(), vb.0, 0);
         let resp = self.call(req).await?.into_success()?;
-        failover::parse(&resp.value).ok_or(ClientError::Unexpected("malformed failover log"))
+        failover_log::decode(&resp.value).ok_or(ClientError::Unexpected("malformed failover log"))
     }
 }
 
@@ -57,7 +56,7 @@ impl StreamPositions {
                 failure = Some(DcpError::Unexpected("answer to GET_FAILOVER_LOG expected"));
                 continue;
             }
-            match resp.into_success().map(|r| failover::parse(&r.value)) {
+            match resp.into_success().map(|r| failover_log::decode(&r.value)) {
                 Ok(Some(log)) => positions.push(DcpPosition::at(*vb, log[0].uuid, *high)),
                 Ok(None) => failure = Some(DcpError::Unexpected("malformed failover log")),
                 Err(e) => failure = Some(e.into()),
