@@ -5,12 +5,7 @@
 
 use crate::status::Status;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DurabilityLevel {
-    Majority = 1,
-    MajorityAndPersistOnMaster = 2,
-    PersistToMajority = 3,
-}
+pub use sluice_types::DurabilityLevel;
 
 /// The request frame infos this server understands, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,13 +53,8 @@ pub fn parse_frame_infos(mut buf: &[u8]) -> Result<FrameInfos, Status> {
 }
 
 fn parse_durability(data: &[u8]) -> Result<(DurabilityLevel, Option<u16>), Status> {
-    let level = match data.first() {
-        Some(1) => DurabilityLevel::Majority,
-        Some(2) => DurabilityLevel::MajorityAndPersistOnMaster,
-        Some(3) => DurabilityLevel::PersistToMajority,
-        Some(_) => return Err(Status::DurabilityInvalidLevel),
-        None => return Err(Status::Einval),
-    };
+    let &first = data.first().ok_or(Status::Einval)?;
+    let level = DurabilityLevel::from_wire(first).ok_or(Status::DurabilityInvalidLevel)?;
     match data {
         [_] => Ok((level, None)),
         [_, hi, lo] => match u16::from_be_bytes([*hi, *lo]) {

@@ -2,9 +2,10 @@
 //!
 //! Layout: `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
 //! (the failover log and its entries), `item` (document metadata as stored and streamed),
-//! `hash` (key → vbucket), `limits` (protocol-wide limits).
+//! `durability` (SyncWrite levels), `hash` (key → vbucket), `limits` (protocol-wide limits).
 #![deny(unsafe_code)]
 
+mod durability;
 mod failover;
 mod hash;
 mod ids;
@@ -14,6 +15,7 @@ pub mod limits;
 mod map_version;
 mod vbstate;
 
+pub use durability::DurabilityLevel;
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
 pub use hash::vbucket_of;
 pub use ids::{Cas, CheckpointId, Seqno, VbId, VbUuid};
