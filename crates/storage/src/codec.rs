@@ -5,11 +5,15 @@
 //!
 //! ## Keys
 //!
-//! | index      | key                               | value                      |
-//! |------------|-----------------------------------|----------------------------|
-//! | `by_seqno` | `vb: u16` ++ `seqno: u64` (10 B)  | a record (below)           |
-//! | `by_key`   | `vb: u16` ++ document key bytes   | `seqno: u64` (8 B)         |
-//! | `vb_meta`  | `vb: u16` (2 B)                   | vbucket metadata (below)   |
+//! | index            | key                               | value                      |
+//! |------------------|-----------------------------------|----------------------------|
+//! | `by_seqno`       | `vb: u16` ++ `seqno: u64` (10 B)  | a record (below)           |
+//! | `by_key`         | `vb: u16` ++ document key bytes   | `seqno: u64` (8 B)         |
+//! | `pending_by_key` | `vb: u16` ++ document key bytes   | `seqno: u64` (8 B)         |
+//! | `vb_meta`        | `vb: u16` (2 B)                   | vbucket metadata (below)   |
+//!
+//! `by_key` (committed records) and `pending_by_key` (prepares and aborts) are separate
+//! keyspaces with the same encoding ([`doc_key_slice`], [`encode_seqno`]).
 //!
 //! ## Record (`by_seqno` value), format version 1
 //!
@@ -23,17 +27,26 @@
 //!     29     4  expiry (absolute Unix seconds, 0 = never)
 //!     33     4  delete_time
 //!     37     1  datatype
-//!     38     1  record bits: bit 0 = deleted (tombstone); other bits must be 0
+//!     38     1  record bits: bit 0 = deleted (tombstone or durable delete),
+//!               bit 1 = prepare, bit 2 = abort (never both); other bits must be 0
 //!     39     2  key length K
-//!     41     K  document key
-//!   41+K     *  value, up to the end of the record (possibly empty)
+//!     41     E  kind fields: a prepare's durability level (1 B, its wire value),
+//!               an abort's prepared seqno (8 B), nothing for a committed record (E = 0)
+//!   41+E     K  document key
+//! 41+E+K     *  value, up to the end of the record (possibly empty)
 //! ```
+//!
+//! The kind (bits 1 and 2 and the kind fields) came with SyncWrites. The version stayed 1
+//! because the change is an extension through bits that had to be 0: a committed record is
+//! encoded byte for byte as before, so every record written earlier decodes as
+//! [`RecordKind::Committed`], and an older binary refuses a prepare or an abort ("unknown
+//! record bits") instead of reading it as a document.
 //!
 //! The value takes "the rest" instead of carrying a length: the LSM engine already stores each
 //! value's length and checksums its blocks, so a second length would only repeat it. The cost
 //! is that the codec cannot tell a record cut inside its value from a shorter value; its job is
-//! to reject garbage it *can* see (bad version, unknown bits, key past the end) without
-//! panicking.
+//! to reject garbage it *can* see (bad version, unknown bits or level, key past the end)
+//! without panicking.
 //!
 //! ## vbucket metadata (`vb_meta` value), format version 1
 //!
@@ -51,10 +64,11 @@
 //!     30  16*N   entries, newest first: uuid u64 (never 0), seqno u64
 //! ```
 
-use crate::{Result, StoreError, VbMeta};
+use crate::{RecordKind, Result, StoreError, VbMeta};
 use bytes::Bytes;
 use sluice_types::{
-    Cas, Datatype, Expiry, FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid,
+    Cas, Datatype, DurabilityLevel, Expiry, FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId,
+    VbState, VbUuid,
 };
 use std::io::Read;
 
@@ -63,9 +77,14 @@ pub const RECORD_FORMAT_V1: u8 = 1;
 /// Current vbucket metadata format version.
 pub const VB_META_FORMAT_V1: u8 = 1;
 
-/// Bytes before the key in a version-1 record.
+/// Bytes before the kind fields (and, for a committed record, the key) in a version-1 record.
 const RECORD_HEADER_LEN: usize = 41;
 const RECORD_BIT_DELETED: u8 = 0x01;
+const RECORD_BIT_PREPARE: u8 = 0x02;
+const RECORD_BIT_ABORT: u8 = 0x04;
+const RECORD_BITS_KNOWN: u8 = RECORD_BIT_DELETED | RECORD_BIT_PREPARE | RECORD_BIT_ABORT;
+/// Room for the largest kind fields (an abort's prepared seqno).
+const KIND_FIELDS_LEN_MAX: usize = 8;
 const VB_META_HEADER_LEN: usize = 30;
 const FAILOVER_ENTRY_LEN: usize = 16;
 
@@ -81,6 +100,7 @@ pub struct RecordBody {
     pub key: Bytes,
     pub meta: ItemMeta,
     pub value: Bytes,
+    pub kind: RecordKind,
 }
 
 /// `by_seqno` key: `vb ++ seqno`.
@@ -133,9 +153,21 @@ pub fn decode_vb_key(bytes: &[u8]) -> Result<VbId> {
     Ok(VbId(vb))
 }
 
-/// Encodes a `by_seqno` value. Fails only for a key longer than [`DOC_KEY_BYTES_MAX`], which
-/// the engine never produces; it is checked here so that no write can half-happen.
+/// Encodes a committed record as a `by_seqno` value: [`encode_record_kind`] with
+/// [`RecordKind::Committed`] (the bytes every record had before SyncWrites).
 pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<fjall::Slice> {
+    encode_record_kind(key, meta, RecordKind::Committed, value)
+}
+
+/// Encodes a `by_seqno` value of any kind. Fails only for a key longer than
+/// [`DOC_KEY_BYTES_MAX`], which the engine never produces; it is checked here so that no
+/// write can half-happen.
+pub fn encode_record_kind(
+    key: &[u8],
+    meta: &ItemMeta,
+    kind: RecordKind,
+    value: &[u8],
+) -> Result<fjall::Slice> {
     let key_len = u16::try_from(key.len())
         .ok()
         .filter(|_| key.len() <= DOC_KEY_BYTES_MAX)
@@ -162,17 +194,66 @@ pub fn encode_record(key: &[u8], meta: &ItemMeta, value: &[u8]) -> Result<fjall:
     put(&meta.expiry.0.to_be_bytes());
     put(&meta.delete_time.to_be_bytes());
     put(&[meta.datatype.0]);
-    put(&[if meta.deleted { RECORD_BIT_DELETED } else { 0 }]);
+    let deleted = if meta.deleted { RECORD_BIT_DELETED } else { 0 };
+    put(&[deleted | kind_bit(kind)]);
     put(&key_len.to_be_bytes());
     debug_assert_eq!(at, RECORD_HEADER_LEN);
+    let (kind_fields, kind_len) = kind_fields(kind);
+    let kind_fields = kind_fields
+        .get(..kind_len)
+        .expect("kind fields are at most KIND_FIELDS_LEN_MAX bytes");
     // Assembled straight into the storage engine's own buffer: building a Vec first and
     // converting it cost the flusher an allocation and a copy of every value (~8 % of its
     // CPU with 1 KiB values).
-    let len = RECORD_HEADER_LEN + key.len() + value.len();
-    let mut parts = header.as_slice().chain(key).chain(value);
+    let len = RECORD_HEADER_LEN + kind_len + key.len() + value.len();
+    let mut parts = header.as_slice().chain(kind_fields).chain(key).chain(value);
     let record = byteview::ByteView::from_reader(&mut parts, len)
-        .expect("reading exactly the bytes of three in-memory slices cannot fail");
+        .expect("reading exactly the bytes of four in-memory slices cannot fail");
     Ok(record.into())
+}
+
+/// The record bit that says `kind` (none for a committed record).
+fn kind_bit(kind: RecordKind) -> u8 {
+    match kind {
+        RecordKind::Committed => 0,
+        RecordKind::Prepare(_) => RECORD_BIT_PREPARE,
+        RecordKind::Abort { .. } => RECORD_BIT_ABORT,
+    }
+}
+
+/// The kind fields that follow the header, and how many of the buffer's bytes they are.
+fn kind_fields(kind: RecordKind) -> ([u8; KIND_FIELDS_LEN_MAX], usize) {
+    match kind {
+        RecordKind::Committed => ([0; KIND_FIELDS_LEN_MAX], 0),
+        RecordKind::Prepare(level) => ([level.to_wire(), 0, 0, 0, 0, 0, 0, 0], 1),
+        RecordKind::Abort { prepared } => (prepared.0.to_be_bytes(), KIND_FIELDS_LEN_MAX),
+    }
+}
+
+/// Reads the kind fields the record bits announce. Never panics.
+fn decode_kind(bits: u8, rest: &[u8]) -> Result<(RecordKind, &[u8])> {
+    const WHAT: &str = "record kind";
+    match (bits & RECORD_BIT_PREPARE != 0, bits & RECORD_BIT_ABORT != 0) {
+        (false, false) => Ok((RecordKind::Committed, rest)),
+        (true, false) => {
+            let (level, rest) = split_u8(rest, WHAT)?;
+            let level = DurabilityLevel::from_wire(level)
+                .ok_or_else(|| corrupt(format!("prepare with unknown durability level {level}")))?;
+            Ok((RecordKind::Prepare(level), rest))
+        }
+        (false, true) => {
+            let (prepared, rest) = split_u64(rest, WHAT)?;
+            Ok((
+                RecordKind::Abort {
+                    prepared: Seqno(prepared),
+                },
+                rest,
+            ))
+        }
+        (true, true) => Err(corrupt(format!(
+            "record bits {bits:#04x} say both prepare and abort"
+        ))),
+    }
 }
 
 /// Decodes a `by_seqno` value. Never panics: any malformed input is [`StoreError::Corrupt`].
@@ -191,10 +272,11 @@ pub fn decode_record(bytes: &[u8]) -> Result<RecordBody> {
     let (delete_time, rest) = split_u32(rest, WHAT)?;
     let (datatype, rest) = split_u8(rest, WHAT)?;
     let (bits, rest) = split_u8(rest, WHAT)?;
-    if bits & !RECORD_BIT_DELETED != 0 {
+    if bits & !RECORD_BITS_KNOWN != 0 {
         return Err(corrupt(format!("unknown record bits {bits:#04x}")));
     }
     let (key_len, rest) = split_u16(rest, WHAT)?;
+    let (kind, rest) = decode_kind(bits, rest)?;
     let key_len = usize::from(key_len);
     if rest.len() < key_len {
         return Err(corrupt(format!(
@@ -216,6 +298,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<RecordBody> {
             delete_time,
         },
         value: Bytes::copy_from_slice(value),
+        kind,
     })
 }
 
@@ -381,6 +464,109 @@ mod tests {
         bad[39..41].copy_from_slice(&u16::MAX.to_be_bytes());
         assert!(matches!(decode_record(&bad), Err(StoreError::Corrupt(_))));
         for cut in 0..RECORD_HEADER_LEN + 3 {
+            assert!(decode_record(&enc[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    /// A record exactly as the codec wrote it before records had a kind (written out by
+    /// hand, not by the encoder): it must keep decoding, as a committed record.
+    #[test]
+    fn record_written_before_kinds_decodes_as_committed() {
+        let mut old = vec![1u8]; // format version 1
+        old.extend_from_slice(&42u64.to_be_bytes()); // seqno
+        old.extend_from_slice(&3u64.to_be_bytes()); // rev_seqno
+        old.extend_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes()); // cas
+        old.extend_from_slice(&0xcafe_babeu32.to_be_bytes()); // flags
+        old.extend_from_slice(&0u32.to_be_bytes()); // expiry
+        old.extend_from_slice(&1_700_000_123u32.to_be_bytes()); // delete_time
+        old.push(Datatype::JSON); // datatype
+        old.push(0x01); // record bits: deleted
+        old.extend_from_slice(&2u16.to_be_bytes()); // key length
+        old.extend_from_slice(b"k1{}"); // key, then value
+        let dec = decode_record(&old).expect("decode");
+        assert_eq!(dec.kind, RecordKind::Committed);
+        assert_eq!(&dec.key[..], b"k1");
+        assert_eq!(&dec.value[..], b"{}");
+        assert_eq!(
+            dec.meta,
+            ItemMeta {
+                seqno: Seqno(42),
+                rev_seqno: 3,
+                cas: Cas(0x1122_3344_5566_7788),
+                flags: 0xcafe_babe,
+                expiry: Expiry(0),
+                datatype: Datatype(Datatype::JSON),
+                deleted: true,
+                delete_time: 1_700_000_123,
+            }
+        );
+        // And a committed record is still encoded to exactly those bytes.
+        let enc = encode_record(&dec.key, &dec.meta, &dec.value).expect("encode");
+        assert_eq!(&enc[..], &old[..]);
+    }
+
+    fn kinds() -> [RecordKind; 5] {
+        [
+            RecordKind::Committed,
+            RecordKind::Prepare(DurabilityLevel::Majority),
+            RecordKind::Prepare(DurabilityLevel::MajorityAndPersistOnMaster),
+            RecordKind::Prepare(DurabilityLevel::PersistToMajority),
+            RecordKind::Abort {
+                prepared: Seqno(0x0a0b_0c0d_0e0f_1011),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_kind_roundtrips() {
+        for kind in kinds() {
+            let enc = encode_record_kind(b"user::1", &meta(), kind, b"{}").expect("encode");
+            let dec = decode_record(&enc).expect("decode");
+            assert_eq!(dec.kind, kind);
+            assert_eq!(&dec.key[..], b"user::1");
+            assert_eq!(dec.meta, meta());
+            assert_eq!(&dec.value[..], b"{}");
+        }
+    }
+
+    #[test]
+    fn kind_layout_is_as_documented() {
+        let prepare = RecordKind::Prepare(DurabilityLevel::PersistToMajority);
+        let enc = encode_record_kind(b"k", &meta(), prepare, b"v").expect("encode");
+        assert_eq!(enc[38], RECORD_BIT_DELETED | RECORD_BIT_PREPARE);
+        assert_eq!(&enc[39..41], &[0, 1]);
+        assert_eq!(enc[41], 3);
+        assert_eq!(&enc[42..], b"kv");
+
+        let abort = RecordKind::Abort {
+            prepared: Seqno(0x0102),
+        };
+        let enc = encode_record_kind(b"k", &meta(), abort, b"").expect("encode");
+        assert_eq!(enc[38], RECORD_BIT_DELETED | RECORD_BIT_ABORT);
+        assert_eq!(&enc[41..49], &[0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(&enc[49..], b"k");
+    }
+
+    #[test]
+    fn record_rejects_bad_kinds() {
+        let prepare = RecordKind::Prepare(DurabilityLevel::Majority);
+        let enc = encode_record_kind(b"key", &meta(), prepare, b"value")
+            .expect("encode")
+            .to_vec();
+        let mut bad = enc.clone();
+        bad[38] |= RECORD_BIT_ABORT; // prepare and abort at once
+        assert!(matches!(decode_record(&bad), Err(StoreError::Corrupt(_))));
+        for level in [0u8, 4, 0xff] {
+            let mut bad = enc.clone();
+            bad[41] = level;
+            assert!(matches!(decode_record(&bad), Err(StoreError::Corrupt(_))));
+        }
+        let abort = RecordKind::Abort { prepared: Seqno(9) };
+        let enc = encode_record_kind(b"key", &meta(), abort, b"")
+            .expect("encode")
+            .to_vec();
+        // Cut inside the kind fields or the key: never read as a shorter record.
+        for cut in 0..enc.len() {
             assert!(decode_record(&enc[..cut]).is_err(), "cut at {cut}");
         }
     }

@@ -116,6 +116,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.get(vb, key)
     }
 
+    fn get_pending(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
+        self.inner.get_pending(vb, key)
+    }
+
     fn load_vb_meta(&self) -> Result<Vec<(VbId, VbMeta)>> {
         self.inner.load_vb_meta()
     }

@@ -31,6 +31,7 @@ pub(crate) fn decode_entry(guard: fjall::Guard, vb: VbId) -> Result<ItemRecord> 
         key: body.key,
         meta: body.meta,
         value: body.value,
+        kind: body.kind,
     })
 }
 

@@ -7,9 +7,9 @@
 
 use crate::codec;
 use crate::fjall_scan::{self, io, FjallSnapshot, RecordIter};
-use crate::plan::{plan_commit, WritePlan};
+use crate::plan::{plan_commit, Namespace, WritePlan};
 use crate::poison::Poison;
-use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
+use crate::{FlushBatch, ItemRecord, OnDisk, Result, Store, StoreError, StoreSnapshot, VbMeta};
 use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions,
     OwnedWriteBatch, PersistMode, Readable, Snapshot,
@@ -20,6 +20,8 @@ use std::sync::{Mutex, PoisonError};
 
 const BY_SEQNO: &str = "by_seqno";
 const BY_KEY: &str = "by_key";
+/// Added with SyncWrites: a store written before opens with it empty, which is what it held.
+const PENDING_BY_KEY: &str = "pending_by_key";
 const VB_META: &str = "vb_meta";
 /// Node-level flags that belong to no vbucket.
 const NODE: &str = "node";
@@ -44,6 +46,9 @@ pub const MEMTABLE_BYTES_MIN: u64 = 2 * 1024 * 1024;
 /// with 2; the whole process, flushes and compactions included, 11.6–12.5, 10.7–11.7,
 /// 9.2–11.1 and 9.4–10.1 µs.
 pub const MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+/// How many keyspaces a store opens, each with memtables of its own.
+const KEYSPACES: u64 = 5;
 
 /// How much memory the storage engine may use for itself, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,9 +80,10 @@ impl StoreMemory {
     }
 
     /// The most this budget lets the storage engine hold: the cache plus, for each of the
-    /// four keyspaces, an active and a flushing memtable.
+    /// five keyspaces (by_seqno, by_key, pending_by_key, vb_meta, node), an active and a
+    /// flushing memtable.
     pub fn bytes_max(&self) -> u64 {
-        self.cache_bytes + 4 * 2 * self.memtable_bytes
+        self.cache_bytes + KEYSPACES * 2 * self.memtable_bytes
     }
 }
 
@@ -85,10 +91,11 @@ pub struct FjallStore {
     db: Database,
     by_seqno: Keyspace,
     by_key: Keyspace,
+    pending_by_key: Keyspace,
     vb_meta: Keyspace,
     node: Keyspace,
-    /// Serialises writers: `commit` reads `by_key` to find previous versions, and that read
-    /// must not race with another commit's write.
+    /// Serialises writers: `commit` reads the key indexes to find previous records, and that
+    /// read must not race with another commit's write.
     write_lock: Mutex<()>,
     poison: Poison,
     /// Check every on-disk hint of a commit against by_key (see [`VERIFY_HINTS_ENV`]).
@@ -154,6 +161,7 @@ impl FjallStore {
         Ok(FjallStore {
             by_seqno: keyspace(BY_SEQNO)?,
             by_key: keyspace(BY_KEY)?,
+            pending_by_key: keyspace(PENDING_BY_KEY)?,
             vb_meta: keyspace(VB_META)?,
             node: keyspace(NODE)?,
             db,
@@ -182,7 +190,10 @@ impl FjallStore {
     }
 
     fn to_batch(&self, plan: WritePlan) -> OwnedWriteBatch {
-        let len = plan.by_seqno.len() + plan.by_key.len() + plan.vb_meta.len();
+        let len = plan.by_seqno.len()
+            + plan.by_key.len()
+            + plan.pending_by_key.len()
+            + plan.vb_meta.len();
         let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), len);
         for (k, v) in plan.by_seqno {
             match v {
@@ -190,10 +201,15 @@ impl FjallStore {
                 None => batch.remove(&self.by_seqno, k),
             }
         }
-        for (k, v) in plan.by_key {
-            match v {
-                Some(seqno) => batch.insert(&self.by_key, k, seqno),
-                None => batch.remove(&self.by_key, k),
+        for (index, entries) in [
+            (&self.by_key, plan.by_key),
+            (&self.pending_by_key, plan.pending_by_key),
+        ] {
+            for (k, v) in entries {
+                match v {
+                    Some(seqno) => batch.insert(index, k, seqno),
+                    None => batch.remove(index, k),
+                }
             }
         }
         for (k, v) in plan.vb_meta {
@@ -226,12 +242,42 @@ impl FjallStore {
         self.db.snapshot()
     }
 
-    /// One `get` on `snap`: `by_key`, then the `by_seqno` record it points to.
-    fn get_in(&self, snap: &Snapshot, vb: VbId, key: &[u8]) -> Result<Lookup> {
-        let Some(seqno) = snap
-            .get(&self.by_key, codec::doc_key_slice(vb, key))
-            .map_err(io)?
-        else {
+    /// The key index of a namespace, and its name for errors.
+    fn index(&self, ns: Namespace) -> (&Keyspace, &'static str) {
+        match ns {
+            Namespace::Committed => (&self.by_key, BY_KEY),
+            Namespace::Pending => (&self.pending_by_key, PENDING_BY_KEY),
+        }
+    }
+
+    /// The key's seqno in the namespace's index, as committed on disk.
+    fn indexed_seqno(&self, ns: Namespace, dk: &[u8]) -> Result<Option<Seqno>> {
+        let (index, _) = self.index(ns);
+        let seqno = index.get(dk).map_err(io)?;
+        seqno.map(|v| codec::decode_seqno(&v)).transpose()
+    }
+
+    /// The seqno a commit replaces for `dk` in `ns`: the caller's hint if it knows one (a
+    /// committed-namespace hint; checked against by_key when checks are on), else a read.
+    fn replaced_seqno(&self, ns: Namespace, dk: &[u8], hint: OnDisk) -> Result<Option<Seqno>> {
+        let known = hint.known();
+        if let (Some(seqno), false) = (known, self.verify_hints) {
+            return Ok(seqno);
+        }
+        let on_disk = self.indexed_seqno(ns, dk)?;
+        if known.is_some_and(|seqno| seqno != on_disk) {
+            return Err(StoreError::Corrupt(format!(
+                "the caller said by_key holds seqno {hint:?} for {dk:?}; it holds {on_disk:?}"
+            )));
+        }
+        Ok(on_disk)
+    }
+
+    /// One lookup on `snap`: the namespace's key index, then the `by_seqno` record it
+    /// points to, which must be that key's and of that namespace.
+    fn get_in(&self, snap: &Snapshot, ns: Namespace, vb: VbId, key: &[u8]) -> Result<Lookup> {
+        let (index, name) = self.index(ns);
+        let Some(seqno) = snap.get(index, codec::doc_key_slice(vb, key)).map_err(io)? else {
             return Ok(Lookup::Absent);
         };
         let seqno = codec::decode_seqno(&seqno)?;
@@ -240,13 +286,14 @@ impl FjallStore {
             .map_err(io)?
         else {
             return Ok(Lookup::Torn(format!(
-                "by_key points {vb} to missing seqno {seqno}"
+                "{name} points {vb} to missing seqno {seqno}"
             )));
         };
         let body = codec::decode_record(&record)?;
-        if body.key != key || body.meta.seqno != seqno {
+        if body.key != key || body.meta.seqno != seqno || Namespace::of(body.kind) != ns {
             return Ok(Lookup::Torn(format!(
-                "by_seqno {vb}/{seqno} holds another document than by_key says"
+                "by_seqno {vb}/{seqno} holds another record than {name} says ({:?})",
+                body.kind
             )));
         }
         Ok(Lookup::Found(ItemRecord {
@@ -254,7 +301,24 @@ impl FjallStore {
             key: body.key,
             meta: body.meta,
             value: body.value,
+            kind: body.kind,
         }))
+    }
+
+    /// A lookup in one namespace. Both reads use one snapshot, so a concurrent rewrite cannot
+    /// remove the by_seqno slot between them. The cheap snapshot may catch a commit half
+    /// applied (see `consistent_snapshot`); the two indexes then disagree, and the read is
+    /// repeated on a snapshot that cannot.
+    fn lookup(&self, ns: Namespace, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
+        match self.get_in(&self.db.snapshot(), ns, vb, key)? {
+            Lookup::Found(record) => Ok(Some(record)),
+            Lookup::Absent => Ok(None),
+            Lookup::Torn(_) => match self.get_in(&self.consistent_snapshot(), ns, vb, key)? {
+                Lookup::Found(record) => Ok(Some(record)),
+                Lookup::Absent => Ok(None),
+                Lookup::Torn(why) => Err(StoreError::Corrupt(why)),
+            },
+        }
     }
 
     fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -281,41 +345,16 @@ impl Store for FjallStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let plan = plan_commit(batch, |dk, hint| {
-            let known = hint.known();
-            if let (Some(seqno), false) = (known, self.verify_hints) {
-                return Ok(seqno);
-            }
-            let on_disk = self
-                .by_key
-                .get(dk)
-                .map_err(io)?
-                .map(|v| codec::decode_seqno(&v))
-                .transpose()?;
-            if known.is_some_and(|seqno| seqno != on_disk) {
-                return Err(StoreError::Corrupt(format!(
-                    "the caller said by_key holds seqno {hint:?} for {dk:?}; it holds {on_disk:?}"
-                )));
-            }
-            Ok(on_disk)
-        })?;
+        let plan = plan_commit(batch, |ns, dk, hint| self.replaced_seqno(ns, dk, hint))?;
         self.write_durably(self.to_batch(plan))
     }
 
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
-        // Both lookups read one snapshot, so a concurrent rewrite cannot remove the by_seqno
-        // slot between them. The cheap snapshot may catch a commit half applied (see
-        // `consistent_snapshot`); the two indexes then disagree, and the read is repeated on
-        // a snapshot that cannot.
-        match self.get_in(&self.db.snapshot(), vb, key)? {
-            Lookup::Found(record) => Ok(Some(record)),
-            Lookup::Absent => Ok(None),
-            Lookup::Torn(_) => match self.get_in(&self.consistent_snapshot(), vb, key)? {
-                Lookup::Found(record) => Ok(Some(record)),
-                Lookup::Absent => Ok(None),
-                Lookup::Torn(why) => Err(StoreError::Corrupt(why)),
-            },
-        }
+        self.lookup(Namespace::Committed, vb, key)
+    }
+
+    fn get_pending(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>> {
+        self.lookup(Namespace::Pending, vb, key)
     }
 
     fn load_vb_meta(&self) -> Result<Vec<(VbId, VbMeta)>> {
@@ -375,8 +414,10 @@ impl Store for FjallStore {
         for kv in self.by_seqno.range(seqnos) {
             batch.remove(&self.by_seqno, kv.key().map_err(io)?);
         }
-        for kv in self.by_key.prefix(codec::vb_key(vb)) {
-            batch.remove(&self.by_key, kv.key().map_err(io)?);
+        for index in [&self.by_key, &self.pending_by_key] {
+            for kv in index.prefix(codec::vb_key(vb)) {
+                batch.remove(index, kv.key().map_err(io)?);
+            }
         }
         batch.remove(&self.vb_meta, codec::vb_key(vb));
         self.write_durably(batch)
@@ -385,10 +426,16 @@ impl Store for FjallStore {
     fn disk_bytes(&self) -> u64 {
         // The journal part can fail to be measured (its lock); the tables part cannot.
         self.db.disk_space().unwrap_or_else(|_| {
-            [&self.by_seqno, &self.by_key, &self.vb_meta, &self.node]
-                .iter()
-                .map(|ks| ks.disk_space())
-                .sum()
+            [
+                &self.by_seqno,
+                &self.by_key,
+                &self.pending_by_key,
+                &self.vb_meta,
+                &self.node,
+            ]
+            .iter()
+            .map(|ks| ks.disk_space())
+            .sum()
         })
     }
 }

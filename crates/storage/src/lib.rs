@@ -9,12 +9,40 @@
 //! - `fjall_scan.rs` — `by_seqno` range scans and the snapshot type;
 //! - `poison.rs` — the "a sync failed, never write again" latch.
 //!
-//! Three logical indexes, all per vbucket:
-//! - **by_seqno**: `(vb, seqno) → full record` (key, metadata, value). Backfill is a range scan
-//!   here, and values sit beside their seqno.
-//! - **by_key**: `(vb, key) → seqno`. Exactly one by_seqno entry exists per key: when a key is
-//!   rewritten, the store removes the by_seqno entry of its previous version in the same batch.
+//! Two namespaces of records per key (see [`RecordKind`]):
+//! - **committed**: document versions (mutations and tombstones), what reads and non-sync
+//!   streams see;
+//! - **pending**: SyncWrite prepares and aborts, kept apart so that a prepare never hides or
+//!   replaces a committed version.
+//!
+//! Four logical indexes, all per vbucket:
+//! - **by_seqno**: `(vb, seqno) → full record` (key, kind, metadata, value), records of both
+//!   namespaces. Backfill and warmup are range scans here, and values sit beside their seqno.
+//! - **by_key**: `(vb, key) → seqno` of the key's committed record. Exactly one committed
+//!   by_seqno entry exists per key: when a key is rewritten, the store removes the by_seqno
+//!   entry of its previous committed version in the same batch.
+//! - **pending_by_key**: `(vb, key) → seqno` of the key's pending record (its latest prepare
+//!   or abort). At most one pending by_seqno entry exists per key, replaced the same way.
 //! - **vb_meta**: `vb → VbMeta` (state, failover log, high/purge seqnos, max CAS).
+//!
+//! A write in one namespace never removes the other's record: a key may have one committed
+//! and one pending record on disk at once.
+//!
+//! ## Telling a completed prepare from an in-flight one
+//!
+//! A prepare stays on disk after it completes, until the key's next prepare or abort replaces
+//! it (committing writes the committed version and leaves the pending record alone). Whoever
+//! reads the disk (the engine at warmup) applies this rule to a key's pending record at
+//! seqno `P`:
+//! - an [`RecordKind::Abort`]: nothing is in flight (the abort completed the prepare it names);
+//! - a [`RecordKind::Prepare`] whose key has a committed record with a seqno above `P`: it
+//!   was committed (a commit always takes a seqno above its prepare's, and nothing else
+//!   writes the key while a prepare is in flight), so nothing is in flight;
+//! - any other [`RecordKind::Prepare`]: it is in flight.
+//!
+//! So that the rule survives the purger, a purge that removes a key's committed tombstone at
+//! seqno `T` also removes the key's pending record if its seqno is below `T` (complete by the
+//! rule, and below the purge seqno a backfill needs neither it nor an abort).
 //!
 //! Durability contract: [`Store::commit`] applies one [`FlushBatch`] atomically and syncs once.
 //! A failed sync is never retried: the store is poisoned and every later write fails with
@@ -34,15 +62,39 @@ pub use faulty::{FailedSync, FaultyStore};
 pub use fjall_store::{FjallStore, StoreMemory, VERIFY_HINTS_ENV};
 
 use bytes::Bytes;
-use sluice_types::{FailoverLog, ItemMeta, Seqno, VbId, VbState};
+use sluice_types::{DurabilityLevel, FailoverLog, ItemMeta, Seqno, VbId, VbState};
 
-/// One document version as persisted: key, metadata and (possibly empty) value.
+/// One record as persisted: a document version, a prepare or an abort ([`RecordKind`]), with
+/// its key, metadata and (possibly empty) value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemRecord {
     pub vb: VbId,
     pub key: Bytes,
     pub meta: ItemMeta,
     pub value: Bytes,
+    pub kind: RecordKind,
+}
+
+/// What a record is. [`RecordKind::Committed`] records form the committed namespace, the
+/// others the pending one (see the crate documentation): per (vb, key) the disk holds at most
+/// one record of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordKind {
+    /// A committed document version (mutation or tombstone): what reads and non-sync
+    /// streams see.
+    #[default]
+    Committed,
+    /// A pending SyncWrite at `meta.seqno` (`meta.deleted` for a durable delete).
+    Prepare(DurabilityLevel),
+    /// The abort (at `meta.seqno`) of the prepare at `prepared`.
+    Abort { prepared: Seqno },
+}
+
+impl RecordKind {
+    /// Whether the record belongs to the pending namespace (a prepare or an abort).
+    pub fn is_pending(self) -> bool {
+        self != RecordKind::Committed
+    }
 }
 
 /// Persisted state of one vbucket.
@@ -58,9 +110,10 @@ pub struct VbMeta {
     pub max_cas: u64,
 }
 
-/// What a caller knows of a key's entry on disk before a commit ([`FlushBatch::on_disk`]).
-/// A wrong hint would leave the old version's by_seqno slot behind; a store that checks
-/// hints (see [`VERIFY_HINTS_ENV`]) reads by_key anyway and fails as corrupt on a mismatch.
+/// What a caller knows of a key's committed entry on disk (its by_key seqno) before a commit
+/// ([`FlushBatch::on_disk`]); hints describe the committed namespace only. A wrong hint would
+/// leave the old version's by_seqno slot behind; a store that checks hints (see
+/// [`VERIFY_HINTS_ENV`]) reads by_key anyway and fails as corrupt on a mismatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnDisk {
     /// Not known: the commit reads by_key.
@@ -86,15 +139,21 @@ impl OnDisk {
 /// One atomic unit of durable change, written by the flusher.
 #[derive(Debug, Default)]
 pub struct FlushBatch {
-    /// New versions of documents (tombstones included). When a key appears more than once,
-    /// only the version with the highest seqno is kept.
+    /// New records of any kind: committed versions (tombstones included), prepares and
+    /// aborts. When a key appears more than once in one namespace (committed, or pending),
+    /// only its record with the highest seqno is kept; each namespace's winner replaces the
+    /// key's record of that namespace on disk and leaves the other namespace's alone.
     pub items: Vec<ItemRecord>,
-    /// For each of `items`, in order, what the caller knows of the key's entry on disk, so
-    /// the commit need not read by_key to find the by_seqno slot it replaces. An empty list:
-    /// nothing known for any item.
+    /// For each of `items`, in order, what the caller knows of the key's *committed* entry on
+    /// disk, so the commit need not read by_key to find the by_seqno slot a committed record
+    /// replaces. An empty list: nothing known for any item. For a pending record (prepare or
+    /// abort) pass [`OnDisk::Unknown`]: the commit always reads pending_by_key for those, and
+    /// ignores their hint (it would describe the other namespace).
     pub on_disk: Vec<OnDisk>,
-    /// Tombstones to remove for good: (vb, key, seqno of the tombstone). A purge whose
-    /// seqno is no longer the key's current one is ignored (the key was rewritten).
+    /// Committed tombstones to remove for good: (vb, key, seqno of the tombstone). A purge
+    /// whose seqno is no longer the key's current committed one is ignored (the key was
+    /// rewritten). A purge that applies also removes the key's pending record if that is
+    /// older than the tombstone (see "Telling a completed prepare from an in-flight one").
     pub purges: Vec<(VbId, Bytes, Seqno)>,
     /// vbucket metadata to store with the same commit.
     pub vb_meta: Vec<(VbId, VbMeta)>,
@@ -120,7 +179,8 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// A consistent, point-in-time view used by DCP backfill: later commits are not visible.
 pub trait StoreSnapshot: Send {
-    /// Records of `vb` with `start < seqno <= end`, in seqno order.
+    /// Records of `vb` with `start < seqno <= end`, in seqno order: committed records,
+    /// prepares and aborts together, each with its [`RecordKind`].
     fn scan_seqnos(
         &self,
         vb: VbId,
@@ -139,11 +199,16 @@ pub trait StoreSnapshot: Send {
 pub trait Store: Send + Sync {
     /// Applies `batch` atomically and makes it durable with one sync.
     fn commit(&self, batch: &FlushBatch) -> Result<()>;
-    /// The current version of a key (tombstones included), if any.
+    /// The current committed version of a key (tombstones included), if any. Never a
+    /// prepare or an abort.
     fn get(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>>;
+    /// The key's pending record, if any: its latest prepare or abort, which may be complete
+    /// already (see the crate documentation for how to tell).
+    fn get_pending(&self, vb: VbId, key: &[u8]) -> Result<Option<ItemRecord>>;
     /// Every persisted vbucket's metadata.
     fn load_vb_meta(&self) -> Result<Vec<(VbId, VbMeta)>>;
-    /// Every record of `vb` in seqno order (warmup).
+    /// Every record of `vb` in seqno order (warmup), committed and pending, each with its
+    /// [`RecordKind`].
     fn scan_vb(&self, vb: VbId) -> Box<dyn Iterator<Item = Result<ItemRecord>> + Send + '_>;
     /// A point-in-time view for backfill.
     fn snapshot(&self) -> Box<dyn StoreSnapshot>;
@@ -154,7 +219,8 @@ pub trait Store: Send + Sync {
     fn mark_clean_shutdown(&self) -> Result<()>;
     /// Approximate bytes on disk.
     fn disk_bytes(&self) -> u64;
-    /// Removes everything stored for `vb` (records, key index, metadata) in one atomic,
+    /// Removes everything stored for `vb` (records of both namespaces, both key indexes,
+    /// metadata) in one atomic,
     /// durable write: a replica that must roll back further than it can undo starts over.
     fn reset_vb(&self, vb: VbId) -> Result<()>;
 }

@@ -5,7 +5,7 @@
 use super::schedule::RoundOutcome;
 use crate::bucket::Bucket;
 use crate::stats::BucketStats;
-use sluice_storage::{FlushBatch, ItemRecord, OnDisk, VbMeta};
+use sluice_storage::{FlushBatch, ItemRecord, OnDisk, RecordKind, VbMeta};
 use sluice_types::{Seqno, VbId};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -70,6 +70,7 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
                 key: item.key.clone(),
                 meta: item.meta,
                 value: item.value.clone(),
+                kind: RecordKind::Committed,
             });
         }
         f.items.end = batch.items.len();

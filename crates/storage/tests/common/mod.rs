@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use sluice_storage::{FjallStore, FlushBatch, ItemRecord, Store, VbMeta};
+use sluice_storage::{FjallStore, FlushBatch, ItemRecord, RecordKind, Store, VbMeta};
 use sluice_types::{Cas, Datatype, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
 use tempfile::TempDir;
 
@@ -25,6 +25,7 @@ pub fn item(vb: u16, key: &str, seqno: u64, value: &str) -> ItemRecord {
             ..ItemMeta::default()
         },
         value: Bytes::copy_from_slice(value.as_bytes()),
+        kind: RecordKind::Committed,
     }
 }
 
