@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use sluice_storage::Store;
-use sluice_types::{Cas, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
+use sluice_types::{Cas, DurabilityLevel, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -179,6 +179,7 @@ impl Bucket {
             now_unix_s: (now_unix_ns / 1_000_000_000) as u32,
             persistent: self.config.is_persistent(),
             value_bytes_max: self.config.value_bytes_max,
+            durability: None,
         }
     }
 
@@ -282,7 +283,7 @@ impl Bucket {
         }
     }
 
-    fn after_write(&self) {
+    pub(crate) fn after_write(&self) {
         if self.store.is_some() {
             self.flusher_wake.notify();
         }
@@ -293,7 +294,7 @@ impl Bucket {
         self.listeners.add(l);
     }
 
-    fn mutate<T>(
+    pub(crate) fn mutate<T>(
         &self,
         vb: VbId,
         incoming: usize,
@@ -370,7 +371,11 @@ impl Bucket {
         BucketStats::bump(&self.stats.cmd_set);
         let dt = datatype::classify(req.value, req.datatype, self.config.value_bytes_max)?;
         let out = self.mutate(vb, req.key.len() + req.value.len(), |inner, ctx| {
-            inner.store(req, dt, ctx)
+            let ctx = OpCtx {
+                durability: req.durability,
+                ..*ctx
+            };
+            inner.store(req, dt, &ctx)
         });
         if req.cas != Cas::ZERO {
             match &out {
@@ -383,7 +388,14 @@ impl Bucket {
         out
     }
 
-    pub fn delete(&self, vb: VbId, key: &[u8], cas: Cas) -> Result<Mutation, EngineError> {
+    /// DELETE; with `durability`, a durable delete (a prepared tombstone).
+    pub fn delete(
+        &self,
+        vb: VbId,
+        key: &[u8],
+        cas: Cas,
+        durability: Option<DurabilityLevel>,
+    ) -> Result<Mutation, EngineError> {
         BucketStats::bump(&self.stats.cmd_delete);
         // Deletes free memory: they are admitted even above the quota.
         if self.writes_refused.load(Ordering::Acquire) {
@@ -391,7 +403,10 @@ impl Bucket {
                 self.write_failure.lock().clone().unwrap_or_default(),
             ));
         }
-        let ctx = self.ctx();
+        let ctx = OpCtx {
+            durability,
+            ..self.ctx()
+        };
         let out = self.with_vb(vb, |inner| inner.delete(key, cas, &ctx))?;
         match &out {
             Ok(_) => self.after_write(),
@@ -407,7 +422,11 @@ impl Bucket {
         req: &ArithmeticRequest<'_>,
     ) -> Result<(u64, Mutation), EngineError> {
         let out = self.mutate(vb, req.key.len() + 20, |inner, ctx| {
-            inner.arithmetic(req, ctx)
+            let ctx = OpCtx {
+                durability: req.durability,
+                ..*ctx
+            };
+            inner.arithmetic(req, &ctx)
         });
         let (hit, miss) = if req.increment {
             (&self.stats.incr_hits, &self.stats.incr_misses)
@@ -429,12 +448,14 @@ impl Bucket {
         append: bool,
         value: &[u8],
         cas: Cas,
+        durability: Option<DurabilityLevel>,
     ) -> Result<Mutation, EngineError> {
         if value.len() > self.config.value_bytes_max {
             return Err(EngineError::TooBig);
         }
         self.mutate(vb, key.len() + value.len(), |inner, ctx| {
-            inner.concat(key, append, value, cas, ctx)
+            let ctx = OpCtx { durability, ..*ctx };
+            inner.concat(key, append, value, cas, &ctx)
         })
     }
 
@@ -487,7 +508,8 @@ impl Bucket {
         let mut live = Vec::new();
         for record in store.scan_vb(vb) {
             let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
-            if !r.meta.deleted {
+            // Prepares and aborts are not documents.
+            if !r.meta.deleted && r.kind == sluice_storage::RecordKind::Committed {
                 live.push((r.key, r.meta));
             }
         }
@@ -669,6 +691,10 @@ impl Bucket {
                     uuid: inner.failover.latest().uuid,
                     items: inner.num_items,
                     failover_log: inner.failover.clone(),
+                    high_prepared_seqno: inner.prepares.high_prepared_seqno(),
+                    high_completed_seqno: inner.prepares.high_completed_seqno(),
+                    sync_writes_pending: inner.prepares.len(),
+                    sync_writes_pending_bytes: inner.prepares.mem_bytes(),
                 }
             })
             .collect()
@@ -686,6 +712,12 @@ pub struct VbDetails {
     pub uuid: VbUuid,
     pub items: usize,
     pub failover_log: FailoverLog,
+    /// SyncWrites: the highest prepare seqno received or made, and the highest completed.
+    pub high_prepared_seqno: Seqno,
+    pub high_completed_seqno: Seqno,
+    /// Prepares pending, and the memory they hold.
+    pub sync_writes_pending: usize,
+    pub sync_writes_pending_bytes: usize,
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {

@@ -7,7 +7,8 @@
 //! ```
 //! - Every mutation is appended to the open checkpoint. A second write of the same key in the
 //!   open checkpoint blanks the earlier slot (dedup): a cursor that has not read it yet sees only
-//!   the newest version; one that has already read it is unaffected.
+//!   the newest version; one that has already read it is unaffected. SyncWrite prepares,
+//!   commits and aborts are exempt both ways ([`QueueOp::deduplicates`]).
 //! - A cursor is a position (checkpoint id, slot). Reading moves it forward and across closed
 //!   checkpoints; it never moves past the end of the open checkpoint.
 //! - A closed checkpoint that no cursor still points into is freed. With no cursor at all,
@@ -20,7 +21,7 @@
 
 use bytes::Bytes;
 use hashbrown::HashMap;
-use sluice_types::{CheckpointId, ItemMeta, Seqno};
+use sluice_types::{CheckpointId, DurabilityLevel, ItemMeta, Seqno};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -30,6 +31,36 @@ pub enum QueueOp {
     Mutation,
     Deletion,
     Expiration,
+    /// A SyncWrite's prepare (`meta.deleted` for a durable delete): invisible until its
+    /// commit. The item carries the version the commit would make.
+    Prepare(DurabilityLevel),
+    /// The commit of the prepare at `prepared`: the committed version (a tombstone when
+    /// `meta.deleted`), with the prepare's CAS and rev seqno at a new seqno.
+    Commit {
+        prepared: Seqno,
+    },
+    /// The abort of the prepare at `prepared`: nothing becomes visible. Key only.
+    Abort {
+        prepared: Seqno,
+    },
+}
+
+impl QueueOp {
+    /// Prepares, commits and aborts are never deduplicated, nor do they deduplicate
+    /// anything: a sync-write consumer must see every prepare and the completion of each
+    /// (see `prepares.rs`), so they keep their slots.
+    pub fn deduplicates(self) -> bool {
+        matches!(
+            self,
+            QueueOp::Mutation | QueueOp::Deletion | QueueOp::Expiration
+        )
+    }
+
+    /// Whether consumers that did not enable sync writes see it (a commit they see as the
+    /// mutation or deletion it made).
+    pub fn visible(self) -> bool {
+        !matches!(self, QueueOp::Prepare(_) | QueueOp::Abort { .. })
+    }
 }
 
 /// One change, shared between the checkpoint and whoever reads it.
@@ -145,14 +176,17 @@ impl CheckpointManager {
             open.high_seqno
         );
         let mut freed = 0;
-        if let Some(&slot) = open.index.get(&item.key) {
+        let dedup = item.op.deduplicates();
+        if let Some(&slot) = open.index.get(&item.key).filter(|_| dedup) {
             if let Some(old) = open.items[slot].take() {
                 freed = old.mem_bytes();
             }
         }
         let added = item.mem_bytes();
         let slot = open.items.len();
-        open.index.insert(item.key.clone(), slot);
+        if dedup {
+            open.index.insert(item.key.clone(), slot);
+        }
         open.items.push(Some(Arc::new(item)));
         open.high_seqno = seqno;
         let full = open.items.len() >= self.items_max;

@@ -34,4 +34,14 @@ pub enum EngineError {
     SeqnoNotIncreasing { got: Seqno, high: Seqno },
     #[error("seqno {0} is not yet persisted")]
     NotPersisted(Seqno),
+    /// The key has a SyncWrite pending: no other write may touch it until it completes.
+    #[error("a durable write of the key is in progress")]
+    SyncWriteInProgress,
+    /// A commit or abort names a prepare that is not pending (the durability monitor and
+    /// the vbucket disagree, or the vbucket was reset meanwhile).
+    #[error("no pending prepare at seqno {0}")]
+    NoSuchPrepare(Seqno),
+    /// A replica's change contradicts its pending prepares: the stream must restart.
+    #[error(transparent)]
+    Pending(#[from] crate::prepares::PendingError),
 }

@@ -1,7 +1,7 @@
 //! What callers pass in and get back.
 
 use bytes::Bytes;
-use sluice_types::{Cas, Datatype, ItemMeta, Seqno, VbUuid};
+use sluice_types::{Cas, Datatype, DurabilityLevel, ItemMeta, Seqno, VbUuid};
 
 /// SET / ADD / REPLACE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct StoreRequest<'a> {
     pub cas: Cas,
     /// Keep the existing document's expiry (PreserveTTL frame).
     pub preserve_ttl: bool,
+    /// A SyncWrite: stored as a prepare, visible once committed.
+    pub durability: Option<DurabilityLevel>,
 }
 
 /// INCREMENT / DECREMENT.
@@ -38,9 +40,12 @@ pub struct ArithmeticRequest<'a> {
     pub expiry_wire: u32,
     /// 0 = no CAS check.
     pub cas: Cas,
+    /// A SyncWrite: stored as a prepare, visible once committed.
+    pub durability: Option<DurabilityLevel>,
 }
 
-/// The result of a successful mutation: what a mutation token is made of.
+/// The result of a successful mutation: what a mutation token is made of. For a SyncWrite,
+/// the prepare's seqno and CAS (the commit keeps the CAS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mutation {
     pub cas: Cas,

@@ -15,6 +15,8 @@
 //! - `checkpoint_recovery` — keeps checkpoint memory in budget (drops slow cursors);
 //! - `listeners`  — wakes DCP producers when a vbucket changes;
 //! - `replica`    — replica vbuckets: applying a producer's changes, resets;
+//! - `prepares`   — a vbucket's pending SyncWrites and the rules a replica's changes follow;
+//!   `sync_writes`: committing and aborting them on the active;
 //! - `vb_uuids`   — where new vbucket uuids come from (a random source passed in);
 //! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
 //!
@@ -42,10 +44,12 @@ mod item;
 mod listeners;
 mod memory;
 mod pager;
+mod prepares;
 mod replica;
 mod signal;
 mod stats;
 mod stream_source;
+mod sync_writes;
 mod table_key;
 mod vb_uuids;
 mod vbucket;
@@ -62,10 +66,12 @@ pub use hash_table::StoredValue;
 pub use item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;
+pub use prepares::{PendingError, SnapshotKind};
 pub use replica::{ReplicaChange, ReplicaPosition};
 pub use sluice_proto_free::*;
 pub use stats::BucketStats;
 pub use stream_source::{Backfill, StreamInfo};
+pub use sync_writes::PendingWrite;
 
 /// Re-exports that keep the engine's API free of the wire crate.
 mod sluice_proto_free {

@@ -14,17 +14,22 @@ use crate::bucket::Bucket;
 use crate::checkpoint::{QueueOp, QueuedItem};
 use crate::error::EngineError;
 use crate::hash_table::StoredValue;
+use crate::prepares::{PendingError, Prepare, ReplicaEvent, ReplicaOutcome, SnapshotKind};
 use crate::vbucket::VbInner;
 use bytes::Bytes;
-use sluice_types::{FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
+use sluice_types::{
+    DurabilityLevel, FailoverEntry, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid,
+};
 use std::sync::atomic::Ordering;
 
 /// One change as a producer sent it.
 #[derive(Debug, Clone)]
 pub struct ReplicaChange {
     pub key: Bytes,
+    /// Empty for a commit or an abort (a commit's version is its prepare's).
     pub value: Bytes,
-    /// Exactly the producer's (tombstones have `deleted` set).
+    /// Exactly the producer's (tombstones and durable deletes have `deleted` set). For a
+    /// commit or an abort only `seqno` is the producer's: the rest comes from the prepare.
     pub meta: ItemMeta,
     pub op: QueueOp,
 }
@@ -39,7 +44,11 @@ pub struct ReplicaPosition {
 }
 
 impl VbInner {
-    fn apply_replica(&mut self, c: ReplicaChange, persistent: bool) -> Result<(), EngineError> {
+    pub(crate) fn apply_replica(
+        &mut self,
+        c: ReplicaChange,
+        persistent: bool,
+    ) -> Result<(), EngineError> {
         if !matches!(self.state, VbState::Replica | VbState::Pending) {
             return Err(EngineError::NotMyVbucket);
         }
@@ -50,6 +59,54 @@ impl VbInner {
                 high: self.high_seqno,
             });
         }
+        let event = match c.op {
+            QueueOp::Prepare(_) => ReplicaEvent::Prepare,
+            QueueOp::Commit { prepared } => ReplicaEvent::Commit { prepared },
+            QueueOp::Abort { prepared } => ReplicaEvent::Abort { prepared },
+            QueueOp::Mutation | QueueOp::Deletion | QueueOp::Expiration => ReplicaEvent::Committed,
+        };
+        let (outcome, delta) =
+            self.prepares
+                .on_replica(&c.key, event, self.replica_snapshot_kind)?;
+        self.mem_delta += delta;
+        let c = match (c.op, outcome) {
+            (QueueOp::Prepare(level), _) => {
+                self.replica_prepare(c, level);
+                return Ok(());
+            }
+            (QueueOp::Abort { .. }, _) => {
+                self.high_seqno = seqno;
+                self.queue_or_skip(QueuedItem {
+                    key: c.key,
+                    meta: ItemMeta {
+                        seqno,
+                        deleted: true,
+                        ..ItemMeta::default()
+                    },
+                    value: Bytes::new(),
+                    op: c.op,
+                    first_version: false,
+                });
+                return Ok(());
+            }
+            // The committed version is the prepare's, at the commit's seqno.
+            (QueueOp::Commit { .. }, ReplicaOutcome::Completed(p)) => ReplicaChange {
+                key: c.key,
+                value: p.value,
+                meta: ItemMeta { seqno, ..p.meta },
+                op: c.op,
+            },
+            // `on_replica` answers a commit with its prepare or an error; kept as an error
+            // rather than a panic should the table ever change.
+            (QueueOp::Commit { prepared }, _) => {
+                return Err(PendingError::UnknownPrepare {
+                    prepared,
+                    pending: None,
+                }
+                .into())
+            }
+            _ => c,
+        };
         let mut was_live = false;
         let meta = c.meta;
         let value = c.value.clone();
@@ -70,18 +127,35 @@ impl VbInner {
         }
         self.hlc.observe(meta.cas.0);
         self.high_seqno = seqno;
-        if self.checkpoints.has_readers() {
-            self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
-                key: c.key,
-                meta,
-                value: c.value,
-                op: c.op,
-                first_version: false,
-            });
-        } else {
-            self.checkpoints.skip(seqno);
-        }
+        self.queue_or_skip(QueuedItem {
+            key: c.key,
+            meta,
+            value: c.value,
+            op: c.op,
+            first_version: false,
+        });
         Ok(())
+    }
+
+    /// A prepare the producer sent: pending here too, queued for this node's flusher and
+    /// its own streams.
+    fn replica_prepare(&mut self, c: ReplicaChange, level: DurabilityLevel) {
+        let meta = c.meta;
+        self.hlc.observe(meta.cas.0);
+        self.high_seqno = meta.seqno;
+        let p = Prepare {
+            meta,
+            value: c.value.clone(),
+            level,
+        };
+        self.mem_delta += self.prepares.insert(c.key.clone(), p);
+        self.queue_or_skip(QueuedItem {
+            key: c.key,
+            meta,
+            value: c.value,
+            op: c.op,
+            first_version: false,
+        });
     }
 }
 
@@ -151,8 +225,17 @@ impl Bucket {
 
     /// A snapshot marker from the producer: remembered so a reconnect can say which
     /// snapshot the replica was in.
-    pub fn replica_snapshot(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<(), EngineError> {
-        self.with_vb(vb, |inner| inner.replica_snapshot = (start, end))
+    pub fn replica_snapshot(
+        &self,
+        vb: VbId,
+        start: Seqno,
+        end: Seqno,
+        kind: SnapshotKind,
+    ) -> Result<(), EngineError> {
+        self.with_vb(vb, |inner| {
+            inner.replica_snapshot = (start, end);
+            inner.replica_snapshot_kind = kind;
+        })
     }
 
     /// Takes the producer's failover log (from its stream-request answer), so both sides
@@ -196,6 +279,7 @@ impl Bucket {
         let _no_flush = self.flush_lock.lock();
         self.with_vb(vb, |inner| {
             inner.mem_delta -= inner.ht.clear() as isize;
+            inner.mem_delta += inner.prepares.clear();
             inner.checkpoint_delta += inner.checkpoints.reset(Seqno::ZERO);
             inner.high_seqno = Seqno::ZERO;
             inner.purge_seqno = Seqno::ZERO;

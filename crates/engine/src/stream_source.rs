@@ -17,10 +17,10 @@
 //!   same lock, so the handover is exact.
 
 use crate::bucket::Bucket;
-use crate::checkpoint::{CursorChunk, CursorId, QueuedItem};
+use crate::checkpoint::{CursorChunk, CursorId, QueueOp, QueuedItem};
 use crate::error::EngineError;
 use crate::vbucket::tombstone_op;
-use sluice_storage::StoreSnapshot;
+use sluice_storage::{RecordKind, StoreSnapshot};
 use sluice_types::{FailoverLog, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -77,7 +77,11 @@ impl Backfill {
                 for record in snapshot.scan_seqnos(self.vb, self.pos, self.end) {
                     let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
                     let item = QueuedItem {
-                        op: tombstone_op(&r.meta),
+                        op: match r.kind {
+                            RecordKind::Committed => tombstone_op(&r.meta),
+                            RecordKind::Prepare(level) => QueueOp::Prepare(level),
+                            RecordKind::Abort { prepared } => QueueOp::Abort { prepared },
+                        },
                         key: r.key,
                         meta: r.meta,
                         value: r.value,
@@ -171,6 +175,24 @@ impl Bucket {
                         })
                     })
                     .collect();
+                // Pending prepares too (for sync-write consumers). An ephemeral bucket keeps
+                // no aborts: a consumer holding an aborted prepare learns of it only from a
+                // later change of the key.
+                items.extend(
+                    inner
+                        .prepares
+                        .iter()
+                        .filter(|(_, p)| p.meta.seqno > after && p.meta.seqno <= high)
+                        .map(|(key, p)| {
+                            Arc::new(QueuedItem {
+                                key: key.clone(),
+                                meta: p.meta,
+                                value: p.value.clone(),
+                                op: QueueOp::Prepare(p.level),
+                                first_version: false,
+                            })
+                        }),
+                );
                 items.sort_unstable_by_key(|i| i.meta.seqno);
                 let cursor = inner
                     .checkpoints

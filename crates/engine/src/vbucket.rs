@@ -8,10 +8,13 @@ use crate::error::EngineError;
 use crate::hash_table::{HashTable, StoredValue};
 use crate::hlc::Hlc;
 use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
+use crate::prepares::{Prepare, Prepares, SnapshotKind};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_storage::OnDisk;
-use sluice_types::{Cas, Datatype, Expiry, FailoverLog, ItemMeta, Seqno, VbId, VbState};
+use sluice_types::{
+    Cas, Datatype, DurabilityLevel, Expiry, FailoverLog, ItemMeta, Seqno, VbId, VbState,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Per-operation facts that come from outside the vbucket.
@@ -22,6 +25,8 @@ pub struct OpCtx {
     /// Couchbase bucket: new versions are dirty until the flusher persists them.
     pub persistent: bool,
     pub value_bytes_max: usize,
+    /// A durable write: the mutation becomes a prepare at this level (see `prepares`).
+    pub durability: Option<DurabilityLevel>,
 }
 
 pub struct VBucket {
@@ -77,6 +82,10 @@ pub struct VbInner {
     pub checkpoint_delta: isize,
     /// Replicas: the producer's last snapshot marker (start, end).
     pub replica_snapshot: (Seqno, Seqno),
+    /// Replicas: whether that snapshot came from the producer's disk (deduplicated).
+    pub replica_snapshot_kind: SnapshotKind,
+    /// Pending SyncWrites (never in `ht`: readers see committed versions only).
+    pub prepares: Prepares,
 }
 
 /// A new version to write, before seqno, CAS and rev are assigned.
@@ -87,6 +96,8 @@ struct NewVersion {
     value: Bytes,
     deleted: bool,
     op: QueueOp,
+    /// A commit keeps its prepare's CAS; everything else takes a new one.
+    cas: Option<Cas>,
 }
 
 /// How a stored version reached its state: deletions and expirations are told apart by the
@@ -126,6 +137,8 @@ impl VbInner {
             mem_delta: 0,
             checkpoint_delta: 0,
             replica_snapshot: (Seqno::ZERO, Seqno::ZERO),
+            replica_snapshot_kind: SnapshotKind::Memory,
+            prepares: Prepares::default(),
         }
     }
 
@@ -144,6 +157,15 @@ impl VbInner {
         }
     }
 
+    /// A write of `key` while a SyncWrite of it is pending would race its commit: refused
+    /// (retryable) until it completes.
+    fn require_not_pending(&self, key: &[u8]) -> Result<(), EngineError> {
+        match self.prepares.get(key) {
+            Some(_) => Err(EngineError::SyncWriteInProgress),
+            None => Ok(()),
+        }
+    }
+
     /// The key's live version's metadata, with one probe of the table. Expires it first if
     /// its time has passed (then it is not live). When metadata was evicted and the key is not
     /// in memory, its state is on disk only: `NeedsFetch`.
@@ -155,7 +177,7 @@ impl VbInner {
             Some(sv) => sv.meta,
         };
         if meta.expiry.is_expired(ctx.now_unix_s) {
-            self.write_tombstone(key, ctx, QueueOp::Expiration);
+            self.expire(key, ctx);
             return Ok(None);
         }
         Ok(Some(meta))
@@ -179,7 +201,7 @@ impl VbInner {
     fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
-        let cas = self.hlc.next(ctx.now_unix_ns);
+        let cas = v.cas.unwrap_or_else(|| self.hlc.next(ctx.now_unix_ns));
         let mut meta = ItemMeta {
             seqno,
             rev_seqno: 0,
@@ -220,21 +242,150 @@ impl VbInner {
         // newer ones of the key are ever committed from here, and the flags only turn on for
         // clean (persisted) entries.
         let first_version = !had_entry && !self.tombstones_only_on_disk;
-        if self.checkpoints.has_readers() {
-            self.checkpoint_delta += self.checkpoints.queue(QueuedItem {
-                key: Bytes::copy_from_slice(key),
-                meta,
-                value: v.value,
-                op: v.op,
-                first_version,
-            });
-        } else {
-            self.checkpoints.skip(seqno);
-        }
+        self.queue_or_skip(QueuedItem {
+            key: Bytes::copy_from_slice(key),
+            meta,
+            value: v.value,
+            op: v.op,
+            first_version,
+        });
         Mutation {
             cas,
             seqno,
             vb_uuid: self.failover.latest().uuid,
+        }
+    }
+
+    /// A mutation from a client: a committed version, or with durability a prepare.
+    fn write_or_prepare(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
+        match ctx.durability {
+            None => self.write(key, v, ctx),
+            Some(level) => self.prepare(key, v, level, ctx),
+        }
+    }
+
+    /// Records `v` as a prepare: a seqno, CAS and rev of its own, queued for streams and the
+    /// flusher, invisible to readers until [`Self::commit`].
+    fn prepare(
+        &mut self,
+        key: &[u8],
+        v: NewVersion,
+        level: DurabilityLevel,
+        ctx: &OpCtx,
+    ) -> Mutation {
+        let seqno = self.high_seqno.next();
+        self.high_seqno = seqno;
+        let cas = self.hlc.next(ctx.now_unix_ns);
+        let rev_seqno = self
+            .ht
+            .get(key)
+            .map_or(self.max_deleted_rev, |sv| sv.meta.rev_seqno)
+            + 1;
+        let meta = ItemMeta {
+            seqno,
+            rev_seqno,
+            cas,
+            flags: v.flags,
+            expiry: v.expiry,
+            datatype: v.datatype,
+            deleted: v.deleted,
+            delete_time: if v.deleted { ctx.now_unix_s } else { 0 },
+        };
+        let key = Bytes::copy_from_slice(key);
+        let p = Prepare {
+            meta,
+            value: v.value.clone(),
+            level,
+        };
+        self.mem_delta += self.prepares.insert(key.clone(), p);
+        self.queue_or_skip(QueuedItem {
+            key,
+            meta,
+            value: v.value,
+            op: QueueOp::Prepare(level),
+            first_version: false,
+        });
+        Mutation {
+            cas,
+            seqno,
+            vb_uuid: self.failover.latest().uuid,
+        }
+    }
+
+    /// Commits the pending prepare at `prepared`: its version becomes the key's committed
+    /// one, at a new seqno, keeping the prepare's CAS.
+    pub fn commit(&mut self, prepared: Seqno, ctx: &OpCtx) -> Result<Mutation, EngineError> {
+        self.require_active()?;
+        let key = self.pending_key(prepared)?;
+        let (p, delta) = self
+            .prepares
+            .complete(&key, prepared)
+            .ok_or(EngineError::NoSuchPrepare(prepared))?;
+        self.mem_delta += delta;
+        let v = NewVersion {
+            flags: p.meta.flags,
+            expiry: p.meta.expiry,
+            datatype: p.meta.datatype,
+            value: p.value,
+            deleted: p.meta.deleted,
+            op: QueueOp::Commit { prepared },
+            cas: Some(p.meta.cas),
+        };
+        Ok(self.write(&key, v, ctx))
+    }
+
+    /// Aborts the pending prepare at `prepared`: the key's committed version stays; the
+    /// abort takes a seqno so that streams and the disk learn of it.
+    pub fn abort(&mut self, prepared: Seqno) -> Result<Seqno, EngineError> {
+        self.require_active()?;
+        let key = self.pending_key(prepared)?;
+        let (p, delta) = self
+            .prepares
+            .complete(&key, prepared)
+            .ok_or(EngineError::NoSuchPrepare(prepared))?;
+        self.mem_delta += delta;
+        let seqno = self.high_seqno.next();
+        self.high_seqno = seqno;
+        let meta = ItemMeta {
+            seqno,
+            rev_seqno: p.meta.rev_seqno,
+            cas: p.meta.cas,
+            deleted: true,
+            ..ItemMeta::default()
+        };
+        self.queue_or_skip(QueuedItem {
+            key,
+            meta,
+            value: Bytes::new(),
+            op: QueueOp::Abort { prepared },
+            first_version: false,
+        });
+        Ok(seqno)
+    }
+
+    fn pending_key(&self, prepared: Seqno) -> Result<Bytes, EngineError> {
+        self.prepares
+            .key_at(prepared)
+            .cloned()
+            .ok_or(EngineError::NoSuchPrepare(prepared))
+    }
+
+    /// Queues an item for the checkpoints' readers, or moves past its seqno when nobody
+    /// will read it.
+    pub(crate) fn queue_or_skip(&mut self, item: QueuedItem) {
+        if self.checkpoints.has_readers() {
+            self.checkpoint_delta += self.checkpoints.queue(item);
+        } else {
+            self.checkpoints.skip(item.meta.seqno);
+        }
+    }
+
+    /// Expires a key whose time has passed, unless a SyncWrite of it is pending (its
+    /// outcome decides; a committed write in between would contradict the prepare that
+    /// replicas hold).
+    fn expire(&mut self, key: &[u8], ctx: &OpCtx) {
+        if self.prepares.get(key).is_none() {
+            self.write_tombstone(key, ctx, QueueOp::Expiration);
         }
     }
 
@@ -259,6 +410,7 @@ impl VbInner {
                 value: Bytes::new(),
                 deleted: true,
                 op,
+                cas: None,
             },
             ctx,
         )
@@ -284,7 +436,7 @@ impl VbInner {
                 Ok(f(&sv.meta, value))
             }
             Some(_) => {
-                self.write_tombstone(key, ctx, QueueOp::Expiration);
+                self.expire(key, ctx);
                 Err(EngineError::KeyNotFound)
             }
         }
@@ -312,6 +464,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.require_not_pending(req.key)?;
         let live = self.live_meta(req.key, ctx)?;
         match (req.kind, live) {
             (StoreKind::Add, Some(_)) => return Err(EngineError::KeyExists),
@@ -326,7 +479,7 @@ impl VbInner {
             Some(m) if req.preserve_ttl => m.expiry,
             _ => Expiry::from_wire(req.expiry_wire, ctx.now_unix_s),
         };
-        Ok(self.write(
+        Ok(self.write_or_prepare(
             req.key,
             NewVersion {
                 flags: req.flags,
@@ -335,6 +488,7 @@ impl VbInner {
                 value: Bytes::copy_from_slice(req.value),
                 deleted: false,
                 op: QueueOp::Mutation,
+                cas: None,
             },
             ctx,
         ))
@@ -342,11 +496,27 @@ impl VbInner {
 
     pub fn delete(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.require_not_pending(key)?;
         let live = self.live_meta(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
         if cas != Cas::ZERO && live.cas != cas {
             return Err(EngineError::KeyExists);
         }
-        Ok(self.write_tombstone(key, ctx, QueueOp::Deletion))
+        if ctx.durability.is_none() {
+            return Ok(self.write_tombstone(key, ctx, QueueOp::Deletion));
+        }
+        Ok(self.write_or_prepare(
+            key,
+            NewVersion {
+                flags: 0,
+                expiry: Expiry::NEVER,
+                datatype: Datatype::RAW,
+                value: Bytes::new(),
+                deleted: true,
+                op: QueueOp::Deletion,
+                cas: None,
+            },
+            ctx,
+        ))
     }
 
     /// The live value as plain bytes (inflated if stored compressed), or `NeedsFetch`.
@@ -378,8 +548,10 @@ impl VbInner {
             initial,
             expiry_wire,
             cas,
+            durability: _,
         } = *req;
         self.require_active()?;
+        self.require_not_pending(key)?;
         let (new_value, flags, expiry) = match self.live_body(key, ctx)? {
             None if expiry_wire == u32::MAX || cas != Cas::ZERO => {
                 return Err(EngineError::KeyNotFound)
@@ -398,7 +570,7 @@ impl VbInner {
                 (next, meta.flags, meta.expiry)
             }
         };
-        let m = self.write(
+        let m = self.write_or_prepare(
             key,
             NewVersion {
                 flags,
@@ -407,6 +579,7 @@ impl VbInner {
                 value: Bytes::from(new_value.to_string()),
                 deleted: false,
                 op: QueueOp::Mutation,
+                cas: None,
             },
             ctx,
         );
@@ -422,6 +595,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
+        self.require_not_pending(key)?;
         let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
         if cas != Cas::ZERO && meta.cas != cas {
             return Err(EngineError::KeyExists);
@@ -443,7 +617,7 @@ impl VbInner {
         } else {
             base
         };
-        Ok(self.write(
+        Ok(self.write_or_prepare(
             key,
             NewVersion {
                 flags: meta.flags,
@@ -452,6 +626,7 @@ impl VbInner {
                 value: Bytes::from(joined),
                 deleted: false,
                 op: QueueOp::Mutation,
+                cas: None,
             },
             ctx,
         ))
@@ -465,6 +640,7 @@ impl VbInner {
         ctx: &OpCtx,
     ) -> Result<(Document, Mutation), EngineError> {
         self.require_active()?;
+        self.require_not_pending(key)?;
         let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
         let m = self.write(
             key,
@@ -475,6 +651,7 @@ impl VbInner {
                 value: value.clone(),
                 deleted: false,
                 op: QueueOp::Mutation,
+                cas: None,
             },
             ctx,
         );
@@ -490,7 +667,11 @@ impl VbInner {
         let due: Vec<Box<[u8]>> = self
             .ht
             .iter()
-            .filter(|(_, sv)| !sv.meta.deleted && sv.meta.expiry.is_expired(ctx.now_unix_s))
+            .filter(|(k, sv)| {
+                !sv.meta.deleted
+                    && sv.meta.expiry.is_expired(ctx.now_unix_s)
+                    && self.prepares.get(k).is_none()
+            })
             .take(max)
             .map(|(k, _)| k.into())
             .collect();
@@ -500,12 +681,13 @@ impl VbInner {
         due.len()
     }
 
-    /// Deletes every live document (FLUSH); returns how many.
+    /// Deletes every live document (FLUSH); returns how many. A key with a SyncWrite pending
+    /// is left to its outcome.
     pub fn delete_all(&mut self, ctx: &OpCtx) -> usize {
         let keys: Vec<Box<[u8]>> = self
             .ht
             .iter()
-            .filter(|(_, sv)| !sv.meta.deleted)
+            .filter(|(k, sv)| !sv.meta.deleted && self.prepares.get(k).is_none())
             .map(|(k, _)| k.into())
             .collect();
         for key in &keys {
@@ -633,7 +815,11 @@ impl VbInner {
 
     /// Drops a clean entry from memory entirely (metadata and value); its state stays on disk.
     /// Returns the bytes freed (0 if the entry is dirty or missing).
+    /// A key with a SyncWrite pending stays: its commit updates the entry in place.
     pub fn evict_key(&mut self, key: &[u8]) -> usize {
+        if self.prepares.get(key).is_some() {
+            return 0;
+        }
         match self.ht.get(key) {
             Some(sv) if !sv.dirty => {
                 self.keys_evicted = true;
@@ -652,5 +838,7 @@ fn parse_counter(body: &[u8]) -> Option<u64> {
     std::str::from_utf8(body).ok()?.parse().ok()
 }
 
+#[cfg(test)]
+mod sync_write_tests;
 #[cfg(test)]
 mod tests;

@@ -7,15 +7,20 @@
 //! - persisted tombstones stay on disk (only their highest rev is kept, so a re-created key
 //!   continues its revision history);
 //! - after an unclean stop every vbucket starts a new failover-log branch at its persisted
-//!   high seqno: anything a consumer saw beyond it may be gone.
+//!   high seqno: anything a consumer saw beyond it may be gone;
+//! - SyncWrite prepares still outstanding come back as pending (a prepare on disk is
+//!   complete once an abort replaced it or the key's committed version is newer); their
+//!   keys are kept in memory, since a commit updates the key's entry in place.
 
 use crate::config::BucketConfig;
 use crate::error::EngineError;
 use crate::hash_table::StoredValue;
 use crate::memory::Memory;
+use crate::prepares::Prepare;
 use crate::vb_uuids::VbUuids;
 use crate::vbucket::{VBucket, VbInner};
-use sluice_storage::Store;
+use bytes::Bytes;
+use sluice_storage::{RecordKind, Store};
 use sluice_types::{FailoverLog, Seqno, VbId, VbState};
 use std::collections::HashMap;
 
@@ -90,10 +95,30 @@ pub fn warmup(
 
 fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result<(), EngineError> {
     let mut high = inner.high_seqno;
+    let mut pending: HashMap<Bytes, Prepare> = HashMap::new();
     for record in store.scan_vb(inner.id) {
         let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
         high = high.max(r.meta.seqno);
         inner.hlc.observe(r.meta.cas.0);
+        // Records come in seqno order: a later record of the key completes its prepare.
+        match r.kind {
+            RecordKind::Prepare(level) => {
+                let p = Prepare {
+                    meta: r.meta,
+                    value: r.value,
+                    level,
+                };
+                pending.insert(r.key, p);
+                continue;
+            }
+            RecordKind::Abort { .. } => {
+                pending.remove(&r.key);
+                continue;
+            }
+            RecordKind::Committed => {
+                pending.remove(&r.key);
+            }
+        }
         if r.meta.deleted {
             inner.max_deleted_rev = inner.max_deleted_rev.max(r.meta.rev_seqno);
             inner.tombstones_only_on_disk = true;
@@ -115,10 +140,36 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
         };
         memory.add(inner.ht.upsert(&r.key, sv));
     }
+    load_prepares(store, inner, memory, pending)?;
     // vb_meta and the records are written in one batch, so they agree; trust the larger.
     if high != inner.high_seqno {
         inner.high_seqno = high;
         inner.checkpoints.reset(high);
     }
+    Ok(())
+}
+
+/// Makes the outstanding prepares pending again, in seqno order, with their keys' entries in
+/// memory (read back from disk when warmup left them out).
+fn load_prepares(
+    store: &dyn Store,
+    inner: &mut VbInner,
+    memory: &Memory,
+    pending: HashMap<Bytes, Prepare>,
+) -> Result<(), EngineError> {
+    let mut pending: Vec<(Bytes, Prepare)> = pending.into_iter().collect();
+    pending.sort_by_key(|(_, p)| p.meta.seqno);
+    for (key, p) in pending {
+        if inner.keys_evicted && inner.ht.get(&key).is_none() {
+            let record = store
+                .get(inner.id, &key)
+                .map_err(|e| EngineError::Storage(e.to_string()))?;
+            inner.fetched(&key, record.map(|r| (r.meta, r.value)));
+        }
+        let delta = inner.prepares.insert(key, p);
+        inner.mem_delta += delta;
+    }
+    let (mem, _) = inner.take_deltas();
+    memory.add(mem);
     Ok(())
 }

@@ -63,7 +63,7 @@ fn hinted_commits_keep_one_version_per_key_across_rewrites_deletes_and_restarts(
         }
         persisted(&b, &high);
         for i in (0..300).step_by(5) {
-            let d = b.delete(vb(&b, &key(i)), &key(i), Cas::ZERO).unwrap();
+            let d = b.delete(vb(&b, &key(i)), &key(i), Cas::ZERO, None).unwrap();
             high.insert(vb(&b, &key(i)), d.seqno);
             expected.insert(i, None);
         }

@@ -46,7 +46,7 @@ fn sets_deletes_and_replica_changes_persist_without_another_write() {
     let vbid = vb(&b, &k);
     let m = set(&b, &k, b"v1");
     assert!(b.wait_persisted(vbid, m.seqno, WAIT).unwrap(), "set");
-    let d = b.delete(vbid, &k, Cas::ZERO).unwrap();
+    let d = b.delete(vbid, &k, Cas::ZERO, None).unwrap();
     assert!(b.wait_persisted(vbid, d.seqno, WAIT).unwrap(), "delete");
 
     let replica = VbId((vbid.0 + 1) % 16);

@@ -4,6 +4,7 @@
 
 use super::schedule::RoundOutcome;
 use crate::bucket::Bucket;
+use crate::checkpoint::QueueOp;
 use crate::stats::BucketStats;
 use sluice_storage::{FlushBatch, ItemRecord, OnDisk, RecordKind, VbMeta};
 use sluice_types::{Seqno, VbId};
@@ -60,17 +61,19 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
         for item in chunks.iter().flat_map(|c| c.items.iter()) {
             bytes += item.mem_bytes();
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
-            batch.on_disk.push(if item.first_version {
-                OnDisk::Absent
-            } else {
-                inner.on_disk(&item.key)
+            let kind = record_kind(item.op);
+            // Hints speak of the committed namespace; storage looks pending records up.
+            batch.on_disk.push(match kind {
+                RecordKind::Committed if item.first_version => OnDisk::Absent,
+                RecordKind::Committed => inner.on_disk(&item.key),
+                RecordKind::Prepare(_) | RecordKind::Abort { .. } => OnDisk::Unknown,
             });
             batch.items.push(ItemRecord {
                 vb: vbucket.id,
                 key: item.key.clone(),
                 meta: item.meta,
                 value: item.value.clone(),
-                kind: RecordKind::Committed,
+                kind,
             });
         }
         f.items.end = batch.items.len();
@@ -112,7 +115,9 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
         let vbucket = &bucket.vbuckets[usize::from(f.vb.0)];
         let mut inner = vbucket.inner.lock();
         for item in &batch.items[f.items] {
-            inner.mark_persisted(&item.key, item.meta.seqno);
+            if item.kind == RecordKind::Committed {
+                inner.mark_persisted(&item.key, item.meta.seqno);
+            }
         }
         let (mem, ckpt) = inner.take_deltas();
         vbucket
@@ -136,6 +141,18 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
     bucket.persisted.notify();
     bucket.room_freed();
     RoundOutcome::Committed
+}
+
+/// Where a queued change is persisted: a commit is the committed version like any
+/// mutation; prepares and aborts go to the pending namespace.
+fn record_kind(op: QueueOp) -> RecordKind {
+    match op {
+        QueueOp::Mutation | QueueOp::Deletion | QueueOp::Expiration | QueueOp::Commit { .. } => {
+            RecordKind::Committed
+        }
+        QueueOp::Prepare(level) => RecordKind::Prepare(level),
+        QueueOp::Abort { prepared } => RecordKind::Abort { prepared },
+    }
 }
 
 fn micros(d: Duration) -> u64 {

@@ -22,7 +22,12 @@ pub fn purge(bucket: &Bucket) {
         let mut found: Vec<(VbId, Bytes, Seqno)> = Vec::new();
         for record in store.scan_vb(vb) {
             match record {
-                Ok(r) if r.meta.deleted && r.meta.delete_time < cutoff => {
+                // Committed tombstones only: aborts and durable-delete prepares are not.
+                Ok(r)
+                    if r.meta.deleted
+                        && r.meta.delete_time < cutoff
+                        && r.kind == sluice_storage::RecordKind::Committed =>
+                {
                     found.push((vb, r.key, r.meta.seqno));
                 }
                 Ok(_) => {}

@@ -13,7 +13,7 @@ impl VbInner {
     }
 }
 
-fn vb() -> VbInner {
+pub(super) fn vb() -> VbInner {
     VbInner::new(
         VbId(0),
         VbState::Active,
@@ -24,16 +24,22 @@ fn vb() -> VbInner {
     )
 }
 
-fn ctx(now_s: u32) -> OpCtx {
+pub(super) fn ctx(now_s: u32) -> OpCtx {
     OpCtx {
         now_unix_ns: u64::from(now_s) * 1_000_000_000,
         now_unix_s: now_s,
         persistent: true,
         value_bytes_max: 1024,
+        durability: None,
     }
 }
 
-fn set<'a>(key: &'a [u8], value: &'a [u8], kind: StoreKind, cas: u64) -> StoreRequest<'a> {
+pub(super) fn set<'a>(
+    key: &'a [u8],
+    value: &'a [u8],
+    kind: StoreKind,
+    cas: u64,
+) -> StoreRequest<'a> {
     StoreRequest {
         kind,
         key,
@@ -43,6 +49,7 @@ fn set<'a>(key: &'a [u8], value: &'a [u8], kind: StoreKind, cas: u64) -> StoreRe
         datatype: Datatype::RAW,
         cas: Cas(cas),
         preserve_ttl: false,
+        durability: None,
     }
 }
 
@@ -182,6 +189,7 @@ fn arith(
         initial,
         expiry_wire,
         cas: Cas::ZERO,
+        durability: None,
     }
 }
 

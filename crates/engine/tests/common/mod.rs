@@ -48,6 +48,7 @@ pub fn try_set(
         datatype: Datatype::RAW,
         cas: Cas::ZERO,
         preserve_ttl: false,
+        durability: None,
     };
     bucket.store(vb(bucket, key), &req)
 }

@@ -1,0 +1,92 @@
+//! SyncWrites survive a restart as they stood: a persisted prepare comes back pending (its
+//! key still showing the old value, and committable), an aborted or committed one does not,
+//! and a committed durable write reads back committed.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
+
+mod common;
+
+use common::{config, get, open, set, vb};
+use sluice_engine::{Bucket, EngineError, StoreKind, StoreRequest};
+use sluice_types::{Cas, Datatype, DurabilityLevel, Seqno};
+use std::time::Duration;
+
+fn durable_set(b: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation {
+    let req = StoreRequest {
+        kind: StoreKind::Set,
+        key,
+        value,
+        flags: 0,
+        expiry_wire: 0,
+        datatype: Datatype::RAW,
+        cas: Cas::ZERO,
+        preserve_ttl: false,
+        durability: Some(DurabilityLevel::PersistToMajority),
+    };
+    b.store(vb(b, key), &req).unwrap()
+}
+
+fn persisted(b: &Bucket, key: &[u8], seqno: Seqno) {
+    assert!(b
+        .wait_persisted(vb(b, key), seqno, Duration::from_secs(10))
+        .unwrap());
+}
+
+#[test]
+fn prepares_come_back_pending_and_completed_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path(), config(64, 4));
+    for k in [&b"pending"[..], b"aborted", b"committed"] {
+        set(&b, k, b"old");
+    }
+    let pending = durable_set(&b, b"pending", b"new");
+    let aborted = durable_set(&b, b"aborted", b"new");
+    let committed = durable_set(&b, b"committed", b"new");
+    b.abort(vb(&b, b"aborted"), aborted.seqno).unwrap();
+    let c = b.commit(vb(&b, b"committed"), committed.seqno).unwrap();
+    for (k, s) in [(&b"pending"[..], pending.seqno), (b"committed", c.seqno)] {
+        persisted(&b, k, s);
+    }
+    persisted(&b, b"aborted", Seqno(aborted.seqno.0 + 1));
+    b.shutdown().unwrap();
+    drop(b);
+
+    let b = open(dir.path(), config(64, 4));
+    let pending_vb = vb(&b, b"pending");
+    let back: Vec<Seqno> = b
+        .pending_writes(pending_vb)
+        .unwrap()
+        .iter()
+        .map(|p| p.seqno)
+        .collect();
+    assert_eq!(back, vec![pending.seqno], "only the outstanding prepare");
+    for (k, done) in [(&b"aborted"[..], aborted), (b"committed", committed)] {
+        let still: Vec<Seqno> = b
+            .pending_writes(vb(&b, k))
+            .unwrap()
+            .iter()
+            .map(|p| p.seqno)
+            .collect();
+        assert!(!still.contains(&done.seqno), "{k:?} came back pending");
+    }
+    assert_eq!(get(&b, b"pending").unwrap(), b"old", "still invisible");
+    assert_eq!(get(&b, b"aborted").unwrap(), b"old");
+    assert_eq!(get(&b, b"committed").unwrap(), b"new");
+    assert_eq!(
+        common::try_set(&b, b"pending", b"x").unwrap_err(),
+        EngineError::SyncWriteInProgress,
+        "the key stays locked across the restart"
+    );
+    let m = b.commit(pending_vb, pending.seqno).unwrap();
+    assert_eq!(m.cas, pending.cas);
+    assert_eq!(get(&b, b"pending").unwrap(), b"new");
+    persisted(&b, b"pending", m.seqno);
+    b.shutdown().unwrap();
+    drop(b);
+
+    let b = open(dir.path(), config(64, 4));
+    assert!(
+        b.pending_writes(pending_vb).unwrap().is_empty(),
+        "committed before the stop"
+    );
+    assert_eq!(get(&b, b"pending").unwrap(), b"new");
+}
