@@ -243,6 +243,7 @@ fn set(bucket: &Bucket, k: &[u8], value: &[u8]) -> Result<(), EngineError> {
         datatype: Datatype::RAW,
         cas: Cas::ZERO,
         preserve_ttl: false,
+        durability: None,
     };
     bucket.store(vb(bucket, k), &req).map(|_| ())
 }
