@@ -13,7 +13,8 @@
 //! - `slot` — per vbucket, what a producer connection holds beside the stream (id, cursor);
 //! - `backfill` — a producer connection's backfills: which to start and read, within bounds;
 //! - `passive` — the consumer's decisions: retries of refused streams, rollback, acks;
-//! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos.
+//! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos;
+//! - `durability` — the active's SyncWrites: which prepares to commit or abort, and when.
 #![deny(unsafe_code)]
 // A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
@@ -21,6 +22,7 @@
 pub mod backfill;
 pub mod change;
 pub mod control;
+pub mod durability;
 pub mod flow_control;
 pub mod noop;
 pub mod passive;
