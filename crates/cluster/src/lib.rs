@@ -14,7 +14,9 @@
 //! - `rebalance/` — `plan_rebalance`: a balanced target that keeps copies where they are
 //!   (`assign`: quotas per slot; `slot_fill`: the min-cost fill of one slot), and the ordered
 //!   vbucket moves that reach it (`moves`);
-//! - `failover` — `fail_over`: promote replicas of failed nodes, list what is lost;
+//! - `failover/` — `fail_over_safely`: promote, for each vbucket whose active failed, the
+//!   most advanced complete replica the nodes reported (`choice`), list what is lost and
+//!   what had no safe copy; `fail_over`: the same with the first live replica;
 //! - `auto_failover` — when a node down long enough is failed over without an operator;
 //! - `durability` — when a durable write may be acknowledged (the majority rule per level);
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
@@ -37,7 +39,7 @@ pub mod vbmap;
 
 pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
 pub use cluster_map::{BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode};
-pub use failover::{fail_over, FailoverOutcome, Promotion};
+pub use failover::{fail_over, fail_over_safely, CopyPosition, FailoverOutcome, Promotion};
 pub use metadata::{
     desired_voters, Applied, BucketDef, ClusterState, MetaCommand, MetaResponse, NodeEntry,
     NodeStatus, RebalanceRecord, Rejection,
