@@ -6,7 +6,9 @@
 //!   length, reason code or state byte);
 //! - the roundtrip property: whatever decodes re-encodes (with the frame's vbucket and
 //!   opaque) to a single classic request of exactly `wire_len` bytes, which decodes back to
-//!   the same message, with the same CAS and datatype for documents and none otherwise.
+//!   the same message, with the same CAS and datatype for documents (prepares included) and
+//!   none otherwise. A v2.0 marker comes back as one (a v2.2 marker's extra seqnos are not
+//!   kept, so it re-encodes as v2.0: same fields, shorter value).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -46,10 +48,22 @@ fn check_roundtrip(frame: &Frame<'_>, msg: &DcpMessage) {
     assert_eq!(again.opaque, frame.opaque);
     assert!(again.framing_extras.is_empty());
     match msg {
-        DcpMessage::Mutation(d) | DcpMessage::Deletion(d) | DcpMessage::Expiration(d) => {
+        DcpMessage::Mutation(d)
+        | DcpMessage::Deletion(d)
+        | DcpMessage::Expiration(d)
+        | DcpMessage::Prepare(sluice_proto::dcp::message::DcpPrepare { doc: d, .. }) => {
             assert_eq!((again.cas, again.datatype), (frame.cas, frame.datatype));
             assert_eq!((again.key, again.value), (frame.key, frame.value));
             assert_eq!((&d.key[..], &d.value[..]), (frame.key, frame.value));
+        }
+        DcpMessage::Commit(c) | DcpMessage::Abort(c) => {
+            assert_eq!((again.cas, again.datatype), (0, 0));
+            assert_eq!(&c.key[..], frame.key);
+            assert!(!again.key.is_empty() && again.value.is_empty());
+        }
+        DcpMessage::SnapshotMarker(m) if m.sync.is_some() => {
+            assert_eq!((again.cas, again.datatype), (0, 0));
+            assert!(again.key.is_empty() && again.value.len() == 36);
         }
         _ => {
             assert_eq!((again.cas, again.datatype), (0, 0));
@@ -101,6 +115,11 @@ fn check_rejection(frame: &Frame<'_>, e: &DecodeError) {
             assert!(is_request);
             assert_eq!(frame.extras, &[state]);
             assert!(VbState::from_wire(u32::from(state)).is_none());
+        }
+        DecodeError::UnknownDurabilityLevel(level) => {
+            assert!(is_request);
+            assert_eq!(frame.extras.last(), Some(&level));
+            assert!(sluice_types::DurabilityLevel::from_wire(level).is_none());
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::frame::Frame;
 use crate::header::Magic;
 use crate::opcode::Opcode;
 use bytes::Bytes;
-use sluice_types::{Cas, Datatype, Seqno, VbId, VbState};
+use sluice_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbState};
 
 /// v1 marker extras: `u64 start, u64 end, u32 flags`.
 pub const SNAPSHOT_MARKER_V1_EXTRAS_LEN: usize = 20;
@@ -32,6 +32,11 @@ pub const STREAM_END_EXTRAS_LEN: usize = 4;
 pub const SET_VBUCKET_STATE_EXTRAS_LEN: usize = 1;
 /// `u64 seqno`.
 pub const SEQNO_ADVANCED_EXTRAS_LEN: usize = 8;
+/// `u64 by_seqno, u64 rev_seqno, u32 flags, u32 expiry, u32 lock_time, u8 nru, u8 deleted,
+/// u8 durability_level`.
+pub const PREPARE_EXTRAS_LEN: usize = 31;
+/// `u64 prepared_seqno, u64 commit_seqno` (or `abort_seqno`).
+pub const COMPLETION_EXTRAS_LEN: usize = 16;
 
 /// Version bytes of v2.x snapshot markers.
 const MARKER_VERSION_2_0: u8 = 0x00;
@@ -43,6 +48,37 @@ pub struct SnapshotMarker {
     pub start: Seqno,
     pub end: Seqno,
     pub flags: SnapshotFlags,
+    /// The v2.0 fields, sent to consumers that enabled sync writes (`None` encodes v1).
+    pub sync: Option<MarkerSeqnos>,
+}
+
+/// What a v2.0 marker adds for a sync-write consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MarkerSeqnos {
+    /// The highest seqno in the snapshot a non-sync consumer would see (not a prepare or an
+    /// abort).
+    pub max_visible_seqno: Seqno,
+    /// Meaningful on disk snapshots: every prepare at or below it is complete.
+    pub high_completed_seqno: Seqno,
+}
+
+/// A SyncWrite's prepare (DCP_PREPARE): the document it would commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcpPrepare {
+    /// `seqno` is the prepare's; `delete_time` is unused (`None`).
+    pub doc: DcpDocument,
+    /// A durable delete.
+    pub deleted: bool,
+    pub level: DurabilityLevel,
+}
+
+/// The commit or abort of a prepare (DCP_COMMIT, DCP_ABORT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcpCompletion {
+    pub key: Bytes,
+    pub prepared_seqno: Seqno,
+    /// The commit's or abort's own seqno.
+    pub seqno: Seqno,
 }
 
 /// A document version as a stream carries it.
@@ -74,6 +110,9 @@ pub enum DcpMessage {
     SetVbucketState(VbState),
     SeqnoAdvanced(Seqno),
     Noop,
+    Prepare(DcpPrepare),
+    Commit(DcpCompletion),
+    Abort(DcpCompletion),
 }
 
 /// Why bytes from a producer are not a valid DCP message.
@@ -104,6 +143,8 @@ pub enum DecodeError {
     UnknownEndReason(u32),
     #[error("unknown vbucket state {0}")]
     UnknownVbState(u8),
+    #[error("unknown durability level {0}")]
+    UnknownDurabilityLevel(u8),
 }
 
 impl DcpMessage {
@@ -118,14 +159,18 @@ impl DcpMessage {
             DcpMessage::SetVbucketState(_) => Opcode::DcpSetVbucketState,
             DcpMessage::SeqnoAdvanced(_) => Opcode::DcpSeqnoAdvanced,
             DcpMessage::Noop => Opcode::DcpNoop,
+            DcpMessage::Prepare(_) => Opcode::DcpPrepare,
+            DcpMessage::Commit(_) => Opcode::DcpCommit,
+            DcpMessage::Abort(_) => Opcode::DcpAbort,
         }
     }
 
     /// Appends this message as one classic (0x80) request for stream `vb` / `opaque` and
     /// returns the bytes appended, which always equals [`DcpMessage::wire_len`].
     ///
-    /// Markers are always written as v1 (v2.x needs sync writes or `max_marker_version`,
-    /// which this server refuses). A deletion is v2 exactly when it has a `delete_time`.
+    /// A marker is written as v2.0 exactly when it carries `sync` seqnos (consumers that
+    /// enabled sync writes), else as v1. A deletion is v2 exactly when it has a
+    /// `delete_time`.
     /// Fields a message kind does not carry (a deletion's flags, say) are not written, so
     /// they do not survive a decode; an expiration without a `delete_time` is sent with 0.
     ///
@@ -147,10 +192,42 @@ impl DcpMessage {
     /// `f`; the extras live on the stack only for the duration of the call.
     fn with_packet<R>(&self, vb: VbId, opaque: u32, f: impl FnOnce(&Packet<'_>) -> R) -> R {
         let mut extras = ExtrasBuf::default();
+        let mut marker_v2 = ExtrasBuf::default();
         let mut packet = Packet::request(self.opcode().byte(), vb.0, opaque);
         let doc = match self {
             DcpMessage::SnapshotMarker(m) => {
-                extras.u64(m.start.0).u64(m.end.0).u32(m.flags.0);
+                match m.sync {
+                    None => {
+                        extras.u64(m.start.0).u64(m.end.0).u32(m.flags.0);
+                    }
+                    Some(sync) => {
+                        extras.u8(MARKER_VERSION_2_0);
+                        marker_v2
+                            .u64(m.start.0)
+                            .u64(m.end.0)
+                            .u32(m.flags.0)
+                            .u64(sync.max_visible_seqno.0)
+                            .u64(sync.high_completed_seqno.0);
+                    }
+                }
+                None
+            }
+            DcpMessage::Prepare(p) => {
+                let d = &p.doc;
+                extras
+                    .u64(d.seqno.0)
+                    .u64(d.rev_seqno)
+                    .u32(d.flags)
+                    .u32(d.expiry)
+                    .u32(0) // lock_time
+                    .u8(0) // nru
+                    .u8(u8::from(p.deleted))
+                    .u8(p.level.to_wire());
+                Some(d)
+            }
+            DcpMessage::Commit(c) | DcpMessage::Abort(c) => {
+                extras.u64(c.prepared_seqno.0).u64(c.seqno.0);
+                packet = packet.key(&c.key);
                 None
             }
             DcpMessage::Mutation(d) => {
@@ -200,14 +277,17 @@ impl DcpMessage {
                 .key(&d.key)
                 .value(&d.value);
         }
+        if !marker_v2.as_slice().is_empty() {
+            packet = packet.value(marker_v2.as_slice());
+        }
         f(&packet.extras(extras.as_slice()))
     }
 
     /// Decodes a producer message from a frame whose magic is 0x80 (the inverse of
     /// [`DcpMessage::encode`]; the frame's vbucket and opaque stay with the caller).
     ///
-    /// Accepts v1 and v2.x snapshot markers (the v2.x extra seqnos are dropped), v1 and v2
-    /// deletions. Lock time, nmeta and nru of a mutation are ignored, as are the header's
+    /// Accepts v1 and v2.x snapshot markers (v2.2's purge and high prepared seqnos are
+    /// dropped), v1 and v2 deletions. Lock time, nmeta and nru of a mutation are ignored, as are the header's
     /// datatype and CAS on messages that carry no document. Never panics.
     pub fn decode(frame: &Frame<'_>) -> Result<DcpMessage, DecodeError> {
         if frame.magic != Magic::ClientRequest {
@@ -268,16 +348,50 @@ impl DcpMessage {
                 no_body(frame)?;
                 Ok(DcpMessage::Noop)
             }
+            Opcode::DcpPrepare => {
+                let mut e = Fields::exact(frame, PREPARE_EXTRAS_LEN)?;
+                let (seqno, rev_seqno) = (e.u64()?, e.u64()?);
+                let (flags, expiry, _lock_time) = (e.u32()?, e.u32()?, e.u32()?);
+                let (_nru, deleted, level) = (e.u8()?, e.u8()?, e.u8()?);
+                let level = DurabilityLevel::from_wire(level)
+                    .ok_or(DecodeError::UnknownDurabilityLevel(level))?;
+                let doc = document(frame, seqno, rev_seqno, flags, expiry, None)?;
+                Ok(DcpMessage::Prepare(DcpPrepare {
+                    doc,
+                    deleted: deleted != 0,
+                    level,
+                }))
+            }
+            Opcode::DcpCommit | Opcode::DcpAbort => {
+                let mut e = Fields::exact(frame, COMPLETION_EXTRAS_LEN)?;
+                let (prepared_seqno, seqno) = (Seqno(e.u64()?), Seqno(e.u64()?));
+                if frame.key.is_empty() {
+                    return Err(DecodeError::MissingKey(op));
+                }
+                if !frame.value.is_empty() {
+                    return Err(DecodeError::UnexpectedBody(op));
+                }
+                let c = DcpCompletion {
+                    key: Bytes::copy_from_slice(frame.key),
+                    prepared_seqno,
+                    seqno,
+                };
+                Ok(if opcode == Opcode::DcpCommit {
+                    DcpMessage::Commit(c)
+                } else {
+                    DcpMessage::Abort(c)
+                })
+            }
             _ => Err(not_a_producer_message(op)),
         }
     }
 }
 
-/// Producer → consumer opcodes that [`DcpMessage`] does not model yet: system events,
-/// prepare / commit / abort, OSO snapshots, cache transfer.
+/// Producer → consumer opcodes that [`DcpMessage`] does not model yet: system events, OSO
+/// snapshots, cache transfer.
 fn not_a_producer_message(op: u8) -> DecodeError {
     match op {
-        0x5f | 0x60 | 0x62 | 0x63 | 0x65..=0x67 => DecodeError::NotModelled(op),
+        0x5f | 0x65..=0x67 => DecodeError::NotModelled(op),
         _ => DecodeError::NotAProducerMessage(op),
     }
 }
@@ -289,12 +403,12 @@ fn decode_marker(frame: &Frame<'_>) -> Result<SnapshotMarker, DecodeError> {
     if !frame.key.is_empty() {
         return Err(DecodeError::UnexpectedBody(opcode));
     }
-    let fields = match frame.extras.len() {
+    let (fields, v2) = match frame.extras.len() {
         SNAPSHOT_MARKER_V1_EXTRAS_LEN => {
             if !frame.value.is_empty() {
                 return Err(DecodeError::UnexpectedBody(opcode));
             }
-            frame.extras
+            (frame.extras, false)
         }
         SNAPSHOT_MARKER_V2_EXTRAS_LEN => {
             let want = match frame.extras.first().copied().unwrap_or_default() {
@@ -308,7 +422,7 @@ fn decode_marker(frame: &Frame<'_>) -> Result<SnapshotMarker, DecodeError> {
                     len: frame.value.len(),
                 });
             }
-            frame.value
+            (frame.value, true)
         }
         len => return Err(DecodeError::BadExtras { opcode, len }),
     };
@@ -317,10 +431,20 @@ fn decode_marker(frame: &Frame<'_>) -> Result<SnapshotMarker, DecodeError> {
         len: fields.len(),
         rest: fields,
     };
+    let (start, end, flags) = (Seqno(f.u64()?), Seqno(f.u64()?), SnapshotFlags(f.u32()?));
+    let sync = if v2 {
+        Some(MarkerSeqnos {
+            max_visible_seqno: Seqno(f.u64()?),
+            high_completed_seqno: Seqno(f.u64()?),
+        })
+    } else {
+        None
+    };
     Ok(SnapshotMarker {
-        start: Seqno(f.u64()?),
-        end: Seqno(f.u64()?),
-        flags: SnapshotFlags(f.u32()?),
+        start,
+        end,
+        flags,
+        sync,
     })
 }
 
@@ -407,18 +531,27 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Extras being written: the longest (a mutation's) is 31 bytes, so they fit on the stack.
-#[derive(Default)]
+/// Extras (or a v2.0 marker's value) being written: the longest is the marker's 36 bytes,
+/// so they fit on the stack.
 struct ExtrasBuf {
-    buf: [u8; MUTATION_EXTRAS_LEN],
+    buf: [u8; SNAPSHOT_MARKER_V2_0_VALUE_LEN],
     len: usize,
+}
+
+impl Default for ExtrasBuf {
+    fn default() -> Self {
+        ExtrasBuf {
+            buf: [0; SNAPSHOT_MARKER_V2_0_VALUE_LEN],
+            len: 0,
+        }
+    }
 }
 
 impl ExtrasBuf {
     fn put(&mut self, bytes: &[u8]) -> &mut Self {
         self.buf
             .get_mut(self.len..self.len + bytes.len())
-            .expect("no message's extras exceed a mutation's")
+            .expect("no message's extras exceed a v2.0 marker's value")
             .copy_from_slice(bytes);
         self.len += bytes.len();
         self
@@ -471,6 +604,40 @@ mod tests {
                 start: Seqno(1),
                 end: Seqno(u64::MAX),
                 flags: SnapshotFlags::DISK.with(SnapshotFlags::CHECKPOINT),
+                sync: None,
+            }),
+            DcpMessage::SnapshotMarker(SnapshotMarker {
+                start: Seqno(1),
+                end: Seqno(9),
+                flags: SnapshotFlags::MEMORY,
+                sync: Some(MarkerSeqnos {
+                    max_visible_seqno: Seqno(8),
+                    high_completed_seqno: Seqno(3),
+                }),
+            }),
+            DcpMessage::Prepare(DcpPrepare {
+                doc: DcpDocument {
+                    flags: 5,
+                    expiry: 77,
+                    ..doc(b"durable", b"{}", None)
+                },
+                deleted: false,
+                level: DurabilityLevel::PersistToMajority,
+            }),
+            DcpMessage::Prepare(DcpPrepare {
+                doc: doc(b"durable-delete", b"", None),
+                deleted: true,
+                level: DurabilityLevel::Majority,
+            }),
+            DcpMessage::Commit(DcpCompletion {
+                key: Bytes::from_static(b"durable"),
+                prepared_seqno: Seqno(42),
+                seqno: Seqno(43),
+            }),
+            DcpMessage::Abort(DcpCompletion {
+                key: Bytes::from_static(b"durable"),
+                prepared_seqno: Seqno(44),
+                seqno: Seqno(45),
             }),
             DcpMessage::Mutation(mutation),
             DcpMessage::Mutation(doc(b"empty-value", b"", None)),
@@ -513,6 +680,27 @@ mod tests {
             .to_vec()
     }
 
+    /// A classic request laid out by hand (24-byte header, then extras, key, value), so the
+    /// byte-level tests do not check the encoder against itself.
+    fn by_hand(
+        opcode: u8,
+        (vb, opaque, cas): (u16, u32, u64),
+        extras: &[u8],
+        key: &[u8],
+        value: &[u8],
+    ) -> Vec<u8> {
+        let body = extras.len() + key.len() + value.len();
+        let mut out = vec![0x80, opcode];
+        out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        out.push(extras.len() as u8);
+        out.push(0); // datatype
+        out.extend_from_slice(&vb.to_be_bytes());
+        out.extend_from_slice(&(body as u32).to_be_bytes());
+        out.extend_from_slice(&opaque.to_be_bytes());
+        out.extend_from_slice(&cas.to_be_bytes());
+        [out.as_slice(), extras, key, value].concat()
+    }
+
     fn decode_bytes(bytes: &[u8]) -> Result<DcpMessage, DecodeError> {
         DcpMessage::decode(&frame_of(bytes))
     }
@@ -542,6 +730,9 @@ mod tests {
             match &msg {
                 DcpMessage::Mutation(d) | DcpMessage::Deletion(d) | DcpMessage::Expiration(d) => {
                     assert_eq!((f.cas, f.datatype), (d.cas.0, d.datatype.0));
+                }
+                DcpMessage::Prepare(p) => {
+                    assert_eq!((f.cas, f.datatype), (p.doc.cas.0, p.doc.datatype.0));
                 }
                 _ => assert_eq!((f.cas, f.datatype), (0, 0), "{msg:?}"),
             }
@@ -634,27 +825,136 @@ mod tests {
     }
 
     #[test]
+    fn sync_write_messages_are_the_documented_bytes() {
+        let mut out = Vec::new();
+        let prepare = DcpMessage::Prepare(DcpPrepare {
+            doc: DcpDocument {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"v"),
+                datatype: Datatype::RAW,
+                cas: Cas(0x0102),
+                seqno: Seqno(5),
+                rev_seqno: 2,
+                flags: 0x0a0b_0c0d,
+                expiry: 9,
+                delete_time: None,
+            },
+            deleted: true,
+            level: DurabilityLevel::MajorityAndPersistOnMaster,
+        });
+        prepare.encode(VbId(3), 0x11, &mut out);
+        let extras = [
+            &5u64.to_be_bytes()[..],
+            &2u64.to_be_bytes(),
+            &0x0a0b_0c0du32.to_be_bytes(),
+            &9u32.to_be_bytes(),
+            &[0, 0, 0, 0], // lock time
+            &[0, 1, 2],    // nru, deleted, level
+        ]
+        .concat();
+        assert_eq!(extras.len(), PREPARE_EXTRAS_LEN);
+        assert_eq!(out, by_hand(0x60, (3, 0x11, 0x0102), &extras, b"k", b"v"));
+
+        out.clear();
+        let commit = DcpMessage::Commit(DcpCompletion {
+            key: Bytes::from_static(b"k"),
+            prepared_seqno: Seqno(5),
+            seqno: Seqno(6),
+        });
+        commit.encode(VbId(3), 0x11, &mut out);
+        let extras = [&5u64.to_be_bytes()[..], &6u64.to_be_bytes()].concat();
+        assert_eq!(out, by_hand(0x62, (3, 0x11, 0), &extras, b"k", b""));
+
+        out.clear();
+        let marker = DcpMessage::SnapshotMarker(SnapshotMarker {
+            start: Seqno(1),
+            end: Seqno(2),
+            flags: SnapshotFlags::MEMORY,
+            sync: Some(MarkerSeqnos {
+                max_visible_seqno: Seqno(2),
+                high_completed_seqno: Seqno(0),
+            }),
+        });
+        marker.encode(VbId(0), 0, &mut out);
+        let value = [
+            &1u64.to_be_bytes()[..],
+            &2u64.to_be_bytes(),
+            &SnapshotFlags::MEMORY.0.to_be_bytes(),
+            &2u64.to_be_bytes(),
+            &0u64.to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(out, by_hand(0x56, (0, 0, 0), &[0x00], b"", &value));
+    }
+
+    #[test]
+    fn malformed_sync_write_messages_are_refused() {
+        let prepare = |level: u8| {
+            let mut e = [0u8; PREPARE_EXTRAS_LEN];
+            e[30] = level;
+            decode_bytes(&raw(0x60, &e, b"k", b""))
+        };
+        assert!(matches!(prepare(1), Ok(DcpMessage::Prepare(_))));
+        assert_eq!(prepare(0), Err(DecodeError::UnknownDurabilityLevel(0)));
+        assert_eq!(prepare(4), Err(DecodeError::UnknownDurabilityLevel(4)));
+        let e16 = [0u8; COMPLETION_EXTRAS_LEN];
+        for op in [0x62, 0x63] {
+            assert_eq!(
+                decode_bytes(&raw(op, &e16, b"", b"")),
+                Err(DecodeError::MissingKey(op))
+            );
+            assert_eq!(
+                decode_bytes(&raw(op, &e16, b"k", b"v")),
+                Err(DecodeError::UnexpectedBody(op))
+            );
+            assert_eq!(
+                decode_bytes(&raw(op, &e16[..8], b"k", b"")),
+                Err(DecodeError::BadExtras { opcode: op, len: 8 })
+            );
+        }
+        assert_eq!(
+            decode_bytes(&raw(0x60, &[0; 30], b"k", b"")),
+            Err(DecodeError::BadExtras {
+                opcode: 0x60,
+                len: 30
+            })
+        );
+    }
+
+    #[test]
     fn decodes_v2_markers() {
         let mut fields = Vec::new();
         fields.extend_from_slice(&10u64.to_be_bytes());
         fields.extend_from_slice(&20u64.to_be_bytes());
         fields.extend_from_slice(&(SnapshotFlags::DISK.0).to_be_bytes());
-        let want = DcpMessage::SnapshotMarker(SnapshotMarker {
-            start: Seqno(10),
-            end: Seqno(20),
-            flags: SnapshotFlags::DISK,
-        });
+        let marker = |sync| {
+            DcpMessage::SnapshotMarker(SnapshotMarker {
+                start: Seqno(10),
+                end: Seqno(20),
+                flags: SnapshotFlags::DISK,
+                sync,
+            })
+        };
         let v2_0 = [fields.as_slice(), &[0xab; 16]].concat();
         let v2_2 = [fields.as_slice(), &[0xcd; 32]].concat();
+        let sync = |b: u8| {
+            Some(MarkerSeqnos {
+                max_visible_seqno: Seqno(u64::from_be_bytes([b; 8])),
+                high_completed_seqno: Seqno(u64::from_be_bytes([b; 8])),
+            })
+        };
         assert_eq!(
             decode_bytes(&raw(0x56, &[0x00], b"", &v2_0)),
-            Ok(want.clone())
+            Ok(marker(sync(0xab)))
         );
         assert_eq!(
             decode_bytes(&raw(0x56, &[0x02], b"", &v2_2)),
-            Ok(want.clone())
+            Ok(marker(sync(0xcd)))
         );
-        assert_eq!(decode_bytes(&raw(0x56, &fields, b"", b"")), Ok(want));
+        assert_eq!(
+            decode_bytes(&raw(0x56, &fields, b"", b"")),
+            Ok(marker(None))
+        );
 
         let bad = |e, v: &[u8]| decode_bytes(&raw(0x56, e, b"", v));
         assert_eq!(
@@ -755,7 +1055,7 @@ mod tests {
             decode_bytes(&raw(0xee, &[], b"", b"")),
             Err(DecodeError::NotAProducerMessage(0xee))
         );
-        for opcode in [0x5f, 0x60, 0x62, 0x63, 0x65, 0x66, 0x67] {
+        for opcode in [0x5f, 0x65, 0x66, 0x67] {
             assert_eq!(
                 decode_bytes(&raw(opcode, &[0; 16], b"k", b"")),
                 Err(DecodeError::NotModelled(opcode))
