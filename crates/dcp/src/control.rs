@@ -43,6 +43,9 @@ pub enum ControlSetting {
     SendStreamEndOnClientClose(bool),
     EnableExpiryOpcode(bool),
     ForceValueCompression(bool),
+    /// `enable_sync_writes`: send prepares, commits and aborts (and v2.0 markers) instead of
+    /// committed documents only.
+    EnableSyncWrites(bool),
     /// `consumer_name`: who the consumer is, for durability. A replica names its node, and
     /// its DCP_SEQNO_ACKNOWLEDGED messages count for that node's copy.
     ConsumerName(String),
@@ -88,7 +91,6 @@ pub const CONSUMER_NAME_BYTES_MAX: usize = 200;
 const NOT_SUPPORTED: &[&str] = &[
     "stream_buffer_size",
     "enable_stream_id",
-    "enable_sync_writes",
     "enable_out_of_order_snapshots",
     "change_streams",
     "max_marker_version",
@@ -132,6 +134,7 @@ pub fn parse(key: &[u8], value: &[u8]) -> Result<ControlSetting, ControlError> {
             ControlSetting::SendStreamEndOnClientClose(bool_value()?)
         }
         "enable_expiry_opcode" => ControlSetting::EnableExpiryOpcode(bool_value()?),
+        "enable_sync_writes" => ControlSetting::EnableSyncWrites(bool_value()?),
         "force_value_compression" => ControlSetting::ForceValueCompression(bool_value()?),
         "consumer_name" => {
             if value.is_empty() || value.len() > CONSUMER_NAME_BYTES_MAX {
@@ -333,6 +336,7 @@ mod tests {
                 ControlSetting::SendStreamEndOnClientClose,
             ),
             ("enable_expiry_opcode", ControlSetting::EnableExpiryOpcode),
+            ("enable_sync_writes", ControlSetting::EnableSyncWrites),
             (
                 "force_value_compression",
                 ControlSetting::ForceValueCompression,

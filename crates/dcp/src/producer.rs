@@ -26,6 +26,7 @@ pub struct Producer {
     cursor_dropping: bool,
     send_end_on_close: bool,
     expiry_opcode: bool,
+    sync_writes: bool,
     /// `consumer_name`, if the consumer gave one: whose copy its seqno acks are about.
     pub consumer_name: Option<String>,
     streams: BTreeMap<VbId, ActiveStream>,
@@ -51,6 +52,7 @@ impl Producer {
             cursor_dropping: false,
             send_end_on_close: false,
             expiry_opcode: false,
+            sync_writes: false,
             consumer_name: None,
             streams: BTreeMap::new(),
             rotation: VecDeque::new(),
@@ -70,6 +72,7 @@ impl Producer {
             ControlSetting::SupportsCursorDropping(on) => self.cursor_dropping = on,
             ControlSetting::SendStreamEndOnClientClose(on) => self.send_end_on_close = on,
             ControlSetting::EnableExpiryOpcode(on) => self.expiry_opcode = on,
+            ControlSetting::EnableSyncWrites(on) => self.sync_writes = on,
             ControlSetting::ConsumerName(name) => self.consumer_name = Some(name),
             ControlSetting::ForceValueCompression(_) | ControlSetting::Accepted => {}
         }
@@ -93,6 +96,7 @@ impl Producer {
             expiry_opcode: self.expiry_opcode && include_delete_times,
             cursor_dropping: self.cursor_dropping,
             send_end_on_close: self.send_end_on_close,
+            sync_writes: self.sync_writes,
         }
     }
 

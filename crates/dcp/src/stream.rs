@@ -36,10 +36,19 @@
 //! Handover without gap or duplicate: a backfill covers `(last_read, end]` and the cursor is
 //! then registered after `end`; `last_read` only grows, and memory chunks skip anything at or
 //! below it.
+//!
+//! SyncWrites: a stream whose connection enabled sync writes sends PREPARE, COMMIT and ABORT
+//! and v2.0 markers. Any other stream sees a commit as the mutation or deletion it made and
+//! never sees prepares or aborts: `last_read` moves past them all the same. A memory
+//! snapshot's marker then ends at its last visible seqno (as Couchbase caps it at the
+//! max visible seqno); a disk snapshot, announced before its items are read, that ends on an
+//! invisible seqno is closed with SEQNO_ADVANCED(end), so the consumer knows it is complete.
 
 use crate::change::{Change, ChangeKind};
 use bytes::Bytes;
-use sluice_proto::dcp::message::{DcpDocument, SnapshotMarker};
+use sluice_proto::dcp::message::{
+    DcpCompletion, DcpDocument, DcpPrepare, MarkerSeqnos, SnapshotMarker,
+};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
 use sluice_types::{CheckpointId, Datatype, IncludeValue, Seqno, VbId, VbState};
 use std::collections::VecDeque;
@@ -77,6 +86,8 @@ pub struct StreamOptions {
     pub expiry_opcode: bool,
     pub cursor_dropping: bool,
     pub send_end_on_close: bool,
+    /// `enable_sync_writes`: prepares, commits and aborts as such (see the module doc).
+    pub sync_writes: bool,
 }
 
 /// What the connection must do for the stream.
@@ -130,6 +141,10 @@ pub struct ActiveStream {
     ready: VecDeque<DcpMessage>,
     ready_bytes: usize,
     takeover: Option<Takeover>,
+    /// Highest seqno queued that a non-sync consumer sees.
+    last_visible: Seqno,
+    /// Non-sync streams: the snapshot being sent skipped a prepare or an abort.
+    skipped_invisible: bool,
     pub counters: StreamCounters,
 }
 
@@ -149,6 +164,8 @@ impl ActiveStream {
             ready: VecDeque::new(),
             ready_bytes: 0,
             takeover: None,
+            last_visible: start,
+            skipped_invisible: false,
             counters: StreamCounters::default(),
         }
     }
@@ -244,11 +261,33 @@ impl ActiveStream {
         self.counters.bytes_sent += len as u64;
         if matches!(
             m,
-            DcpMessage::Mutation(_) | DcpMessage::Deletion(_) | DcpMessage::Expiration(_)
+            DcpMessage::Mutation(_)
+                | DcpMessage::Deletion(_)
+                | DcpMessage::Expiration(_)
+                | DcpMessage::Prepare(_)
+                | DcpMessage::Commit(_)
+                | DcpMessage::Abort(_)
         ) {
             self.counters.items_sent += 1;
         }
         Some(m)
+    }
+
+    /// A marker for `(start, end]`: v2.0 for sync-write streams, whose `max_visible` is the
+    /// caller's best knowledge (the high completed seqno is not tracked per snapshot: 0,
+    /// "nothing claimed"; Sluice's consumers complete prepares by key instead).
+    fn push_marker(&mut self, start: Seqno, end: Seqno, flags: SnapshotFlags, max_visible: Seqno) {
+        let sync = self.opts.sync_writes.then_some(MarkerSeqnos {
+            max_visible_seqno: max_visible,
+            high_completed_seqno: Seqno::ZERO,
+        });
+        self.skipped_invisible = false;
+        self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
+            start,
+            end,
+            flags,
+            sync,
+        }));
     }
 
     fn push(&mut self, m: DcpMessage) {
@@ -310,11 +349,8 @@ impl ActiveStream {
         assert!(end >= self.last_read, "a backfill never goes backwards");
         self.backfill_end = Some(end);
         if end > self.last_read {
-            self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
-                start: self.last_read,
-                end,
-                flags: SnapshotFlags::DISK,
-            }));
+            // Which seqnos of the range are visible is known only once they are read.
+            self.push_marker(self.last_read, end, SnapshotFlags::DISK, end);
             self.snapshot_end = end;
             self.snapshot_checkpoint = None;
         }
@@ -343,6 +379,12 @@ impl ActiveStream {
             return Vec::new();
         }
         let end = self.backfill_end.take().expect("begun");
+        if self.skipped_invisible && self.last_visible < end {
+            // The disk snapshot's last items were prepares or aborts this consumer does not
+            // see: tell it the snapshot is complete.
+            self.push(DcpMessage::SeqnoAdvanced(end));
+            self.skipped_invisible = false;
+        }
         // Deduplicated keys may leave the tail of the range empty: the snapshot still
         // covered it.
         self.last_read = self.last_read.max(end);
@@ -378,7 +420,21 @@ impl ActiveStream {
         let Some(last) = fresh.last() else {
             return Vec::new();
         };
-        let snap_end = snap_end.max(last.meta.seqno);
+        let last_visible = fresh
+            .iter()
+            .rev()
+            .find(|c| c.kind.visible())
+            .map(|c| c.meta.seqno);
+        let snap_end = match last_visible {
+            // Nothing this consumer sees: no marker, only the position moves.
+            None if !self.opts.sync_writes => {
+                self.last_read = last.meta.seqno;
+                return self.end_if_reached();
+            }
+            // The snapshot ends at the last thing it shows (invisible ones follow it).
+            Some(v) if !self.opts.sync_writes && v < last.meta.seqno => v,
+            _ => snap_end.max(last.meta.seqno),
+        };
         let continues = self.snapshot_checkpoint == Some(checkpoint_id)
             && self.last_read < self.snapshot_end
             && snap_end <= self.snapshot_end;
@@ -387,17 +443,18 @@ impl ActiveStream {
             if self.snapshot_checkpoint != Some(checkpoint_id) {
                 flags = flags.with(SnapshotFlags::CHECKPOINT);
             }
-            self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
-                start: self.last_read,
-                end: snap_end,
-                flags,
-            }));
+            let max_visible = last_visible.unwrap_or(self.last_visible);
+            self.push_marker(self.last_read, snap_end, flags, max_visible);
             self.snapshot_end = snap_end;
             self.snapshot_checkpoint = Some(checkpoint_id);
         }
         for c in fresh {
             self.queue_change(c);
         }
+        self.end_if_reached()
+    }
+
+    fn end_if_reached(&mut self) -> Vec<StreamAction> {
         if self.last_read >= self.end_seqno && self.last_read >= self.snapshot_end {
             return self.end(StreamEndReason::Ok);
         }
@@ -457,6 +514,13 @@ impl ActiveStream {
     fn queue_change(&mut self, c: &Change) {
         debug_assert!(c.meta.seqno > self.last_read);
         self.last_read = c.meta.seqno;
+        if !c.kind.visible() && !self.opts.sync_writes {
+            self.skipped_invisible = true;
+            return;
+        }
+        if c.kind.visible() {
+            self.last_visible = c.meta.seqno;
+        }
         let mut doc = DcpDocument {
             key: c.key.clone(),
             value: c.value.clone(),
@@ -468,7 +532,41 @@ impl ActiveStream {
             expiry: 0,
             delete_time: None,
         };
-        let msg = match c.kind {
+        // A commit reaches a non-sync consumer as what it made.
+        let kind = match c.kind {
+            ChangeKind::Commit { .. } if !self.opts.sync_writes => {
+                if c.meta.deleted {
+                    ChangeKind::Deletion
+                } else {
+                    ChangeKind::Mutation
+                }
+            }
+            k => k,
+        };
+        let msg = match kind {
+            ChangeKind::Prepare(level) => {
+                doc.flags = c.meta.flags;
+                doc.expiry = c.meta.expiry.0;
+                if self.opts.value == IncludeValue::No {
+                    doc.value = Bytes::new();
+                    doc.datatype = Datatype::RAW;
+                }
+                DcpMessage::Prepare(DcpPrepare {
+                    doc,
+                    deleted: c.meta.deleted,
+                    level,
+                })
+            }
+            ChangeKind::Commit { prepared } => DcpMessage::Commit(DcpCompletion {
+                key: c.key.clone(),
+                prepared_seqno: prepared,
+                seqno: c.meta.seqno,
+            }),
+            ChangeKind::Abort { prepared } => DcpMessage::Abort(DcpCompletion {
+                key: c.key.clone(),
+                prepared_seqno: prepared,
+                seqno: c.meta.seqno,
+            }),
             ChangeKind::Mutation => {
                 doc.flags = c.meta.flags;
                 doc.expiry = c.meta.expiry.0;
@@ -481,7 +579,7 @@ impl ActiveStream {
             ChangeKind::Deletion | ChangeKind::Expiration => {
                 doc.value = Bytes::new();
                 doc.datatype = Datatype::RAW;
-                if c.kind == ChangeKind::Expiration && self.opts.expiry_opcode {
+                if kind == ChangeKind::Expiration && self.opts.expiry_opcode {
                     doc.delete_time = Some(c.meta.delete_time);
                     DcpMessage::Expiration(doc)
                 } else {
