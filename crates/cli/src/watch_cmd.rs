@@ -237,9 +237,13 @@ fn render(ev: &DcpEvent, no_value: bool) -> Option<String> {
             seqno: to.0,
             ..Line::empty()
         },
+        // `sluice watch` does not enable sync writes: it sees committed changes only.
         DcpEvent::SnapshotMarker { .. }
         | DcpEvent::StreamEnd { .. }
-        | DcpEvent::VbucketState { .. } => return None,
+        | DcpEvent::VbucketState { .. }
+        | DcpEvent::Prepare { .. }
+        | DcpEvent::Commit { .. }
+        | DcpEvent::Abort { .. } => return None,
     };
     Some(serde_json::to_string(&line).expect("lines always serialize"))
 }

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
-use sluice_types::{Cas, Datatype, Seqno, VbId, VbState};
+use sluice_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbState};
 
 /// One document change as the producer sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,16 +64,44 @@ pub enum DcpEvent {
         vb: VbId,
         state: VbState,
     },
+    /// A SyncWrite's prepare (only with [`DcpOptions::sync_writes`](super::DcpOptions)):
+    /// the document it would commit, not visible until its commit.
+    Prepare {
+        item: DcpItem,
+        /// A durable delete.
+        deleted: bool,
+        level: DurabilityLevel,
+    },
+    /// The commit (at `seqno`) of the prepare at `prepared` of `key`: its document is now
+    /// the key's committed version.
+    Commit {
+        vb: VbId,
+        key: Bytes,
+        prepared: Seqno,
+        seqno: Seqno,
+    },
+    /// The abort (at `seqno`) of the prepare at `prepared` of `key`.
+    Abort {
+        vb: VbId,
+        key: Bytes,
+        prepared: Seqno,
+        seqno: Seqno,
+    },
 }
 
 impl DcpEvent {
     pub fn vb(&self) -> VbId {
         match self {
-            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => i.vb,
+            DcpEvent::Mutation(i)
+            | DcpEvent::Deletion(i)
+            | DcpEvent::Expiration(i)
+            | DcpEvent::Prepare { item: i, .. } => i.vb,
             DcpEvent::SnapshotMarker { vb, .. }
             | DcpEvent::StreamEnd { vb, .. }
             | DcpEvent::Rollback { vb, .. }
-            | DcpEvent::VbucketState { vb, .. } => *vb,
+            | DcpEvent::VbucketState { vb, .. }
+            | DcpEvent::Commit { vb, .. }
+            | DcpEvent::Abort { vb, .. } => *vb,
         }
     }
 

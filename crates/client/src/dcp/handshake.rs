@@ -43,6 +43,9 @@ fn controls(opts: &DcpOptions) -> Vec<(&'static str, String)> {
     if let Some(name) = &opts.consumer_name {
         c.push(("consumer_name", name.clone()));
     }
+    if opts.sync_writes {
+        c.push(("enable_sync_writes", "true".into()));
+    }
     c
 }
 

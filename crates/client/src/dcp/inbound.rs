@@ -120,6 +120,32 @@ impl DcpStream {
                 Some(DcpEvent::VbucketState { vb, state })
             }
             DcpMessage::Noop => None,
+            DcpMessage::Prepare(p) => {
+                pos.on_seqno(p.doc.seqno);
+                Some(DcpEvent::Prepare {
+                    item: item(p.doc),
+                    deleted: p.deleted,
+                    level: p.level,
+                })
+            }
+            DcpMessage::Commit(c) => {
+                pos.on_seqno(c.seqno);
+                Some(DcpEvent::Commit {
+                    vb,
+                    key: c.key,
+                    prepared: c.prepared_seqno,
+                    seqno: c.seqno,
+                })
+            }
+            DcpMessage::Abort(c) => {
+                pos.on_seqno(c.seqno);
+                Some(DcpEvent::Abort {
+                    vb,
+                    key: c.key,
+                    prepared: c.prepared_seqno,
+                    seqno: c.seqno,
+                })
+            }
         }
     }
 

@@ -59,6 +59,10 @@ pub struct DcpOptions {
     /// `consumer_name`: the identity the producer counts this consumer's
     /// [`DcpStream::ack_seqno`](super::DcpStream::ack_seqno) acks for. Replicas give their node.
     pub consumer_name: Option<String>,
+    /// `enable_sync_writes`: receive SyncWrite prepares, commits and aborts
+    /// ([`DcpEvent::Prepare`](super::DcpEvent::Prepare) …) rather than committed documents
+    /// only. Replicas ask for them; an application following changes does not.
+    pub sync_writes: bool,
 }
 
 impl DcpOptions {
@@ -76,6 +80,7 @@ impl DcpOptions {
             rollback: RollbackMode::Follow,
             priority: None,
             consumer_name: None,
+            sync_writes: false,
         }
     }
 

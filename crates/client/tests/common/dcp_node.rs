@@ -118,6 +118,9 @@ impl Replica {
             }
             DcpEvent::StreamEnd { .. } => self.stream_ends += 1,
             DcpEvent::VbucketState { vb, state } => panic!("{vb}: no takeover asked ({state:?})"),
+            DcpEvent::Prepare { .. } | DcpEvent::Commit { .. } | DcpEvent::Abort { .. } => {
+                panic!("{:?}: no sync writes asked", ev.vb())
+            }
             DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => {
                 let vb = i.vb;
                 let last = self.last_seqno.get(&vb).copied().unwrap_or(Seqno::ZERO);

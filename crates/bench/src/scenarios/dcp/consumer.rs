@@ -171,6 +171,8 @@ pub async fn consume(
             DcpEvent::Rollback { .. } => r.rollbacks += 1,
             // Only takeover streams carry these; the bench asks for none.
             DcpEvent::VbucketState { .. } => {}
+            // Only consumers that enable sync writes get these; the bench does not.
+            DcpEvent::Prepare { .. } | DcpEvent::Commit { .. } | DcpEvent::Abort { .. } => {}
         }
         if open == 0 && last_caught_up.is_none() {
             last_caught_up = Some(Instant::now());

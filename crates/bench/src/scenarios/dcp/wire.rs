@@ -5,8 +5,9 @@
 
 use sluice_client::dcp::DcpEvent;
 use sluice_proto::dcp::message::{
-    DELETION_V1_EXTRAS_LEN, DELETION_V2_EXTRAS_LEN, EXPIRATION_EXTRAS_LEN, MUTATION_EXTRAS_LEN,
-    SET_VBUCKET_STATE_EXTRAS_LEN, SNAPSHOT_MARKER_V1_EXTRAS_LEN, STREAM_END_EXTRAS_LEN,
+    COMPLETION_EXTRAS_LEN, DELETION_V1_EXTRAS_LEN, DELETION_V2_EXTRAS_LEN, EXPIRATION_EXTRAS_LEN,
+    MUTATION_EXTRAS_LEN, PREPARE_EXTRAS_LEN, SET_VBUCKET_STATE_EXTRAS_LEN,
+    SNAPSHOT_MARKER_V1_EXTRAS_LEN, STREAM_END_EXTRAS_LEN,
 };
 use sluice_proto::HEADER_LEN;
 
@@ -19,6 +20,10 @@ pub fn wire_len(event: &DcpEvent) -> usize {
         DcpEvent::SnapshotMarker { .. } => SNAPSHOT_MARKER_V1_EXTRAS_LEN,
         DcpEvent::StreamEnd { .. } => STREAM_END_EXTRAS_LEN,
         DcpEvent::VbucketState { .. } => SET_VBUCKET_STATE_EXTRAS_LEN,
+        DcpEvent::Prepare { .. } => PREPARE_EXTRAS_LEN,
+        DcpEvent::Commit { key, .. } | DcpEvent::Abort { key, .. } => {
+            return HEADER_LEN + COMPLETION_EXTRAS_LEN + key.len()
+        }
         // The answer to a stream request, not a stream message.
         DcpEvent::Rollback { .. } => return 0,
     };
@@ -86,6 +91,7 @@ mod tests {
                     start: Seqno(1),
                     end: Seqno(9),
                     flags: SnapshotFlags::DISK,
+                    sync: None,
                 }),
             ),
             (
