@@ -171,8 +171,9 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     // Answers before this one go out now; this one waits its turn.
                     wr.write_all(&out).await?;
                     out.clear();
-                    let durable = crate::durability::wait(&node, &write).await;
-                    out.extend_from_slice(if durable { &on_success } else { &on_timeout });
+                    let outcome = crate::durability::wait(&node, write).await;
+                    let committed = outcome == crate::durability::WriteOutcome::Committed;
+                    out.extend_from_slice(if committed { &on_success } else { &on_timeout });
                 }
                 Next::DcpProducer { name, flags } => {
                     wr.write_all(&out).await?;

@@ -17,7 +17,8 @@
 //!   bytes, matching its family exhaustively;
 //! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops),
 //!   and replication (the consumer side);
-//! - `durability`  — the replicas' seqno acks and the wait of a durable write for them;
+//! - `durability/` — SyncWrites on this node's actives: the monitors (`sluice_dcp::durability`)
+//!   fed with acks, persistence and time, and the writers' waits;
 //! - `admin`       — the data plane's HTTP routes: `/health`, `/metrics`, bucket stats, the map;
 //! - `metrics`     — the Prometheus collector over engine counters.
 
@@ -90,12 +91,13 @@ pub fn serve(
     memcached: Option<TcpListener>,
 ) -> std::io::Result<Vec<tokio::task::JoinHandle<()>>> {
     let workers = Arc::new(workers::Workers::start(node.clone())?);
-    let mut tasks = vec![tokio::spawn(listener::serve(
+    let mut tasks = vec![tokio::spawn(durability::run_ticker(node.clone()))];
+    tasks.push(tokio::spawn(listener::serve(
         node.clone(),
         kv,
         listener::Port::Kv,
         workers.clone(),
-    ))];
+    )));
     if let Some(l) = memcached {
         tasks.push(tokio::spawn(listener::serve(
             node,

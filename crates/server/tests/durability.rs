@@ -1,7 +1,9 @@
-//! Durable writes on a replicated vbucket wait for the replica's seqno acknowledgements:
-//! once acknowledged, the replica already holds the write (and, for persist-to-majority, has
-//! it on disk); with the replica gone the write times out as ambiguous, never acknowledged;
-//! with the replica back, durable writes succeed again.
+//! Durable writes (SyncWrites) on a replicated vbucket: a prepare that waits for the
+//! replica's seqno acknowledgements, invisible to readers until its commit. Once
+//! acknowledged, the replica holds the prepare (and, for persist-to-majority, has it on
+//! disk) and gets the commit right after; with the replica gone the write is aborted at its
+//! timeout and answered as ambiguous, and the old value stays; with the replica back,
+//! durable writes succeed again.
 #![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
@@ -67,10 +69,9 @@ async fn durable_writes_wait_for_the_replica() {
             .set(k.as_bytes(), value.as_bytes(), durable(level, 5000))
             .await
             .unwrap_or_else(|e| panic!("{k} at {level:?}: {e}"));
-        // Acknowledged: the replica holds it already, no waiting.
-        let r = cb.get_replica(k.as_bytes()).await.unwrap();
-        assert_eq!(&r.value[..], value.as_bytes(), "{k}");
-        assert_eq!(r.cas, m.cas);
+        // Acknowledged: the replica holds the prepare, and the commit follows it there.
+        let r = replica_value(&mut cb, k, value.as_bytes()).await;
+        assert_eq!(r.cas, m.cas, "the commit keeps the prepare's CAS");
         let vb: VbId = vbucket_of(k.as_bytes(), VBS);
         let seqno = m.token.unwrap().seqno;
         if level != DurabilityLevel::Majority {
@@ -81,7 +82,7 @@ async fn durable_writes_wait_for_the_replica() {
         }
     }
 
-    // The replica goes away: a durable write is applied here but never acknowledged.
+    // The replica goes away: a durable write is prepared here but never acknowledged.
     drop(cb);
     b.shutdown().await.unwrap();
     let k = &keys[0];
@@ -94,7 +95,12 @@ async fn durable_writes_wait_for_the_replica() {
         .await
         .unwrap_err();
     assert_eq!(err.status(), Some(Status::SyncWriteAmbiguous), "{err}");
-    // Plain writes go on.
+    assert_eq!(
+        &ca.get(k.as_bytes()).await.unwrap().value[..],
+        b"v0",
+        "aborted"
+    );
+    // Plain writes go on: the abort freed the key.
     ca.set(k.as_bytes(), b"plain", StoreOptions::default())
         .await
         .unwrap();
@@ -128,6 +134,77 @@ async fn durable_writes_wait_for_the_replica() {
         b"again"
     );
     b.shutdown().await.unwrap();
+    a.shutdown().await.unwrap();
+}
+
+/// The replica's copy of `k` once it shows `value` (the commit reaches it just after the
+/// writer was answered).
+async fn replica_value(c: &mut Client, k: &str, value: &[u8]) -> sluice_client::GetResult {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match c.get_replica(k.as_bytes()).await {
+            Ok(r) if &r.value[..] == value => return r,
+            _ if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await
+            }
+            other => panic!("{k}: the replica never showed the commit: {other:?}"),
+        }
+    }
+}
+
+/// Named scenario of the SyncWrites issue: a reader never sees a pending durable write, a
+/// second writer of the key is told to retry, and after the ambiguous timeout the old value
+/// is there. (Before SyncWrites, the value was applied at once and stayed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_never_sees_a_pending_durable_write() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
+    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let k = keys_active_on(&a, NodeId(0), 1).remove(0);
+    let mut writer = client(a.kv_addr).await;
+    let mut reader = client(a.kv_addr).await;
+    writer
+        .set(k.as_bytes(), b"old", StoreOptions::default())
+        .await
+        .unwrap();
+    b.shutdown().await.unwrap();
+
+    let key = k.clone();
+    let vb = vbucket_of(k.as_bytes(), VBS);
+    let pending = tokio::spawn(async move {
+        writer
+            .set(
+                k.as_bytes(),
+                b"new",
+                durable(DurabilityLevel::Majority, 1500),
+            )
+            .await
+    });
+    // The prepare exists (the high seqno moved) before the reader looks.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while a.node.bucket.sync_write_seqnos(vb).unwrap().0 == sluice_types::Seqno::ZERO {
+        assert!(tokio::time::Instant::now() < deadline, "no prepare made");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for _ in 0..20 {
+        let got = reader.get(key.as_bytes()).await.unwrap();
+        assert_eq!(&got.value[..], b"old", "a pending write is invisible");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = reader
+        .set(key.as_bytes(), b"other", StoreOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(Status::SyncWriteInProgress), "{err}");
+
+    let err = pending.await.unwrap().unwrap_err();
+    assert_eq!(err.status(), Some(Status::SyncWriteAmbiguous), "{err}");
+    assert_eq!(
+        &reader.get(key.as_bytes()).await.unwrap().value[..],
+        b"old",
+        "aborted at the timeout: the old value stays"
+    );
     a.shutdown().await.unwrap();
 }
 

@@ -35,7 +35,10 @@ use sluice_client::dcp::{
 };
 use sluice_client::ConnectOptions;
 use sluice_dcp::passive::{rollback_plan, AllEnded, PassiveStreams, RollbackPlan, ACK_INTERVAL};
-use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, VbId, VbState};
+use sluice_engine::{
+    EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, Seqno, SnapshotKind, VbId, VbState,
+};
+use sluice_proto::dcp::SnapshotFlags;
 use sluice_types::FailoverLog;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -160,6 +163,9 @@ fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
     opts.rollback = RollbackMode::Report;
     opts.priority = Some("high");
     opts.consumer_name = Some(spec.consumer_name.clone());
+    // A replica holds prepares too: it acknowledges them, and a promoted replica commits
+    // what it holds.
+    opts.sync_writes = true;
     opts
 }
 
@@ -270,17 +276,50 @@ async fn follow(
                 .set_failover_log(vb, FailoverLog::from_entries(log))?;
         }
         let applied = match &event {
-            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => {
-                Some((i.vb, i.seqno))
+            DcpEvent::Mutation(i)
+            | DcpEvent::Deletion(i)
+            | DcpEvent::Expiration(i)
+            | DcpEvent::Prepare { item: i, .. } => Some((i.vb, i.seqno)),
+            DcpEvent::Commit { vb, seqno, .. } | DcpEvent::Abort { vb, seqno, .. } => {
+                Some((*vb, *seqno))
             }
             _ => None,
         };
         match event {
-            DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation).await?,
-            DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion).await?,
-            DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration).await?,
-            DcpEvent::SnapshotMarker { vb, start, end, .. } => {
-                node.bucket.replica_snapshot(vb, start, end)?;
+            DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation, false).await?,
+            DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion, true).await?,
+            DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration, true).await?,
+            DcpEvent::Prepare {
+                item,
+                deleted,
+                level,
+            } => apply(node, &stats, item, QueueOp::Prepare(level), deleted).await?,
+            DcpEvent::Commit {
+                vb,
+                key,
+                prepared,
+                seqno,
+            } => complete(node, vb, key, seqno, QueueOp::Commit { prepared }).await?,
+            DcpEvent::Abort {
+                vb,
+                key,
+                prepared,
+                seqno,
+            } => complete(node, vb, key, seqno, QueueOp::Abort { prepared }).await?,
+            DcpEvent::SnapshotMarker {
+                vb,
+                start,
+                end,
+                flags,
+            } => {
+                // A disk snapshot is deduplicated: the replica's pending writes complete by
+                // key in it (see the engine's `prepares`).
+                let kind = if flags.contains(SnapshotFlags::DISK) {
+                    SnapshotKind::Disk
+                } else {
+                    SnapshotKind::Memory
+                };
+                node.bucket.replica_snapshot(vb, start, end, kind)?;
                 passive.on_snapshot(vb, end);
             }
             DcpEvent::Rollback { vb, to } => {
@@ -326,14 +365,15 @@ async fn follow(
     }
 }
 
-/// Applies one change, waiting out temporary memory pressure.
+/// Applies one document change or prepare (`deleted`: a tombstone, or a durable delete's
+/// prepare), waiting out temporary memory pressure.
 async fn apply(
     node: &Arc<Node>,
     stats: &FeedStats,
     item: DcpItem,
     op: QueueOp,
+    deleted: bool,
 ) -> Result<(), FeedError> {
-    let deleted = op != QueueOp::Mutation;
     let change = ReplicaChange {
         meta: ItemMeta {
             seqno: item.seqno,
@@ -341,10 +381,10 @@ async fn apply(
             cas: item.cas,
             flags: item.flags,
             expiry: match op {
-                QueueOp::Mutation => Expiry(item.expiry),
                 // A tombstone from an expiry keeps a non-zero expiry (see the engine).
                 QueueOp::Expiration => Expiry(1),
-                QueueOp::Deletion => Expiry::NEVER,
+                _ if deleted => Expiry::NEVER,
+                _ => Expiry(item.expiry),
             },
             datatype: item.datatype,
             deleted,
@@ -355,12 +395,35 @@ async fn apply(
         op,
     };
     let bytes = change.key.len() + change.value.len();
+    apply_change(node, item.vb, change).await?;
+    stats.record(bytes, item.cas.0, now_unix_ns());
+    Ok(())
+}
+
+/// Applies a commit or an abort: the engine takes the rest from the prepare it holds.
+async fn complete(
+    node: &Arc<Node>,
+    vb: VbId,
+    key: bytes::Bytes,
+    seqno: Seqno,
+    op: QueueOp,
+) -> Result<(), FeedError> {
+    let change = ReplicaChange {
+        key,
+        value: bytes::Bytes::new(),
+        meta: ItemMeta {
+            seqno,
+            ..ItemMeta::default()
+        },
+        op,
+    };
+    apply_change(node, vb, change).await
+}
+
+async fn apply_change(node: &Arc<Node>, vb: VbId, change: ReplicaChange) -> Result<(), FeedError> {
     loop {
-        match node.bucket.apply_replica(item.vb, change.clone()) {
-            Ok(()) => {
-                stats.record(bytes, item.cas.0, now_unix_ns());
-                return Ok(());
-            }
+        match node.bucket.apply_replica(vb, change.clone()) {
+            Ok(()) => return Ok(()),
             Err(EngineError::TempFail) => tokio::time::sleep(TEMPFAIL_WAIT).await,
             Err(e) => return Err(e.into()),
         }

@@ -1,15 +1,14 @@
 //! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
 
 use super::{Next, Responder};
-use crate::durability::DurableWrite;
+use crate::durability::{DurableWrite, TrackError};
 use crate::node::Node;
 use bytes::Bytes;
-use sluice_cluster::durability::{Level, Requirement};
 use sluice_engine::{ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{KvCommand, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
-use sluice_types::{Datatype, ItemMeta, VbId, VbState};
-use std::time::Duration;
+use sluice_types::{Datatype, ItemMeta, VbId};
+use std::time::{Duration, Instant};
 
 /// How long a durable write waits when the client gave no timeout.
 const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
@@ -20,17 +19,26 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
     let bucket = &node.bucket;
     let vb = req.vb;
     let cas = req.cas;
-    let durability = match req.frame_infos.durability {
+    let d = match req.frame_infos.durability {
         None => None,
-        Some((level, timeout_ms)) => match requirement(node, vb, level) {
-            Ok(requirement) => Some((requirement, timeout_ms)),
-            Err((status, why)) => {
-                r.error(status, &why);
+        Some((level, timeout_ms)) => {
+            if level != DurabilityLevel::Majority && !node.bucket.config.is_persistent() {
+                r.error(
+                    Status::DurabilityInvalidLevel,
+                    "an ephemeral bucket cannot persist",
+                );
                 return Next::Continue;
             }
-        },
+            let timeout = timeout_ms
+                .map(|t| Duration::from_millis(u64::from(t)))
+                .unwrap_or(DURABILITY_TIMEOUT_DEFAULT);
+            Some(Durable {
+                level,
+                deadline: Instant::now() + timeout,
+            })
+        }
     };
-    let d = durability.as_ref();
+    let level = d.map(|d| d.level);
     let outcome: Result<Next, EngineError> = match cmd {
         // Answered under the vbucket's lock, straight from the stored value: the common
         // read never clones (and so never bumps the reference count of) the value.
@@ -72,36 +80,44 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
                 datatype: req.datatype,
                 cas,
                 preserve_ttl: req.frame_infos.preserve_ttl,
+                durability: level,
             };
-            bucket
-                .store(vb, &sr)
-                .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[]))
+            mutate(node, vb, d, &mut r, || {
+                bucket.store(vb, &sr).map(|m| (m, ()))
+            })
+            .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new()))
         }
-        KvCommand::Delete { key } => bucket
-            .delete(vb, key, cas)
-            .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[])),
+        KvCommand::Delete { key } => mutate(node, vb, d, &mut r, || {
+            bucket.delete(vb, key, cas, level).map(|m| (m, ()))
+        })
+        .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new())),
         KvCommand::Arithmetic {
             increment,
             key,
             delta,
             initial,
             expiry,
-        } => bucket
-            .arithmetic(
-                vb,
-                &ArithmeticRequest {
-                    key,
-                    increment: *increment,
-                    delta: *delta,
-                    initial: *initial,
-                    expiry_wire: *expiry,
-                    cas,
-                },
-            )
-            .map(|(value, m)| finish_mutation(req, cmd, d, &mut r, m, &value.to_be_bytes())),
-        KvCommand::Concat { append, key, value } => bucket
-            .concat(vb, key, *append, value, cas)
-            .map(|m| finish_mutation(req, cmd, d, &mut r, m, &[])),
+        } => {
+            let ar = ArithmeticRequest {
+                key,
+                increment: *increment,
+                delta: *delta,
+                initial: *initial,
+                expiry_wire: *expiry,
+                cas,
+                durability: level,
+            };
+            mutate(node, vb, d, &mut r, || {
+                bucket.arithmetic(vb, &ar).map(|(value, m)| (m, value))
+            })
+            .map(|done| answer(req, cmd, &mut r, done, |v: u64| v.to_be_bytes().to_vec()))
+        }
+        KvCommand::Concat { append, key, value } => mutate(node, vb, d, &mut r, || {
+            bucket
+                .concat(vb, key, *append, value, cas, level)
+                .map(|m| (m, ()))
+        })
+        .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new())),
         KvCommand::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
             let m = g.meta;
             let mut extras = Vec::with_capacity(21);
@@ -201,56 +217,74 @@ fn send_document(r: &mut Responder<'_>, meta: &ItemMeta, stored: &Bytes, key: Op
     r.send(p);
 }
 
-/// What a durable write to `vb` must wait for, or why it cannot be made (it is refused
-/// before anything is written).
-fn requirement(
+/// A durable write's level and when it gives up.
+#[derive(Debug, Clone, Copy)]
+struct Durable {
+    level: DurabilityLevel,
+    deadline: Instant,
+}
+
+/// A mutation done: its token, what the command returns beside it, and for a durable write
+/// its wait.
+type Done<T> = (Mutation, T, Option<DurableWrite>);
+
+/// Runs the engine call `f`; with durability, as a SyncWrite tracked from the moment its
+/// prepare exists. `Ok(None)`: refused before anything was written, and answered here.
+fn mutate<T>(
     node: &Node,
     vb: VbId,
-    level: DurabilityLevel,
-) -> Result<Requirement, (Status, String)> {
-    if level != DurabilityLevel::Majority && !node.bucket.config.is_persistent() {
-        return Err((
-            Status::DurabilityInvalidLevel,
-            "an ephemeral bucket cannot persist".into(),
-        ));
-    }
-    let level = match level {
-        DurabilityLevel::Majority => Level::Majority,
-        DurabilityLevel::MajorityAndPersistOnMaster => Level::MajorityAndPersistActive,
-        DurabilityLevel::PersistToMajority => Level::PersistToMajority,
+    d: Option<Durable>,
+    r: &mut Responder<'_>,
+    f: impl FnOnce() -> Result<(Mutation, T), EngineError>,
+) -> Result<Option<Done<T>>, EngineError> {
+    let Some(Durable { level, deadline }) = d else {
+        return f().map(|(m, x)| Some((m, x, None)));
     };
-    let view = node.cluster_map();
-    let chain = view.map.vbmap().chain(vb);
-    match chain {
-        Some(chain) if chain.active == Some(view.this) => Requirement::new(level, chain)
-            .map_err(|e| (Status::DurabilityImpossible, e.to_string())),
-        _ if node.bucket.vb_state(vb).ok() == Some(VbState::Active) => {
-            // A takeover made the vbucket active here before the map says so: the chain
-            // to count is not published yet.
-            Err((
-                Status::Etmpfail,
-                "the vbucket is moving to this node; retry".into(),
-            ))
+    match node.durability.write(node, vb, level, deadline, f) {
+        Ok(((m, x), outcome)) => Ok(Some((
+            m,
+            x,
+            Some(DurableWrite {
+                vb,
+                seqno: m.seqno,
+                level,
+                deadline,
+                outcome,
+            }),
+        ))),
+        Err(TrackError::Engine(e)) => Err(e),
+        Err(e @ TrackError::Impossible(_)) => {
+            r.error(Status::DurabilityImpossible, &e.to_string());
+            Ok(None)
         }
-        // The map places the active elsewhere: the engine refuses the write with
-        // NOT_MY_VBUCKET. Should the vbucket turn active here in between (a takeover), a
-        // requirement no ack can meet makes the write time out as ambiguous rather than be
-        // acknowledged against a chain nobody published.
-        _ => Ok(Requirement {
-            level,
-            replicas: Vec::new(),
-            needed: usize::MAX,
-        }),
+        Err(e @ TrackError::Moving) => {
+            r.error(Status::Etmpfail, &e.to_string());
+            Ok(None)
+        }
     }
 }
 
-/// The answer to a mutation: CAS, and mutation token extras when negotiated. With a
-/// durability requirement it is held until the requirement is met, or turned into
-/// SYNC_WRITE_AMBIGUOUS at the timeout.
+/// Answers a mutation that `mutate` made (nothing to do if it answered already).
+fn answer<T>(
+    req: &Request<'_>,
+    cmd: &KvCommand<'_>,
+    r: &mut Responder<'_>,
+    done: Option<Done<T>>,
+    value: impl FnOnce(T) -> Vec<u8>,
+) -> Next {
+    match done {
+        None => Next::Continue,
+        Some((m, x, wait)) => finish_mutation(req, cmd, wait, r, m, &value(x)),
+    }
+}
+
+/// The answer to a mutation: CAS, and mutation token extras when negotiated. A durable
+/// write's answer is held until its outcome: SUCCESS once committed, SYNC_WRITE_AMBIGUOUS
+/// when aborted at its timeout or when the outcome is unknown.
 fn finish_mutation(
     req: &Request<'_>,
     cmd: &KvCommand<'_>,
-    durability: Option<&(Requirement, Option<u16>)>,
+    durable: Option<DurableWrite>,
     r: &mut Responder<'_>,
     m: Mutation,
     value: &[u8],
@@ -273,10 +307,11 @@ fn finish_mutation(
         .cas(cas)
         .extras(extras)
         .value(value);
-    let Some((requirement, timeout_ms)) = durability else {
+    let Some(write) = durable else {
         r.success(p);
         return Next::Continue;
     };
+    debug_assert_eq!(write.vb, req.vb);
     let mut on_success = Vec::new();
     if !r.quiet {
         p.encode_into(&mut on_success);
@@ -287,15 +322,7 @@ fn finish_mutation(
         "durability timeout: the outcome is unknown",
     );
     Next::AwaitDurability {
-        write: DurableWrite {
-            vb: req.vb,
-            seqno: m.seqno,
-            vb_uuid: m.vb_uuid,
-            requirement: requirement.clone(),
-            timeout: timeout_ms
-                .map(|t| Duration::from_millis(u64::from(t)))
-                .unwrap_or(DURABILITY_TIMEOUT_DEFAULT),
-        },
+        write,
         on_success,
         on_timeout,
     }
@@ -341,6 +368,14 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
         EngineError::UnknownUuid => (Status::KeyEnoent, "unknown vbucket uuid"),
         EngineError::NotPersisted(_) => (Status::Etmpfail, "not persisted yet"),
         EngineError::SeqnoNotIncreasing { .. } => (Status::Erange, "seqno does not increase"),
+        EngineError::SyncWriteInProgress => (
+            Status::SyncWriteInProgress,
+            "a durable write of this key is in progress; retry",
+        ),
+        EngineError::NoSuchPrepare(_) | EngineError::Pending(_) => (
+            Status::Einternal,
+            "durable write state (see the server log)",
+        ),
     };
     if let EngineError::Storage(msg) | EngineError::WritesRefused(msg) = e {
         tracing::warn!(error = %msg, "request failed on storage");

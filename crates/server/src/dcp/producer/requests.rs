@@ -133,14 +133,11 @@ impl Conn {
                 "seqno ack from a consumer without a node consumer_name: ignored");
             return;
         };
-        let Ok(vb_uuid) = self.node.bucket.vb_uuid(vb) else {
-            return;
-        };
         self.node.durability.ack(
+            &self.node,
             self.shared.id,
             vb,
             NodeId(node_id),
-            vb_uuid,
             in_memory,
             persisted,
         );

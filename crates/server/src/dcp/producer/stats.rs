@@ -88,6 +88,9 @@ pub(super) fn to_change(item: &QueuedItem, snappy_ok: bool) -> Change {
             QueueOp::Mutation => ChangeKind::Mutation,
             QueueOp::Deletion => ChangeKind::Deletion,
             QueueOp::Expiration => ChangeKind::Expiration,
+            QueueOp::Prepare(level) => ChangeKind::Prepare(level),
+            QueueOp::Commit { prepared } => ChangeKind::Commit { prepared },
+            QueueOp::Abort { prepared } => ChangeKind::Abort { prepared },
         },
     }
 }
