@@ -18,7 +18,6 @@
 //!   most advanced complete replica the nodes reported (`choice`), list what is lost and
 //!   what had no safe copy; `fail_over`: the same with the first live replica;
 //! - `auto_failover` — when a node down long enough is failed over without an operator;
-//! - `durability` — when a durable write may be acknowledged (the majority rule per level);
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
 //! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
 //!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
@@ -28,7 +27,6 @@
 pub mod auto_failover;
 pub mod balance;
 pub mod cluster_map;
-pub mod durability;
 pub mod failover;
 pub mod limits;
 pub mod metadata;
