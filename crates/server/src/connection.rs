@@ -8,6 +8,12 @@
 //!
 //! Bounds: the input buffer holds at most one packet of the largest allowed size; the output
 //! is written out whenever it passes `OUT_FLUSH_BYTES`.
+//!
+//! UnorderedExecution (HELLO 0x0e): a durable write (or a persistence wait) no longer holds
+//! back the requests behind it. Its wait runs as a task of this connection; the requests
+//! after it are executed and answered at once, and its answer goes out when it completes,
+//! matched by opaque. A request with the barrier frame info waits for all of them first. At
+//! most `UNORDERED_WAITS_MAX` wait at once; one more waits for the oldest to finish.
 
 use crate::cluster_map::MapView;
 use crate::exec::{self, Next};
@@ -15,17 +21,20 @@ use crate::node::Node;
 use crate::session::{MapPush, Port, Session};
 use bytes::{Buf, BytesMut};
 use sluice_engine::EngineError;
-use sluice_proto::{decode_frame, Decoded};
+use sluice_proto::{decode_frame, Decoded, Feature};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::task::JoinSet;
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 const OUT_FLUSH_BYTES: usize = 1024 * 1024;
 /// A request whose value was evicted is retried after a disk read; a concurrent rewrite can
 /// evict it again, so the retries are bounded.
 const FETCH_ATTEMPTS_MAX: usize = 4;
+/// Durable writes one unordered connection may have waiting at once.
+const UNORDERED_WAITS_MAX: usize = 1024;
 
 /// How often a stalled write looks for room even without a wake-up (one can be missed
 /// between the refusal and the wait, and nothing wakes it for memory freed by deletes).
@@ -64,6 +73,8 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut maps = node.watch_cluster_map();
+    // Answers of unordered waits (see the module doc), each the bytes to write.
+    let mut waits: JoinSet<Vec<u8>> = JoinSet::new();
     loop {
         loop {
             let (used, next) = match decode_frame(&inbuf, PACKET_BODY_BYTES_MAX) {
@@ -77,6 +88,9 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     break;
                 }
                 Ok(Decoded::Frame(frame, used)) => {
+                    if !waits.is_empty() && has_barrier(&frame) {
+                        drain(&mut waits, &mut out).await;
+                    }
                     let mut next = exec::execute(&node, &mut session, &frame, &mut out);
                     let mut fetches = 1;
                     let mut stall_until = None;
@@ -156,6 +170,42 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     timeout,
                     on_success,
                     on_timeout,
+                } if session.has(Feature::UnorderedExecution) => {
+                    make_room(&mut waits, &mut wr, &mut out).await?;
+                    let node = node.clone();
+                    waits.spawn(async move {
+                        let done =
+                            crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
+                        if done {
+                            on_success
+                        } else {
+                            on_timeout
+                        }
+                    });
+                }
+                Next::AwaitDurability {
+                    write,
+                    on_success,
+                    on_timeout,
+                } if session.has(Feature::UnorderedExecution) => {
+                    make_room(&mut waits, &mut wr, &mut out).await?;
+                    let node = node.clone();
+                    waits.spawn(async move {
+                        let outcome = crate::durability::wait(&node, write).await;
+                        let committed = outcome == crate::durability::WriteOutcome::Committed;
+                        if committed {
+                            on_success
+                        } else {
+                            on_timeout
+                        }
+                    });
+                }
+                Next::AwaitPersistence {
+                    vb,
+                    seqno,
+                    timeout,
+                    on_success,
+                    on_timeout,
                 } => {
                     // Answers before this one go out now; this one waits its turn.
                     wr.write_all(&out).await?;
@@ -176,6 +226,7 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     out.extend_from_slice(if committed { &on_success } else { &on_timeout });
                 }
                 Next::DcpProducer { name, flags } => {
+                    drain(&mut waits, &mut out).await;
                     wr.write_all(&out).await?;
                     return crate::dcp::producer::run(node, session, rd, wr, inbuf, name, flags)
                         .await;
@@ -220,8 +271,46 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     push_map(&mut session, &node.config.bucket, &view, &mut out);
                 }
             }
+            Some(done) = waits.join_next(), if !waits.is_empty() => collect(done, &mut out),
         }
     }
+}
+
+/// Whether the request carries the barrier frame info: everything before it completes first.
+fn has_barrier(frame: &sluice_proto::Frame<'_>) -> bool {
+    sluice_proto::frame_info::parse_frame_infos(frame.framing_extras).is_ok_and(|f| f.barrier)
+}
+
+fn collect(done: Result<Vec<u8>, tokio::task::JoinError>, out: &mut Vec<u8>) {
+    match done {
+        Ok(answer) => out.extend_from_slice(&answer),
+        Err(e) => tracing::error!(error = %e, "a durable write's wait failed; no answer sent"),
+    }
+}
+
+/// Waits for every unordered wait, appending their answers.
+async fn drain(waits: &mut JoinSet<Vec<u8>>, out: &mut Vec<u8>) {
+    while let Some(done) = waits.join_next().await {
+        collect(done, out);
+    }
+}
+
+/// Keeps the unordered waits under their bound: at the bound, what is answered goes out and
+/// the next wait to finish is awaited.
+async fn make_room(
+    waits: &mut JoinSet<Vec<u8>>,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    if waits.len() < UNORDERED_WAITS_MAX {
+        return Ok(());
+    }
+    wr.write_all(out).await?;
+    out.clear();
+    if let Some(done) = waits.join_next().await {
+        collect(done, out);
+    }
+    Ok(())
 }
 
 /// Tells a client that asked for it about a map newer than any it has seen here.

@@ -226,3 +226,86 @@ async fn a_chain_without_its_replica_refuses_durable_writes() {
     );
     a.shutdown().await.unwrap();
 }
+
+/// A raw KV connection that negotiated `features`, for what the client library does not
+/// expose: pipelining, and answers out of order.
+async fn raw(addr: std::net::SocketAddr, features: &[u16]) -> tokio::net::TcpStream {
+    use sluice_proto::encode::Packet;
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let f: Vec<u8> = features.iter().flat_map(|c| c.to_be_bytes()).collect();
+    let mut hello = Packet::request(0x1f, 0, 1).key(b"t").value(&f).to_vec();
+    hello.extend(
+        Packet::request(0x21, 0, 2)
+            .key(b"PLAIN")
+            .value(b"\0Administrator\0password")
+            .to_vec(),
+    );
+    hello.extend(Packet::request(0x89, 0, 3).key(b"default").to_vec());
+    s.write_all(&hello).await.unwrap();
+    let mut buf = Vec::new();
+    for opaque in 1..=3 {
+        let (status, got) = next_answer(&mut s, &mut buf).await;
+        assert_eq!((status, got), (0, opaque), "login step {opaque}");
+    }
+    assert!(buf.is_empty());
+    s
+}
+
+/// The next answer's (status, opaque).
+async fn next_answer(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> (u16, u32) {
+    use sluice_proto::{decode_frame, Decoded};
+    use tokio::io::AsyncReadExt;
+    loop {
+        if let Decoded::Frame(f, used) = decode_frame(buf, 1 << 26).unwrap() {
+            let out = (f.vbucket_or_status, f.opaque);
+            buf.drain(..used);
+            return out;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk))
+            .await
+            .expect("an answer within 10 s")
+            .unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Named scenario (no head-of-line blocking): with UnorderedExecution, a durable write that
+/// waits does not hold back the GET sent after it; without it, answers keep request order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unordered_execution_answers_around_a_waiting_durable_write() {
+    use sluice_proto::encode::Packet;
+    use tokio::io::AsyncWriteExt;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
+    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let k = keys_active_on(&a, NodeId(0), 1).remove(0);
+    let vb = vbucket_of(k.as_bytes(), VBS).0;
+    b.shutdown().await.unwrap(); // nobody acknowledges: the durable write waits 800 ms
+                                 // Level majority, timeout 800 ms (frame info id 1, length 3).
+    let durability = [0x13, 0x01, 0x03, 0x20];
+    let extras = [0u8; 8];
+    for (features, want_first) in [(&[0x10u16, 0x11, 0x0e][..], 101u32), (&[0x10, 0x11], 100)] {
+        let mut s = raw(a.kv_addr, features).await;
+        let mut pipelined = Packet::request(0x01, vb, 100)
+            .framing_extras(&durability)
+            .extras(&extras)
+            .key(k.as_bytes())
+            .value(b"v")
+            .to_vec();
+        pipelined.extend(Packet::request(0x00, vb, 101).key(b"absent").to_vec());
+        s.write_all(&pipelined).await.unwrap();
+        let mut buf = Vec::new();
+        let first = next_answer(&mut s, &mut buf).await;
+        let second = next_answer(&mut s, &mut buf).await;
+        assert_eq!(first.1, want_first, "features {features:x?}");
+        let durable = if first.1 == 100 { first } else { second };
+        assert_eq!(durable.0, Status::SyncWriteAmbiguous as u16);
+        let get = if first.1 == 101 { first } else { second };
+        assert_eq!(get.0, Status::KeyEnoent as u16);
+    }
+    a.shutdown().await.unwrap();
+}

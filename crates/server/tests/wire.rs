@@ -234,10 +234,10 @@ async fn kv_port_requires_authentication_and_a_bucket() {
 async fn hello_acknowledges_only_implemented_features_and_tokens_follow() {
     let (node, _dir) = start(sluice_engine::BucketType::Couchbase).await;
     let mut c = Conn::open(node.kv_addr).await;
-    // Requested: tcp_nodelay, mutation_seqno, xerror, duplex, unordered execution (no),
+    // Requested: tcp_nodelay, mutation_seqno, xerror, duplex, unordered execution,
     // collections (no), json.
     let acked = c.login(&[0x03, 0x04, 0x07, 0x0c, 0x0e, 0x12, 0x0b]).await;
-    assert_eq!(acked, vec![0x03, 0x04, 0x07, 0x0c, 0x0b]);
+    assert_eq!(acked, vec![0x03, 0x04, 0x07, 0x0c, 0x0e, 0x0b]);
     let vb = sluice_types::vbucket_of(b"doc", 16).0;
     let e = set_extras(0, 0);
     let r = c

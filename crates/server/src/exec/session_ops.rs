@@ -13,8 +13,9 @@ use sluice_types::Datatype;
 /// The server version clients see. DCP clients parse its leading "major.minor.patch".
 pub const VERSION: &str = concat!("7.6.0-sluice-", env!("CARGO_PKG_VERSION"));
 
-/// HELLO features this server implements, and so acknowledges. Cluster-map push, duplex,
-/// collections, unordered execution and tracing are not implemented and never acknowledged.
+/// HELLO features this server implements, and so acknowledges. Collections and tracing are
+/// not implemented and never acknowledged. Unordered execution reorders only the answers of
+/// durable writes and persistence waits (see `connection`).
 const SUPPORTED: &[Feature] = &[
     Feature::TcpNodelay,
     Feature::MutationSeqno,
@@ -24,6 +25,7 @@ const SUPPORTED: &[Feature] = &[
     Feature::Json,
     Feature::AltRequestSupport,
     Feature::SyncReplication,
+    Feature::UnorderedExecution,
     Feature::PreserveTtl,
     Feature::Duplex,
     Feature::ClustermapChangeNotification,
