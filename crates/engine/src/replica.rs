@@ -273,11 +273,37 @@ impl Bucket {
         })
     }
 
+    /// Deletes a dead vbucket's copy, in memory and on disk (a rebalance moved it to other
+    /// nodes). Refused for a vbucket in any other state. Returns whether there was anything
+    /// to delete.
+    pub fn drop_vbucket(&self, vb: VbId) -> Result<bool, EngineError> {
+        let holds = self.with_vb(vb, |inner| {
+            if inner.state != VbState::Dead {
+                return Err(EngineError::NotMyVbucket);
+            }
+            Ok(inner.high_seqno != Seqno::ZERO || inner.num_items != 0 || inner.ht.len() != 0)
+        })??;
+        if !holds {
+            return Ok(false);
+        }
+        self.reset(vb, true)?;
+        Ok(true)
+    }
+
     /// Empties a vbucket in memory and on disk (a replica that must roll back). The
     /// flusher is held off meanwhile, so no batch read before the reset is committed after it.
     pub fn reset_vbucket(&self, vb: VbId) -> Result<(), EngineError> {
+        self.reset(vb, false)
+    }
+
+    /// With `only_dead`, the state is checked under the same lock as the reset: a vbucket
+    /// that came back to life meanwhile is left alone.
+    fn reset(&self, vb: VbId, only_dead: bool) -> Result<(), EngineError> {
         let _no_flush = self.flush_lock.lock();
         self.with_vb(vb, |inner| {
+            if only_dead && inner.state != VbState::Dead {
+                return Err(EngineError::NotMyVbucket);
+            }
             inner.mem_delta -= inner.ht.clear() as isize;
             inner.mem_delta += inner.prepares.clear();
             inner.checkpoint_delta += inner.checkpoints.reset(Seqno::ZERO);
@@ -293,7 +319,8 @@ impl Bucket {
                 seqno: Seqno::ZERO,
             }]);
             inner.meta_dirty = true;
-        })?;
+            Ok(())
+        })??;
         let vbucket = &self.vbuckets[usize::from(vb.0)];
         vbucket.persisted_seqno.store(0, Ordering::Release);
         if let Some(store) = &self.store {
