@@ -4,7 +4,11 @@
 //!   writes after a storage failure;
 //! - `GET /metrics` — Prometheus text exposition;
 //! - `GET /api/v1/buckets/{name}/stats` — the general stats as a JSON object of strings;
-//! - `GET /pools/default/b/{name}` — the cluster map, as Couchbase serves it over HTTP.
+//! - `GET /pools/default/b/{name}` — the cluster map, as Couchbase serves it over HTTP;
+//! - `GET /internal/vbuckets/positions` — how far each vbucket's copy here is (read-only; a
+//!   failover asks the replicas and promotes the most advanced complete copy):
+//!   `{"vbuckets": [{"vb", "state", "high_seqno", "high_prepared_seqno", "snap_start",
+//!   "snap_end", "complete"}, ...]}`, every vbucket of the bucket.
 
 use crate::exec::stats;
 use crate::metrics;
@@ -15,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use prometheus_client::registry::Registry;
+use sluice_types::{VbId, VbState};
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -34,6 +39,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/api/v1/buckets/{name}/stats", get(bucket_stats))
         .route("/pools/default/b/{name}", get(bucket_map))
+        .route("/internal/vbuckets/positions", get(vb_positions))
         .with_state(state)
 }
 
@@ -89,4 +95,53 @@ async fn bucket_map(State(s): State<AppState>, Path(name): Path<String>) -> Resp
         s.node.bucket_config_json(),
     )
         .into_response()
+}
+
+/// One vbucket's copy here, as `GET /internal/vbuckets/positions` reports it.
+#[derive(Debug, serde::Serialize)]
+struct VbPosition {
+    vb: u16,
+    state: &'static str,
+    high_seqno: u64,
+    high_prepared_seqno: u64,
+    snap_start: u64,
+    snap_end: u64,
+    complete: bool,
+}
+
+async fn vb_positions(State(s): State<AppState>) -> Response {
+    let node = s.node.clone();
+    // Every vbucket's lock in turn: off the async workers, as the stats are.
+    let read = tokio::task::spawn_blocking(move || {
+        (0..node.bucket.num_vbuckets())
+            .filter_map(|vb| vb_position(&node, VbId(vb)))
+            .collect::<Vec<_>>()
+    });
+    match read.await {
+        Ok(vbuckets) => Json(serde_json::json!({ "vbuckets": vbuckets })).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// The three reads take the vbucket's lock one after the other, so they may straddle a
+/// change; a failover asks once the active is gone, when a replica no longer changes.
+fn vb_position(node: &Node, vb: VbId) -> Option<VbPosition> {
+    let state = node.bucket.vb_state(vb).ok()?;
+    let at = node.bucket.replica_position(vb).ok()?;
+    let (high_prepared, _) = node.bucket.sync_write_seqnos(vb).ok()?;
+    // Complete means "not inside a disk snapshot": a disk snapshot is deduplicated, so a copy
+    // part-way through one is no prefix of the active's history. The engine does not say which
+    // kind of snapshot a replica is in, so any unfinished snapshot counts as incomplete:
+    // conservative, as a copy mid memory snapshot is passed over too. `replica_position`
+    // gives `snap_end == high_seqno` outside a snapshot. An active copy is its own history.
+    let complete = state == VbState::Active || at.snap_end <= at.high_seqno;
+    Some(VbPosition {
+        vb: vb.0,
+        state: state.as_str(),
+        high_seqno: at.high_seqno.0,
+        high_prepared_seqno: high_prepared.0,
+        snap_start: at.snap_start.0,
+        snap_end: at.snap_end.0,
+        complete,
+    })
 }
