@@ -11,9 +11,11 @@
 //!   between the emptiness check and the new map would be dropped with its vbucket.
 //!
 //! - `POST /api/v1/cluster/failover` — body `{"node": ID, "allow_data_loss": false}`: fails
-//!   node ID over (its replicas elsewhere become active, it leaves the map). 200 with what
-//!   was promoted; 404 for an unknown node; 409 if it is failed over already or, unless
-//!   `allow_data_loss`, if some vbucket has no copy elsewhere; 503 without a quorum.
+//!   node ID over (its most advanced replicas elsewhere become active, it leaves the map).
+//!   200 with what was promoted (`promoted_out_of_order`: promotions that passed over a
+//!   lagging first replica); 404 for an unknown node; 409 if it is failed over already or,
+//!   unless `allow_data_loss`, if some vbucket has no copy elsewhere or no replica known to
+//!   be complete (its node did not answer, or it is mid-snapshot); 503 without a quorum.
 //!
 //! - `POST /api/v1/cluster/rebalance` — body `{"eject": [ID, ...]}` (optional): rebalances
 //!   the bucket onto every active or joining node but the ejected ones, moving data (see
@@ -196,7 +198,9 @@ async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -
             "node": report.node.0,
             "rev": report.rev.0,
             "promoted": report.promoted,
+            "promoted_out_of_order": report.promoted_out_of_order,
             "lost": report.lost.iter().map(|vb| vb.0).collect::<Vec<_>>(),
+            "no_safe_copy": report.no_safe_copy.iter().map(|vb| vb.0).collect::<Vec<_>>(),
         }))
         .into_response(),
         Err(e) => {
