@@ -23,8 +23,8 @@
 //!   progress; `POST /api/v1/cluster/rebalance/abort` clears a rebalance whose orchestrator
 //!   stopped.
 //!
-//! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers and vbucket progress on
-//! this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
+//! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers, drops and vbucket
+//! progress on this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
 
 use crate::control::Control;
 use axum::extract::{Path, State};
@@ -61,6 +61,7 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode)
         .route("/api/v1/cluster/rebalance/abort", post(rebalance_abort))
         .route("/internal/rebalance/build", post(build_start))
         .route("/internal/rebalance/takeover", post(takeover))
+        .route("/internal/rebalance/drop", post(drop_copy))
         .route("/internal/rebalance/vb/{vb}", get(vb_status))
         .route("/internal/rebalance/map_rev", get(map_rev))
         .with_state(state)
@@ -289,6 +290,32 @@ async fn takeover(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -
         Json(json!({ "takeover": req.vb })).into_response()
     } else {
         conflict(format!("vb:{} is followed by no replication here", req.vb))
+    }
+}
+
+/// A rebalance's drop: the vbucket moved away, delete this node's copy. Only a dead copy
+/// that the map this node serves leaves out of the vbucket's chain (409 otherwise: the map
+/// is not applied here yet, or the copy is in use).
+async fn drop_copy(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -> Response {
+    let vb = sluice_types::VbId(req.vb);
+    let node = s.control.node.clone();
+    let view = node.cluster_map();
+    let chained = view
+        .map
+        .vbmap()
+        .chain(vb)
+        .is_some_and(|c| c.nodes().any(|n| n == view.this));
+    if chained || s.control.builds.contains(vb) {
+        return conflict(format!("vb:{} is still in use here", req.vb));
+    }
+    match tokio::task::spawn_blocking(move || node.bucket.drop_vbucket(vb)).await {
+        Ok(Ok(dropped)) => Json(json!({ "vb": req.vb, "dropped": dropped })).into_response(),
+        Ok(Err(e)) => conflict(format!("vb:{} cannot be dropped: {e}", req.vb)),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
     }
 }
 

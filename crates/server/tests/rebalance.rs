@@ -165,6 +165,17 @@ async fn a_node_is_rebalanced_in_and_out_under_load() {
     assert!(a.meta.state().borrow().node(NodeId(3)).is_none(), "ejected");
     let rest = [&a, &b, &c];
     until("vbucket states follow the map", || states_match(&rest)).await;
+    // Named scenario of the SyncWrites issue: the ejected node holds no vbucket data (each
+    // move dropped its copy there), in memory and so on disk (a drop resets both at once).
+    let left: Vec<_> = d
+        .node
+        .bucket
+        .vb_details()
+        .into_iter()
+        .filter(|v| v.items != 0 || v.high_seqno != sluice_types::Seqno::ZERO)
+        .map(|v| (v.vb, v.state, v.items))
+        .collect();
+    assert!(left.is_empty(), "the ejected node still holds {left:?}");
 
     stop.store(true, Ordering::Relaxed);
     w.await.unwrap();

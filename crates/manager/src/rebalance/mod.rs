@@ -186,7 +186,7 @@ async fn run(
     Ok(())
 }
 
-/// One vbucket: builds, then the takeover, then the chain in the map.
+/// One vbucket: builds, then the takeover, then the chain in the map, then the drops.
 async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
     let vb = mv.vb();
     let map = current_map(meta)?;
@@ -246,7 +246,17 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
             chains: vec![(vb.0, mv.new_chain().clone())],
         },
     )
-    .await
+    .await?;
+    // Every node serves the new chain now (`propose` waited): the copies it leaves out are
+    // dead and nothing streams from them. A drop that fails leaves debris, not a wrong
+    // map: it is logged and the rebalance goes on.
+    for id in mv.drops() {
+        let body = json!({ "vb": vb.0 });
+        if let Err(e) = call(meta, &info(id)?, "/internal/rebalance/drop", Some(&body)).await {
+            tracing::warn!(%vb, node = %id, error = %e, "dropping a moved-out copy failed");
+        }
+    }
+    Ok(())
 }
 
 fn current_map(meta: &MetaNode) -> Result<ClusterMap, RebalanceError> {
