@@ -41,6 +41,9 @@ pub struct ReplicaPosition {
     pub high_seqno: Seqno,
     pub snap_start: Seqno,
     pub snap_end: Seqno,
+    /// Part-way through a disk snapshot: deduplicated, so what it holds is no prefix of the
+    /// producer's history (a failover must not promote it).
+    pub in_disk_snapshot: bool,
 }
 
 impl VbInner {
@@ -255,11 +258,8 @@ impl Bucket {
             let high = inner.high_seqno;
             let (s, e) = inner.replica_snapshot;
             // A snapshot that ended (or was never seen since a restart) counts as complete.
-            let (snap_start, snap_end) = if s <= high && high < e {
-                (s, e)
-            } else {
-                (high, high)
-            };
+            let inside = s <= high && high < e;
+            let (snap_start, snap_end) = if inside { (s, e) } else { (high, high) };
             ReplicaPosition {
                 vb_uuid: if high == Seqno::ZERO {
                     VbUuid(0)
@@ -269,6 +269,7 @@ impl Bucket {
                 high_seqno: high,
                 snap_start,
                 snap_end,
+                in_disk_snapshot: inside && inner.replica_snapshot_kind == SnapshotKind::Disk,
             }
         })
     }

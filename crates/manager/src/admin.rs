@@ -15,7 +15,7 @@
 //!   200 with what was promoted (`promoted_out_of_order`: promotions that passed over a
 //!   lagging first replica); 404 for an unknown node; 409 if it is failed over already or,
 //!   unless `allow_data_loss`, if some vbucket has no copy elsewhere or no replica known to
-//!   be complete (its node did not answer, or it is mid-snapshot); 503 without a quorum.
+//!   be complete (its node did not answer, or it is inside a disk snapshot); 503 without a quorum.
 //!
 //! - `POST /api/v1/cluster/rebalance` — body `{"eject": [ID, ...]}` (optional): rebalances
 //!   the bucket onto every active or joining node but the ejected ones, moving data (see

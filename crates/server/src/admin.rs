@@ -130,11 +130,10 @@ fn vb_position(node: &Node, vb: VbId) -> Option<VbPosition> {
     let at = node.bucket.replica_position(vb).ok()?;
     let (high_prepared, _) = node.bucket.sync_write_seqnos(vb).ok()?;
     // Complete means "not inside a disk snapshot": a disk snapshot is deduplicated, so a copy
-    // part-way through one is no prefix of the active's history. The engine does not say which
-    // kind of snapshot a replica is in, so any unfinished snapshot counts as incomplete:
-    // conservative, as a copy mid memory snapshot is passed over too. `replica_position`
-    // gives `snap_end == high_seqno` outside a snapshot. An active copy is its own history.
-    let complete = state == VbState::Active || at.snap_end <= at.high_seqno;
+    // part-way through one is no prefix of the active's history. A memory snapshot never
+    // deduplicates prepares, so a copy inside one holds every prepare up to its high seqno.
+    // An active copy is its own history.
+    let complete = state == VbState::Active || !at.in_disk_snapshot;
     Some(VbPosition {
         vb: vb.0,
         state: state.as_str(),
