@@ -6,7 +6,8 @@ from the other two, not from clients.
   durability majority through nodes 0 and 1; every write it saw acknowledged is read back.
 * The minority node does not acknowledge durable writes: writes sent straight to node 2 for
   vbuckets it still believes it owns (its replicas cannot reach it) all end ambiguous or
-  refused, never SUCCESS.
+  refused, never SUCCESS. Within the fencing bound it refuses plain writes and reads on them
+  too (NOT_MY_VBUCKET), before the majority fails it over.
 """
 
 from __future__ import annotations
@@ -124,6 +125,20 @@ def test_partitioned_node_is_failed_over_and_never_acknowledges_durable_writes(t
                        if mcbin.vbucket_of(f"m{n}-{j}".encode(), VBS) == vb)
             statuses[key] = durable_set(conn, key, vb)
         assert mcbin.SUCCESS not in statuses.values(), statuses
+        # Fencing: within its bound (1.5 s) the cut-off node refuses even plain writes and
+        # reads on the vbuckets it believes it owns, so nothing is written there that the
+        # majority's promoted copies never see.
+        key = next(f"f-{j}".encode() for j in range(100000)
+                   if mcbin.vbucket_of(f"f-{j}".encode(), VBS) == owned[0])
+        deadline = time.monotonic() + 10
+        while True:
+            r = conn.call(mcbin.OP_SET, key, b'{"f":1}', mcbin.set_extras(), vb=owned[0])
+            if r.status == mcbin.NOT_MY_VBUCKET:
+                break
+            assert time.monotonic() < deadline, f"never fenced: SET answered {r.status:#x}"
+            time.sleep(0.05)
+        r = conn.call(mcbin.OP_GET, key, vb=owned[0])
+        assert r.status == mcbin.NOT_MY_VBUCKET, f"a fenced node's GET answered {r.status:#x}"
         conn.close()
 
         # The majority fails node 2 over and carries on.

@@ -58,8 +58,10 @@ pub struct UpArgs {
     /// Number of vbuckets (fixed for the life of the data directory).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub vbuckets: u16,
-    /// Each node's `--auto-failover-timeout` (seconds; 0 = only manual failover).
-    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    /// Each node's `--auto-failover-timeout` (seconds; 0 = only manual failover; otherwise
+    /// at least 2, see `sluice server --help`).
+    #[arg(long, default_value_t = 120, value_name = "SECS",
+          value_parser = crate::server_cmd::auto_failover_secs)]
     pub auto_failover_timeout: u64,
 }
 

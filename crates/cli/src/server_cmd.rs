@@ -143,12 +143,15 @@ pub struct ServerArgs {
     pub replicas: u8,
     /// Fail a node over automatically once it has been unreachable this many seconds (the
     /// metadata leader probes every node; at most one node is failed over this way until a
-    /// rebalance, and never one whose vbuckets have no replica elsewhere). 0 turns it off.
+    /// rebalance, and never one whose vbuckets have no replica elsewhere). 0 turns it off;
+    /// otherwise at least 2, longer than a cut-off node takes to fence itself (1.5 s), so a
+    /// node failed over automatically has stopped serving first.
     #[arg(
         long,
         env = "SLUICE_AUTO_FAILOVER_TIMEOUT",
         default_value_t = 120,
-        value_name = "SECS"
+        value_name = "SECS",
+        value_parser = auto_failover_secs
     )]
     pub auto_failover_timeout: u64,
     /// Source address of this node's connections to other nodes (replication, Raft,
@@ -242,4 +245,18 @@ pub(crate) async fn stop_signal() {
     {
         let _ = ctrl_c.await;
     }
+}
+
+/// `--auto-failover-timeout`: 0 (off) or more seconds than the fencing bound.
+pub fn auto_failover_secs(v: &str) -> Result<u64, String> {
+    let secs: u64 = v.parse().map_err(|e| format!("{e}"))?;
+    let bound = sluice_manager::fencing::FENCE_BOUND;
+    if secs != 0 && std::time::Duration::from_secs(secs) <= bound {
+        return Err(format!(
+            "must be 0 (off) or more than the fencing bound ({} ms): a node failed over \
+             automatically must have stopped serving first",
+            bound.as_millis()
+        ));
+    }
+    Ok(secs)
 }

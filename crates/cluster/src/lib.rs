@@ -18,6 +18,7 @@
 //!   most advanced complete replica the nodes reported (`choice`), list what is lost and
 //!   what had no safe copy; `fail_over`: the same with the first live replica;
 //! - `auto_failover` — when a node down long enough is failed over without an operator;
+//! - `fencing` — when a node cut off from a majority of the voters stops serving its actives;
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
 //! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
 //!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
@@ -28,6 +29,7 @@ pub mod auto_failover;
 pub mod balance;
 pub mod cluster_map;
 pub mod failover;
+pub mod fencing;
 pub mod limits;
 pub mod metadata;
 pub mod node;

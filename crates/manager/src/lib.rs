@@ -11,6 +11,7 @@
 //! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
 //! - `failover`    — failing a node over (its replicas elsewhere become active);
 //! - `auto_failover` — the leader's probes, and the failover of a node down too long;
+//! - `fencing`     — every node's probes of the voters; cut off, it stops serving its actives;
 //! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
 //!   takeovers, chains); `builds` — the copies it builds on this node;
 //! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's.
@@ -22,6 +23,7 @@ mod cluster_agent;
 mod control;
 mod error;
 mod failover;
+pub mod fencing;
 mod membership;
 mod membership_error;
 mod rebalance;
@@ -90,6 +92,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
     if let Some(timeout) = cfg.auto_failover_timeout {
         tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
     }
+    tasks.push(tokio::spawn(fencing::run(meta.clone(), node.clone())));
 
     let replication = cfg.replica_of.as_ref().map(|source| {
         let spec = ReplicationSpec {

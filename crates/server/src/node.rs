@@ -43,6 +43,9 @@ pub struct Node {
     admin_port: AtomicU16,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
     map: tokio::sync::watch::Sender<Arc<MapView>>,
+    /// Cut off from a majority of the cluster's voters (set by the manager's fencing):
+    /// reads and writes on active vbuckets are refused.
+    fenced: std::sync::atomic::AtomicBool,
     /// Woken when the bucket freed memory: writes stalled for room retry (see
     /// `ServerConfig::write_stall`).
     pub write_room: Arc<tokio::sync::Notify>,
@@ -125,8 +128,19 @@ impl Node {
             replication: Default::default(),
             durability: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
+            fenced: std::sync::atomic::AtomicBool::new(false),
             write_room,
         })
+    }
+
+    /// Fences the node (see the manager's `fencing`), or lifts the fence.
+    pub fn set_fenced(&self, fenced: bool) {
+        self.fenced.store(fenced, Ordering::Release);
+    }
+
+    /// Whether the node is fenced: its active vbuckets refuse reads and writes.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
     }
 
     /// Records the ports actually bound (0 in the config means "any") and, while the node is

@@ -19,6 +19,10 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
     let bucket = &node.bucket;
     let vb = req.vb;
     let cas = req.cas;
+    if node.is_fenced() && fenced_out(node, vb, cmd) {
+        engine_error(&mut r, &EngineError::NotMyVbucket, node);
+        return Next::Continue;
+    }
     let d = match req.frame_infos.durability {
         None => None,
         Some((level, timeout_ms)) => {
@@ -172,6 +176,14 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
             Next::Continue
         }
     }
+}
+
+/// A fenced node (cut off from a majority of the voters, which may have promoted the
+/// replicas) serves nothing from its active vbuckets: not a write, which could be lost, nor
+/// a read, which could be stale. A replica read is what it is, and says so.
+fn fenced_out(node: &Node, vb: VbId, cmd: &KvCommand<'_>) -> bool {
+    !matches!(cmd, KvCommand::GetReplica { .. })
+        && node.bucket.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
 }
 
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped
