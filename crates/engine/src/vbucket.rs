@@ -315,13 +315,7 @@ impl VbInner {
     /// Commits the pending prepare at `prepared`: its version becomes the key's committed
     /// one, at a new seqno, keeping the prepare's CAS.
     pub fn commit(&mut self, prepared: Seqno, ctx: &OpCtx) -> Result<Mutation, EngineError> {
-        self.require_active()?;
-        let key = self.pending_key(prepared)?;
-        let (p, delta) = self
-            .prepares
-            .complete(&key, prepared)
-            .ok_or(EngineError::NoSuchPrepare(prepared))?;
-        self.mem_delta += delta;
+        let (key, p) = self.take_prepare(prepared)?;
         let v = NewVersion {
             flags: p.meta.flags,
             expiry: p.meta.expiry,
@@ -337,13 +331,7 @@ impl VbInner {
     /// Aborts the pending prepare at `prepared`: the key's committed version stays; the
     /// abort takes a seqno so that streams and the disk learn of it.
     pub fn abort(&mut self, prepared: Seqno) -> Result<Seqno, EngineError> {
-        self.require_active()?;
-        let key = self.pending_key(prepared)?;
-        let (p, delta) = self
-            .prepares
-            .complete(&key, prepared)
-            .ok_or(EngineError::NoSuchPrepare(prepared))?;
-        self.mem_delta += delta;
+        let (key, p) = self.take_prepare(prepared)?;
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
         let meta = ItemMeta {
@@ -363,11 +351,19 @@ impl VbInner {
         Ok(seqno)
     }
 
-    fn pending_key(&self, prepared: Seqno) -> Result<Bytes, EngineError> {
-        self.prepares
+    /// Removes the pending prepare at `prepared` of this active vbucket, for its commit or
+    /// abort.
+    fn take_prepare(&mut self, prepared: Seqno) -> Result<(Bytes, Prepare), EngineError> {
+        self.require_active()?;
+        let missing = EngineError::NoSuchPrepare(prepared);
+        let key = self
+            .prepares
             .key_at(prepared)
             .cloned()
-            .ok_or(EngineError::NoSuchPrepare(prepared))
+            .ok_or(missing.clone())?;
+        let (p, delta) = self.prepares.complete(&key, prepared).ok_or(missing)?;
+        self.mem_delta += delta;
+        Ok((key, p))
     }
 
     /// Queues an item for the checkpoints' readers, or moves past its seqno when nobody

@@ -16,7 +16,7 @@
 //! most `UNORDERED_WAITS_MAX` wait at once; one more waits for the oldest to finish.
 
 use crate::cluster_map::MapView;
-use crate::exec::{self, Next};
+use crate::exec::{self, Held, Next};
 use crate::node::Node;
 use crate::session::{MapPush, Port, Session};
 use bytes::{Buf, BytesMut};
@@ -164,66 +164,17 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     return Ok(());
                 }
                 Next::Fetch { .. } | Next::Stall => unreachable!("answered above"),
-                Next::AwaitPersistence {
-                    vb,
-                    seqno,
-                    timeout,
-                    on_success,
-                    on_timeout,
-                } if session.has(Feature::UnorderedExecution) => {
-                    make_room(&mut waits, &mut wr, &mut out).await?;
-                    let node = node.clone();
-                    waits.spawn(async move {
-                        let done =
-                            crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
-                        if done {
-                            on_success
-                        } else {
-                            on_timeout
-                        }
-                    });
-                }
-                Next::AwaitDurability {
-                    write,
-                    on_success,
-                    on_timeout,
-                } if session.has(Feature::UnorderedExecution) => {
-                    make_room(&mut waits, &mut wr, &mut out).await?;
-                    let node = node.clone();
-                    waits.spawn(async move {
-                        let outcome = crate::durability::wait(&node, write).await;
-                        let committed = outcome == crate::durability::WriteOutcome::Committed;
-                        if committed {
-                            on_success
-                        } else {
-                            on_timeout
-                        }
-                    });
-                }
-                Next::AwaitPersistence {
-                    vb,
-                    seqno,
-                    timeout,
-                    on_success,
-                    on_timeout,
-                } => {
-                    // Answers before this one go out now; this one waits its turn.
-                    wr.write_all(&out).await?;
-                    out.clear();
-                    let done = crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
-                    out.extend_from_slice(if done { &on_success } else { &on_timeout });
-                }
-                Next::AwaitDurability {
-                    write,
-                    on_success,
-                    on_timeout,
-                } => {
-                    // Answers before this one go out now; this one waits its turn.
-                    wr.write_all(&out).await?;
-                    out.clear();
-                    let outcome = crate::durability::wait(&node, write).await;
-                    let committed = outcome == crate::durability::WriteOutcome::Committed;
-                    out.extend_from_slice(if committed { &on_success } else { &on_timeout });
+                Next::Hold(held) => {
+                    let answer = held_answer(node.clone(), held);
+                    if session.has(Feature::UnorderedExecution) {
+                        make_room(&mut waits, &mut wr, &mut out).await?;
+                        waits.spawn(answer);
+                    } else {
+                        // Answers before this one go out now; this one waits its turn.
+                        wr.write_all(&out).await?;
+                        out.clear();
+                        out.extend_from_slice(&answer.await);
+                    }
                 }
                 Next::DcpProducer { name, flags } => {
                     drain(&mut waits, &mut out).await;
@@ -272,6 +223,38 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                 }
             }
             Some(done) = waits.join_next(), if !waits.is_empty() => collect(done, &mut out),
+        }
+    }
+}
+
+/// The answer a held request ends with, once what it waits for happened or timed out.
+async fn held_answer(node: Arc<Node>, held: Held) -> Vec<u8> {
+    match held {
+        Held::Persistence {
+            vb,
+            seqno,
+            timeout,
+            on_success,
+            on_timeout,
+        } => {
+            let done = crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
+            if done {
+                on_success
+            } else {
+                on_timeout
+            }
+        }
+        Held::Durability {
+            write,
+            on_success,
+            on_timeout,
+        } => {
+            let outcome = crate::durability::wait(&node, write).await;
+            if outcome == crate::durability::WriteOutcome::Committed {
+                on_success
+            } else {
+                on_timeout
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
 
-use super::{Next, Responder};
+use super::{Held, Next, Responder};
 use crate::durability::{DurableWrite, TrackError};
 use crate::node::Node;
 use bytes::Bytes;
@@ -333,11 +333,11 @@ fn finish_mutation(
         Status::SyncWriteAmbiguous,
         "durability timeout: the outcome is unknown",
     );
-    Next::AwaitDurability {
+    Next::Hold(Held::Durability {
         write,
         on_success,
         on_timeout,
-    }
+    })
 }
 
 /// Maps an engine error onto the wire.

@@ -36,22 +36,8 @@ pub enum Next {
         vb: VbId,
         key: Bytes,
     },
-    /// Hold the answer until `seqno` of `vb` is persisted: then write `on_success`, or
-    /// `on_timeout` after `timeout`.
-    AwaitPersistence {
-        vb: VbId,
-        seqno: Seqno,
-        timeout: Duration,
-        on_success: Vec<u8>,
-        on_timeout: Vec<u8>,
-    },
-    /// Hold the answer until the durable write is acknowledged enough (persisted here and/or
-    /// held by replicas): then write `on_success`, or `on_timeout` after its timeout.
-    AwaitDurability {
-        write: crate::durability::DurableWrite,
-        on_success: Vec<u8>,
-        on_timeout: Vec<u8>,
-    },
+    /// Hold the answer until what it waits for happened (or did not in time).
+    Hold(Held),
     /// The write was refused for want of memory that the bucket frees by itself (the
     /// flusher persisting, the pager evicting): wait for room, then execute it again.
     Stall,
@@ -61,6 +47,27 @@ pub enum Next {
     DcpProducer {
         name: String,
         flags: sluice_proto::dcp::OpenFlags,
+    },
+}
+
+/// An answer that waits: the connection writes `on_success` once the wait is over, or
+/// `on_timeout` when it was not met in time. Without UnorderedExecution it holds back the
+/// answers after it.
+#[derive(Debug)]
+pub enum Held {
+    /// Until `seqno` of `vb` is persisted, at most `timeout`.
+    Persistence {
+        vb: VbId,
+        seqno: Seqno,
+        timeout: Duration,
+        on_success: Vec<u8>,
+        on_timeout: Vec<u8>,
+    },
+    /// Until the durable write is committed (`on_timeout` when aborted or unknown).
+    Durability {
+        write: crate::durability::DurableWrite,
+        on_success: Vec<u8>,
+        on_timeout: Vec<u8>,
     },
 }
 

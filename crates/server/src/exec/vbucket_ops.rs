@@ -2,7 +2,7 @@
 //! GET_VBUCKET, SEQNO_PERSISTENCE.
 
 use super::kv::engine_error;
-use super::{Next, Responder};
+use super::{Held, Next, Responder};
 use crate::node::Node;
 use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::request::VbucketCommand;
@@ -65,13 +65,13 @@ pub fn execute(node: &Node, vb: VbId, cmd: &VbucketCommand, mut r: Responder<'_>
             let mut on_timeout = Vec::new();
             r.fork(&mut on_timeout)
                 .error(Status::Etmpfail, "not persisted within the wait limit");
-            return Next::AwaitPersistence {
+            return Next::Hold(Held::Persistence {
                 vb,
                 seqno: *seqno,
                 timeout: PERSISTENCE_WAIT_MAX,
                 on_success,
                 on_timeout,
-            };
+            });
         }
     };
     if let Err(e) = result {

@@ -106,27 +106,6 @@ fn raw(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
         .to_vec()
 }
 
-/// A classic request laid out by hand (24-byte header, then extras, key, value), so the
-/// byte-level tests do not check the encoder against itself.
-fn by_hand(
-    opcode: u8,
-    (vb, opaque, cas): (u16, u32, u64),
-    extras: &[u8],
-    key: &[u8],
-    value: &[u8],
-) -> Vec<u8> {
-    let body = extras.len() + key.len() + value.len();
-    let mut out = vec![0x80, opcode];
-    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    out.push(extras.len() as u8);
-    out.push(0); // datatype
-    out.extend_from_slice(&vb.to_be_bytes());
-    out.extend_from_slice(&(body as u32).to_be_bytes());
-    out.extend_from_slice(&opaque.to_be_bytes());
-    out.extend_from_slice(&cas.to_be_bytes());
-    [out.as_slice(), extras, key, value].concat()
-}
-
 fn decode_bytes(bytes: &[u8]) -> Result<DcpMessage, DecodeError> {
     DcpMessage::decode(&frame_of(bytes))
 }
@@ -248,103 +227,6 @@ fn v1_deletion_ignores_nmeta_and_mutation_ignores_lock_time_and_nru() {
         panic!()
     };
     assert_eq!((d.seqno, d.flags, d.expiry), (Seqno(4), u32::MAX, u32::MAX));
-}
-
-#[test]
-fn sync_write_messages_are_the_documented_bytes() {
-    let mut out = Vec::new();
-    let prepare = DcpMessage::Prepare(DcpPrepare {
-        doc: DcpDocument {
-            key: Bytes::from_static(b"k"),
-            value: Bytes::from_static(b"v"),
-            datatype: Datatype::RAW,
-            cas: Cas(0x0102),
-            seqno: Seqno(5),
-            rev_seqno: 2,
-            flags: 0x0a0b_0c0d,
-            expiry: 9,
-            delete_time: None,
-        },
-        deleted: true,
-        level: DurabilityLevel::MajorityAndPersistOnMaster,
-    });
-    prepare.encode(VbId(3), 0x11, &mut out);
-    let extras = [
-        &5u64.to_be_bytes()[..],
-        &2u64.to_be_bytes(),
-        &0x0a0b_0c0du32.to_be_bytes(),
-        &9u32.to_be_bytes(),
-        &[0, 0, 0, 0], // lock time
-        &[0, 1, 2],    // nru, deleted, level
-    ]
-    .concat();
-    assert_eq!(extras.len(), PREPARE_EXTRAS_LEN);
-    assert_eq!(out, by_hand(0x60, (3, 0x11, 0x0102), &extras, b"k", b"v"));
-
-    out.clear();
-    let commit = DcpMessage::Commit(DcpCompletion {
-        key: Bytes::from_static(b"k"),
-        prepared_seqno: Seqno(5),
-        seqno: Seqno(6),
-    });
-    commit.encode(VbId(3), 0x11, &mut out);
-    let extras = [&5u64.to_be_bytes()[..], &6u64.to_be_bytes()].concat();
-    assert_eq!(out, by_hand(0x62, (3, 0x11, 0), &extras, b"k", b""));
-
-    out.clear();
-    let marker = DcpMessage::SnapshotMarker(SnapshotMarker {
-        start: Seqno(1),
-        end: Seqno(2),
-        flags: SnapshotFlags::MEMORY,
-        sync: Some(MarkerSeqnos {
-            max_visible_seqno: Seqno(2),
-            high_completed_seqno: Seqno(0),
-        }),
-    });
-    marker.encode(VbId(0), 0, &mut out);
-    let value = [
-        &1u64.to_be_bytes()[..],
-        &2u64.to_be_bytes(),
-        &SnapshotFlags::MEMORY.0.to_be_bytes(),
-        &2u64.to_be_bytes(),
-        &0u64.to_be_bytes(),
-    ]
-    .concat();
-    assert_eq!(out, by_hand(0x56, (0, 0, 0), &[0x00], b"", &value));
-}
-
-#[test]
-fn malformed_sync_write_messages_are_refused() {
-    let prepare = |level: u8| {
-        let mut e = [0u8; PREPARE_EXTRAS_LEN];
-        e[30] = level;
-        decode_bytes(&raw(0x60, &e, b"k", b""))
-    };
-    assert!(matches!(prepare(1), Ok(DcpMessage::Prepare(_))));
-    assert_eq!(prepare(0), Err(DecodeError::UnknownDurabilityLevel(0)));
-    assert_eq!(prepare(4), Err(DecodeError::UnknownDurabilityLevel(4)));
-    let e16 = [0u8; COMPLETION_EXTRAS_LEN];
-    for op in [0x62, 0x63] {
-        assert_eq!(
-            decode_bytes(&raw(op, &e16, b"", b"")),
-            Err(DecodeError::MissingKey(op))
-        );
-        assert_eq!(
-            decode_bytes(&raw(op, &e16, b"k", b"v")),
-            Err(DecodeError::UnexpectedBody(op))
-        );
-        assert_eq!(
-            decode_bytes(&raw(op, &e16[..8], b"k", b"")),
-            Err(DecodeError::BadExtras { opcode: op, len: 8 })
-        );
-    }
-    assert_eq!(
-        decode_bytes(&raw(0x60, &[0; 30], b"k", b"")),
-        Err(DecodeError::BadExtras {
-            opcode: 0x60,
-            len: 30
-        })
-    );
 }
 
 #[test]
