@@ -438,7 +438,10 @@ impl Inner {
                     node: node(),
                 }));
             }
-            Status::Etmpfail | Status::Ebusy => {
+            Status::Etmpfail
+            | Status::Ebusy
+            | Status::SyncWriteInProgress
+            | Status::SyncWriteReCommitInProgress => {
                 return Err(Failure::Retry(RetryReason::Temporary {
                     node: node(),
                     status,

@@ -70,6 +70,9 @@ pub struct Bucket {
     pub(crate) listeners: crate::listeners::Listeners,
     /// Where new failover-log branches get their uuids (see [`Bucket::open_with_rng`]).
     pub(crate) vb_uuids: Mutex<VbUuids>,
+    /// Active vbuckets holding prepares they did not make (promoted, or warmed up), for the
+    /// durability monitor to take over ([`Bucket::take_inherited_prepares`]).
+    pub(crate) inherited_prepares: Mutex<std::collections::BTreeSet<VbId>>,
 }
 
 impl Bucket {
@@ -109,6 +112,16 @@ impl Bucket {
         let mut vb_uuids = VbUuids::new(rng);
         let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory, &mut vb_uuids)?;
         let dirty = crate::dirty_vbuckets::DirtyVbuckets::all_marked(vbuckets.len());
+        // Prepares an active vbucket comes back with were made by an earlier life of this
+        // node: inherited, like a promoted replica's.
+        let inherited = vbuckets
+            .iter()
+            .filter(|v| {
+                let mut inner = v.inner.lock();
+                inner.state == VbState::Active && inner.prepares.inherit()
+            })
+            .map(|v| v.id)
+            .collect();
         let bucket = Arc::new(Bucket {
             config,
             vbuckets: vbuckets.into_boxed_slice(),
@@ -129,6 +142,7 @@ impl Bucket {
             flush_lock: Mutex::new(()),
             dirty,
             vb_uuids: Mutex::new(vb_uuids),
+            inherited_prepares: Mutex::new(inherited),
         });
         let items: usize = bucket
             .vbuckets

@@ -37,6 +37,10 @@ pub enum EngineError {
     /// The key has a SyncWrite pending: no other write may touch it until it completes.
     #[error("a durable write of the key is in progress")]
     SyncWriteInProgress,
+    /// The key has a prepare this active inherited (promotion, warmup): neither its old value
+    /// nor a new write may be served until the prepare is re-committed.
+    #[error("a durable write of the key is being re-committed")]
+    SyncWriteReCommitInProgress,
     /// A commit or abort names a prepare that is not pending (the durability monitor and
     /// the vbucket disagree, or the vbucket was reset meanwhile).
     #[error("no pending prepare at seqno {0}")]

@@ -35,6 +35,10 @@ pub struct Prepare {
     pub meta: ItemMeta,
     pub value: Bytes,
     pub level: DurabilityLevel,
+    /// Inherited by an active that did not make it (a promoted replica's, or one loaded at
+    /// warmup): it may have been committed and acknowledged elsewhere, so the key's old value
+    /// must not be served until it is re-committed.
+    pub maybe_visible: bool,
 }
 
 /// Bytes a prepare costs beyond its key and value.
@@ -108,6 +112,7 @@ impl Prepares {
         self.by_key.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
@@ -212,6 +217,15 @@ impl Prepares {
                 Err(PendingError::UnknownPrepare { prepared, pending })
             }
         }
+    }
+
+    /// Marks every pending prepare as inherited (the vbucket became active here). Returns
+    /// whether there were any.
+    pub fn inherit(&mut self) -> bool {
+        self.by_key
+            .values_mut()
+            .for_each(|p| p.maybe_visible = true);
+        !self.by_key.is_empty()
     }
 
     /// Forgets everything (a replica vbucket starting over). Returns the memory delta.

@@ -150,6 +150,7 @@ impl VbInner {
             meta,
             value: c.value.clone(),
             level,
+            maybe_visible: false,
         };
         self.mem_delta += self.prepares.insert(c.key.clone(), p);
         self.queue_or_skip(QueuedItem {
@@ -207,6 +208,10 @@ impl Bucket {
                 // Lock order: the vbucket, then the uuids (never the other way round).
                 let uuid = self.vb_uuids.lock().next();
                 inner.failover.new_branch(uuid, high);
+                if inner.prepares.inherit() {
+                    // Lock order: the vbucket, then this set.
+                    self.inherited_prepares.lock().insert(vb);
+                }
             }
             inner.state = state;
             inner.meta_dirty = true;

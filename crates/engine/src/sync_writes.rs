@@ -54,10 +54,12 @@ impl Bucket {
         })
     }
 
-    /// Whether the vbucket holds pending prepares (cheaper than listing them).
-    pub fn has_pending_writes(&self, vb: VbId) -> bool {
-        self.with_vb(vb, |inner| !inner.prepares.is_empty())
-            .unwrap_or(false)
+    /// The active vbuckets that inherited prepares since the last call (a promotion, or
+    /// warmup): their durability monitor must adopt them.
+    pub fn take_inherited_prepares(&self) -> Vec<VbId> {
+        std::mem::take(&mut *self.inherited_prepares.lock())
+            .into_iter()
+            .collect()
     }
 
     /// (high prepared, high completed) seqnos of the vbucket's SyncWrites.

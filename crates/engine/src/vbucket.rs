@@ -161,8 +161,18 @@ impl VbInner {
     /// (retryable) until it completes.
     fn require_not_pending(&self, key: &[u8]) -> Result<(), EngineError> {
         match self.prepares.get(key) {
+            Some(p) if p.maybe_visible => Err(EngineError::SyncWriteReCommitInProgress),
             Some(_) => Err(EngineError::SyncWriteInProgress),
             None => Ok(()),
+        }
+    }
+
+    /// A read of `key` must not show the committed value while an inherited prepare of it
+    /// may already have been acknowledged (see `Prepare::maybe_visible`).
+    fn require_readable(&self, key: &[u8]) -> Result<(), EngineError> {
+        match self.prepares.get(key) {
+            Some(p) if p.maybe_visible => Err(EngineError::SyncWriteReCommitInProgress),
+            _ => Ok(()),
         }
     }
 
@@ -296,6 +306,7 @@ impl VbInner {
             meta,
             value: v.value.clone(),
             level,
+            maybe_visible: false,
         };
         self.mem_delta += self.prepares.insert(key.clone(), p);
         self.queue_or_skip(QueuedItem {
@@ -421,6 +432,7 @@ impl VbInner {
         f: impl FnOnce(&ItemMeta, &Bytes) -> R,
     ) -> Result<R, EngineError> {
         self.require_active()?;
+        self.require_readable(key)?;
         let keys_evicted = self.keys_evicted;
         match self.ht.get_mut(key) {
             None if keys_evicted => Err(EngineError::NeedsFetch),
@@ -441,6 +453,7 @@ impl VbInner {
     /// Metadata of the key's current version, tombstones included, if it is in memory.
     pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
         self.require_active()?;
+        self.require_readable(key)?;
         if self.keys_evicted && self.ht.get(key).is_none() {
             return Ok(None); // the bucket reads the disk
         }

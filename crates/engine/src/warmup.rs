@@ -107,6 +107,7 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
                     meta: r.meta,
                     value: r.value,
                     level,
+                    maybe_visible: false,
                 };
                 pending.insert(r.key, p);
                 continue;

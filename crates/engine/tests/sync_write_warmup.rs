@@ -1,6 +1,6 @@
-//! SyncWrites survive a restart as they stood: a persisted prepare comes back pending (its
-//! key still showing the old value, and committable), an aborted or committed one does not,
-//! and a committed durable write reads back committed.
+//! SyncWrites survive a restart as they stood: a persisted prepare comes back pending and
+//! inherited (its key refuses reads and writes until it is re-committed), an aborted or
+//! committed one does not, and a committed durable write reads back committed.
 #![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
@@ -68,14 +68,24 @@ fn prepares_come_back_pending_and_completed_ones_do_not() {
             .collect();
         assert!(!still.contains(&done.seqno), "{k:?} came back pending");
     }
-    assert_eq!(get(&b, b"pending").unwrap(), b"old", "still invisible");
-    assert_eq!(get(&b, b"aborted").unwrap(), b"old");
-    assert_eq!(get(&b, b"committed").unwrap(), b"new");
+    // It may have been committed and acknowledged before the stop: neither the old value
+    // nor a new write is served until it is re-committed.
+    assert_eq!(
+        b.get(pending_vb, b"pending").unwrap_err(),
+        EngineError::SyncWriteReCommitInProgress
+    );
     assert_eq!(
         common::try_set(&b, b"pending", b"x").unwrap_err(),
-        EngineError::SyncWriteInProgress,
+        EngineError::SyncWriteReCommitInProgress,
         "the key stays locked across the restart"
     );
+    assert_eq!(
+        b.take_inherited_prepares(),
+        vec![pending_vb],
+        "for the monitor to adopt"
+    );
+    assert_eq!(get(&b, b"aborted").unwrap(), b"old");
+    assert_eq!(get(&b, b"committed").unwrap(), b"new");
     let m = b.commit(pending_vb, pending.seqno).unwrap();
     assert_eq!(m.cas, pending.cas);
     assert_eq!(get(&b, b"pending").unwrap(), b"new");

@@ -54,6 +54,7 @@ statuses! {
     DurabilityImpossible = 0xa1, "Durability requirement cannot be met", ["item-only"];
     SyncWriteInProgress = 0xa2, "A synchronous write is in progress on the key", ["item-only", "retry-later"];
     SyncWriteAmbiguous = 0xa3, "The outcome of the synchronous write is unknown", ["item-only"];
+    SyncWriteReCommitInProgress = 0xa4, "A synchronous write of the key is being re-committed by a new active", ["item-only", "retry-later"];
 }
 
 impl Status {

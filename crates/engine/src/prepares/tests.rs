@@ -13,6 +13,7 @@ fn prepare(seqno: u64) -> Prepare {
         },
         value: Bytes::from_static(b"v"),
         level: DurabilityLevel::Majority,
+        maybe_visible: false,
     }
 }
 

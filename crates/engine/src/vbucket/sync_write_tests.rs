@@ -223,3 +223,26 @@ fn a_replica_refuses_completions_that_contradict_its_prepares() {
     v.apply_replica(change("j", 7, abort, ""), true).unwrap();
     assert_eq!(v.high_seqno, Seqno(7));
 }
+
+#[test]
+fn a_promoted_replica_serves_no_key_with_an_inherited_prepare_until_it_commits() {
+    let mut v = replica();
+    let level = DurabilityLevel::Majority;
+    v.apply_replica(change("k", 1, QueueOp::Mutation, "old"), true)
+        .unwrap();
+    v.apply_replica(change("k", 2, QueueOp::Prepare(level), "new"), true)
+        .unwrap();
+    v.state = VbState::Active;
+    assert!(v.prepares.inherit());
+    let plain = ctx(1000);
+    assert_eq!(
+        value(&mut v, b"k"),
+        Err(EngineError::SyncWriteReCommitInProgress)
+    );
+    assert_eq!(
+        v.store(&set(b"k", b"x", StoreKind::Set, 0), Datatype::RAW, &plain),
+        Err(EngineError::SyncWriteReCommitInProgress)
+    );
+    v.commit(Seqno(2), &plain).unwrap();
+    assert_eq!(value(&mut v, b"k").unwrap(), b"new");
+}

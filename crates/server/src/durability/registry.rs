@@ -51,6 +51,9 @@ struct VbEntry {
 #[derive(Default)]
 pub struct DurabilityMonitor {
     vbs: Mutex<HashMap<VbId, VbEntry>>,
+    /// Active vbuckets with inherited prepares whose monitor could not start yet (the map
+    /// does not name this node their active yet). Lock order: `vbs`, then this.
+    to_adopt: Mutex<std::collections::BTreeSet<VbId>>,
 }
 
 impl DurabilityMonitor {
@@ -154,9 +157,9 @@ impl DurabilityMonitor {
 
     /// The periodic pass ([`super::ticker`]): drops the monitors of vbuckets no longer
     /// active here (their writers hear "unknown"), follows chain changes and local
-    /// persistence, aborts what is due; with `adopt`, also starts monitors for active
-    /// vbuckets holding prepares nobody tracks (warmed up, or a promoted replica's).
-    pub fn tick(&self, node: &Node, now: Instant, adopt: bool) {
+    /// persistence, aborts what is due; and starts the monitors of active vbuckets that
+    /// inherited prepares (a promotion, warmup), which adopt them.
+    pub fn tick(&self, node: &Node, now: Instant) {
         let mut vbs = self.vbs.lock();
         let vb_ids: Vec<VbId> = vbs.keys().copied().collect();
         for vb in vb_ids {
@@ -179,16 +182,10 @@ impl DurabilityMonitor {
             resolutions.extend(entry.monitor.tick(now));
             apply(node, vb, entry, resolutions);
         }
-        if adopt {
-            for vb in (0..node.bucket.num_vbuckets()).map(VbId) {
-                if vbs.contains_key(&vb) || node.bucket.vb_state(vb).ok() != Some(VbState::Active) {
-                    continue;
-                }
-                if node.bucket.has_pending_writes(vb) {
-                    let _ = entry(&mut vbs, node, vb);
-                }
-            }
-        }
+        let mut to_adopt = self.to_adopt.lock();
+        to_adopt.extend(node.bucket.take_inherited_prepares());
+        // Kept only while the vbucket is active here and the map does not say so yet.
+        to_adopt.retain(|&vb| matches!(entry(&mut vbs, node, vb), Ok(None)));
     }
 
     /// How many durable writes are tracked (stats).
@@ -225,16 +222,30 @@ fn new_entry(node: &Node, vb: VbId, vb_uuid: VbUuid) -> Result<Option<VbEntry>, 
     let Some(chain) = chain_of(node, vb) else {
         return Ok(None);
     };
+    let possible = chain.check_possible();
     let mut monitor = ActiveMonitor::new(chain, node.bucket.persisted_seqno(vb)?);
     let mut adopted = Vec::new();
     for p in node.bucket.pending_writes(vb)? {
-        match monitor.add(p.seqno, p.level, None) {
-            Ok(r) => adopted.extend(r),
-            // The chain cannot make it durable now; it stays pending (its key refuses
-            // writes) until a later monitor of the vbucket can track it.
-            Err(e) => tracing::warn!(%vb, seqno = %p.seqno, error = %e,
-                "a pending prepare cannot be tracked"),
+        match &possible {
+            // Prepares this active did not make (or lost the writer of) may have been
+            // acknowledged: they are re-committed, never aborted, once the chain holds them.
+            Ok(()) => match monitor.add(p.seqno, p.level, None) {
+                Ok(r) => adopted.extend(r),
+                Err(e) => tracing::error!(%vb, seqno = %p.seqno, error = %e,
+                    "a pending prepare cannot be tracked"),
+            },
+            // The chain cannot reach a majority (a failover left a slot empty): this copy is
+            // all there is, and waiting for a rebalance would keep the keys unreadable. It
+            // commits them at once (Couchbase Server waits; see the README).
+            Err(_) => adopted.push(Resolution {
+                seqno: p.seqno,
+                outcome: Outcome::Commit,
+            }),
         }
+    }
+    if !adopted.is_empty() && possible.is_err() {
+        tracing::warn!(%vb, prepares = adopted.len(),
+            "inherited prepares re-committed at once: the new chain cannot reach a majority");
     }
     let mut e = VbEntry {
         vb_uuid,

@@ -384,6 +384,10 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
             Status::SyncWriteInProgress,
             "a durable write of this key is in progress; retry",
         ),
+        EngineError::SyncWriteReCommitInProgress => (
+            Status::SyncWriteReCommitInProgress,
+            "a durable write of this key is being re-committed by its new active; retry",
+        ),
         EngineError::NoSuchPrepare(_) | EngineError::Pending(_) => (
             Status::Einternal,
             "durable write state (see the server log)",
