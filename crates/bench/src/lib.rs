@@ -3,8 +3,8 @@
 //! Layout (each folder's `mod.rs` says what lives in it):
 //! - `scenarios/` — one folder per scenario, each with its `args`, `run` and `report`:
 //!   `kv` ([`run_kv`]), `dcp` ([`run_dcp`]), `replication` ([`run_replication`], seeds
-//!   000/001), `clients` ([`run_clients`], seed 002), `parallel` ([`run_parallel`], seed 004)
-//!   and `footprint` ([`run_footprint`], seed 003);
+//!   000/001), `clients` ([`run_clients`], seed 002), `parallel` ([`run_parallel`], seed 004),
+//!   `footprint` ([`run_footprint`], seed 003) and `durability` ([`run_durability`], issue 23);
 //! - `load/`      — the load itself: workload, open-loop pacer, one connection's loop, timed
 //!   runs, prefill, latency, the in-process engine load;
 //! - `harness/`   — what the load runs against and how it is watched: child processes (our
@@ -32,6 +32,8 @@ pub use scenarios::clients::args::{ClientCase, ClientsArgs};
 pub use scenarios::clients::run::run_clients;
 pub use scenarios::dcp::args::{DcpArgs, Scenario, Setup};
 pub use scenarios::dcp::run::run_dcp;
+pub use scenarios::durability::args::{DurabilityArgs, DurabilityPeer};
+pub use scenarios::durability::run::run_durability;
 pub use scenarios::footprint::args::{FootprintArgs, Mode as FootprintMode};
 pub use scenarios::footprint::run::run_footprint;
 pub use scenarios::kv::args::{BucketTypeArg, KvArgs, Peer};

@@ -97,6 +97,9 @@ enum BenchCommand {
     /// local sockets, ephemeral and couchbase buckets, small and large quotas; `--vs
     /// memcached` runs memcached beside the socket rows with the same memory limit.
     Footprint(sluice_bench::FootprintArgs),
+    /// Durable writes (issue 23): write latency at each durability level on a local 3-node
+    /// cluster with 1 replica; `--vs redis` adds Redis SET and SET + WAIT 1 0 beside it.
+    Durability(sluice_bench::DurabilityArgs),
     /// Runs a scenario again with the options an earlier run saved in DIR/config.json, into
     /// a new output directory.
     Rerun(sluice_bench::RerunArgs),
@@ -136,6 +139,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Clients(args)) => bench(sluice_bench::run_clients(args)),
         Command::Bench(BenchCommand::Parallel(args)) => bench(sluice_bench::run_parallel(args)),
         Command::Bench(BenchCommand::Footprint(args)) => bench(sluice_bench::run_footprint(args)),
+        Command::Bench(BenchCommand::Durability(args)) => bench(sluice_bench::run_durability(args)),
         Command::Bench(BenchCommand::Rerun(args)) => bench(sluice_bench::run_rerun(args)),
     }
 }

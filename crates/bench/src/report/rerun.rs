@@ -105,6 +105,7 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
         "clients" => crate::run_clients(args_of(&cfg)?).await,
         "parallel" => crate::run_parallel(args_of(&cfg)?).await,
         "footprint" => crate::run_footprint(args_of(&cfg)?).await,
+        "durability" => crate::run_durability(args_of(&cfg)?).await,
         other => anyhow::bail!("{}: unknown scenario `{other}`", path.display()),
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod clients;
 pub mod dcp;
+pub mod durability;
 pub mod footprint;
 pub mod kv;
 pub mod parallel;

@@ -1,0 +1,124 @@
+//! Redis primary + replica as a `bench durability` target: one RESP connection per loop to
+//! the primary, writing a plain `SET`, or a `SET` with `WAIT 1 0` behind it on the same
+//! connection. The two go out together (one round trip, as a pipelining client would send
+//! them) and the write counts as done when WAIT answers that the replica has it.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::harness::redis_peer::{RedisPair, RedisPersistence};
+use crate::harness::resp::{encode, Reply, RespConn};
+use crate::harness::settle;
+use crate::scenarios::durability::closed_loop::Writer;
+
+pub struct RedisSide {
+    pair: RedisPair,
+}
+
+impl RedisSide {
+    /// Starts the pair under `dir` (removed first if an earlier run left it).
+    pub async fn start(
+        binary: &Path,
+        dir: &Path,
+        mode: RedisPersistence,
+    ) -> anyhow::Result<RedisSide> {
+        let _ = std::fs::remove_dir_all(dir);
+        eprintln!("starting Redis primary + replica ({mode:?})");
+        Ok(RedisSide {
+            pair: RedisPair::start(binary, dir, mode).await?,
+        })
+    }
+
+    /// `n` connections to the primary; with `wait`, each write is SET + WAIT 1 0.
+    pub async fn writers(&self, n: u32, wait: bool) -> anyhow::Result<Vec<RedisWriter>> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let conn = RespConn::connect(self.pair.primary)
+                .await
+                .with_context(|| format!("connecting loop {i} to the Redis primary"))?;
+            out.push(RedisWriter {
+                conn,
+                wait,
+                buf: Vec::new(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Waits until both processes are quiet, for at most `quiet_max`.
+    pub async fn settle(&self, quiet_max: Duration) -> anyhow::Result<()> {
+        for pid in self.pair.pids() {
+            settle::wait_quiet(pid, quiet_max).await?;
+        }
+        Ok(())
+    }
+
+    /// Stops both servers; their directory (AOF files) goes too unless the run failed.
+    pub async fn stop(self, keep: bool) -> anyhow::Result<()> {
+        let dir: PathBuf = self.pair.dir.clone();
+        self.pair.stop().await?;
+        if !keep {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        Ok(())
+    }
+}
+
+pub struct RedisWriter {
+    conn: RespConn,
+    wait: bool,
+    buf: Vec<u8>,
+}
+
+impl Writer for RedisWriter {
+    async fn write(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.buf.clear();
+        encode(&[b"SET", key, value], &mut self.buf);
+        if self.wait {
+            encode(&[b"WAIT", b"1", b"0"], &mut self.buf);
+        }
+        self.conn
+            .send_raw(&self.buf)
+            .await
+            .map_err(|e| e.to_string())?;
+        let set = self.conn.read().await.map_err(|e| e.to_string())?;
+        // WAIT's answer is read even after a refused SET, so the connection stays in step.
+        let waited = if self.wait {
+            Some(self.conn.read().await.map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        check(&set, waited.as_ref())
+    }
+}
+
+/// The answers to SET (and WAIT): OK, and at least one replica.
+fn check(set: &Reply, waited: Option<&Reply>) -> Result<(), String> {
+    if !set.is_ok() {
+        return Err(format!("SET answered {set:?}"));
+    }
+    match waited {
+        None => Ok(()),
+        Some(Reply::Integer(n)) if *n >= 1 => Ok(()),
+        Some(other) => Err(format!("WAIT 1 0 answered {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_checked() {
+        let ok = Reply::Simple("OK".into());
+        assert_eq!(check(&ok, None), Ok(()));
+        assert_eq!(check(&ok, Some(&Reply::Integer(1))), Ok(()));
+        assert!(check(&ok, Some(&Reply::Integer(0))).is_err());
+        assert!(check(&ok, Some(&Reply::Error("ERR".into()))).is_err());
+        let refused = Reply::Error("OOM".into());
+        assert!(check(&refused, Some(&Reply::Integer(1)))
+            .unwrap_err()
+            .contains("SET"));
+    }
+}
