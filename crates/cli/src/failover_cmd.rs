@@ -15,7 +15,9 @@ pub struct FailoverArgs {
     /// Admin address (host:port) of any member of the cluster.
     #[arg(long, default_value = "127.0.0.1:8091")]
     pub admin: String,
-    /// Fail over even if some vbuckets have no copy on another node (their data is lost).
+    /// Fail over even if some vbuckets have no copy on another node (their data is lost), or
+    /// no copy known complete (a replica that did not answer, or is part-way through a disk
+    /// snapshot, is then promoted: acknowledged writes may be lost).
     #[arg(long)]
     pub allow_data_loss: bool,
 }
@@ -36,12 +38,16 @@ pub fn run(args: FailoverArgs) -> anyhow::Result<()> {
         anyhow::bail!("failover refused ({}): {why}", answer.status);
     }
     let b = &answer.body;
+    let count = |field: &str| b[field].as_array().map_or(0, Vec::len);
     println!(
-        "node {} failed over: map rev {}, {} vbuckets promoted, {} lost",
+        "node {} failed over: map rev {}, {} vbuckets promoted ({} past a first replica that \
+         was behind), {} lost, {} with no copy known complete",
         args.node,
         b["rev"],
         b["promoted"],
-        b["lost"].as_array().map_or(0, Vec::len)
+        b["promoted_out_of_order"].as_u64().unwrap_or(0),
+        count("lost"),
+        count("no_safe_copy"),
     );
     Ok(())
 }
