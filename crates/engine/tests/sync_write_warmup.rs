@@ -6,23 +6,12 @@
 mod common;
 
 use common::{config, get, open, set, vb};
-use sluice_engine::{Bucket, EngineError, StoreKind, StoreRequest};
-use sluice_types::{Cas, Datatype, DurabilityLevel, Seqno};
+use sluice_engine::{Bucket, EngineError};
+use sluice_types::{DurabilityLevel, Seqno};
 use std::time::Duration;
 
 fn durable_set(b: &Bucket, key: &[u8], value: &[u8]) -> sluice_engine::Mutation {
-    let req = StoreRequest {
-        kind: StoreKind::Set,
-        key,
-        value,
-        flags: 0,
-        expiry_wire: 0,
-        datatype: Datatype::RAW,
-        cas: Cas::ZERO,
-        preserve_ttl: false,
-        durability: Some(DurabilityLevel::PersistToMajority),
-    };
-    b.store(vb(b, key), &req).unwrap()
+    common::try_set_durable(b, key, value, Some(DurabilityLevel::PersistToMajority)).unwrap()
 }
 
 fn persisted(b: &Bucket, key: &[u8], seqno: Seqno) {

@@ -39,6 +39,16 @@ pub fn try_set(
     key: &[u8],
     value: &[u8],
 ) -> Result<sluice_engine::Mutation, sluice_engine::EngineError> {
+    try_set_durable(bucket, key, value, None)
+}
+
+/// One SET attempt at a durability level (a SyncWrite's prepare), or none.
+pub fn try_set_durable(
+    bucket: &Bucket,
+    key: &[u8],
+    value: &[u8],
+    durability: Option<sluice_types::DurabilityLevel>,
+) -> Result<sluice_engine::Mutation, sluice_engine::EngineError> {
     let req = StoreRequest {
         kind: StoreKind::Set,
         key,
@@ -48,7 +58,7 @@ pub fn try_set(
         datatype: Datatype::RAW,
         cas: Cas::ZERO,
         preserve_ttl: false,
-        durability: None,
+        durability,
     };
     bucket.store(vb(bucket, key), &req)
 }
