@@ -5,7 +5,14 @@
 //! `base + 10·i + 1`. The first start of a directory creates the cluster on node 0, joins
 //! the others to it (`--join`) and places the still empty bucket on all of them. A later run
 //! on the same directory restarts the same nodes, on the same ports, with their data.
-//! `DIR/cluster.json` lists each node's id, ports, data directory and pid.
+//! `DIR/cluster.json` lists each node's id, ports, addresses, data directory, pid and the
+//! arguments it was started with (so a fault harness can restart a node it killed).
+//!
+//! `--proxied` is for fault testing: node `i` listens on 127.0.1.(10+i), connects to its
+//! peers from that address, and advertises 127.0.0.(10+i), where a fault-injecting proxy
+//! (`tests/interop/fault_proxy.py`) must already forward to it. The proxy then sees which
+//! node every connection comes from, so it can cut a node off from its peers and not from
+//! clients.
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
@@ -63,11 +70,42 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 120, value_name = "SECS",
           value_parser = crate::server_cmd::auto_failover_secs)]
     pub auto_failover_timeout: u64,
+    /// For fault testing: node i listens on 127.0.1.(10+i) and advertises 127.0.0.(10+i),
+    /// where a fault-injecting proxy that forwards to it must already listen (see the
+    /// module docs and `tests/interop/fault_proxy.py`).
+    #[arg(long)]
+    pub proxied: bool,
+}
+
+/// Where node `i` listens and what it advertises (see `UpArgs::proxied`).
+#[derive(Clone)]
+struct NodeHosts {
+    bind: String,
+    advertise: String,
+}
+
+impl NodeHosts {
+    fn of(args: &UpArgs, i: u16) -> NodeHosts {
+        if args.proxied {
+            NodeHosts {
+                bind: format!("127.0.1.{}", 10 + i),
+                advertise: format!("127.0.0.{}", 10 + i),
+            }
+        } else {
+            NodeHosts {
+                bind: "127.0.0.1".into(),
+                advertise: "127.0.0.1".into(),
+            }
+        }
+    }
 }
 
 struct NodeProc {
     index: u16,
     dir: PathBuf,
+    hosts: NodeHosts,
+    /// The arguments after the binary's path, `--join` included if it was given.
+    args: Vec<String>,
     kv_port: u16,
     admin_port: u16,
     child: Child,
@@ -75,7 +113,7 @@ struct NodeProc {
 
 impl NodeProc {
     fn admin(&self) -> String {
-        format!("127.0.0.1:{}", self.admin_port)
+        format!("{}:{}", self.hosts.advertise, self.admin_port)
     }
 }
 
@@ -119,7 +157,8 @@ async fn start_all(args: &UpArgs, procs: &mut Vec<NodeProc>) -> anyhow::Result<(
             wait_for_map(p).await?;
         }
         eprintln!(
-            "node {i} up: KV 127.0.0.1:{}, admin {}",
+            "node {i} up: KV {}:{}, admin {}",
+            p.hosts.advertise,
             p.kv_port,
             p.admin()
         );
@@ -164,31 +203,47 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         .append(true)
         .open(dir.join("server.log"))?;
     let exe = std::env::current_exe().context("locating the sluice binary")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("server")
-        .arg("--data-dir")
-        .arg(&dir)
-        .args(["--kv-port", &kv_port.to_string()])
-        .args(["--admin-port", &admin_port.to_string()])
-        .args(["--replicas", &args.replicas.to_string()])
-        .args(["--memory-quota-mb", &args.memory_quota_mb.to_string()])
-        .args(["--vbuckets", &args.vbuckets.to_string()])
-        .args([
-            "--auto-failover-timeout",
-            &args.auto_failover_timeout.to_string(),
-        ])
-        .args([
-            "--bucket-type",
-            match args.bucket_type {
-                BucketTypeArg::Couchbase => "couchbase",
-                BucketTypeArg::Ephemeral => "ephemeral",
-            },
+    let hosts = NodeHosts::of(args, i);
+    let bucket_type = match args.bucket_type {
+        BucketTypeArg::Couchbase => "couchbase",
+        BucketTypeArg::Ephemeral => "ephemeral",
+    };
+    let mut argv: Vec<String> = vec![
+        "server".into(),
+        "--data-dir".into(),
+        dir.to_string_lossy().into_owned(),
+        "--kv-port".into(),
+        kv_port.to_string(),
+        "--admin-port".into(),
+        admin_port.to_string(),
+        "--replicas".into(),
+        args.replicas.to_string(),
+        "--memory-quota-mb".into(),
+        args.memory_quota_mb.to_string(),
+        "--vbuckets".into(),
+        args.vbuckets.to_string(),
+        "--auto-failover-timeout".into(),
+        args.auto_failover_timeout.to_string(),
+        "--bucket-type".into(),
+        bucket_type.into(),
+    ];
+    if args.proxied {
+        argv.extend([
+            "--bind".into(),
+            hosts.bind.clone(),
+            "--source-ip".into(),
+            hosts.bind.clone(),
+            "--advertise-host".into(),
+            hosts.advertise.clone(),
         ]);
+    }
     // A directory that is already a member restarts without `--join`.
     if let Some(member) = join.filter(|_| !dir.join("node.json").exists()) {
-        cmd.args(["--join", member]);
+        argv.extend(["--join".into(), member.to_owned()]);
     }
-    cmd.stdin(Stdio::null())
+    let mut cmd = Command::new(exe);
+    cmd.args(&argv)
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         // Ctrl-C reaches the nodes through `stop_all`, one SIGTERM each, not the terminal.
@@ -198,6 +253,8 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
     Ok(NodeProc {
         index: i,
         dir,
+        hosts,
+        args: argv,
         kv_port,
         admin_port,
         child,
@@ -264,15 +321,18 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
         let me = admin_http::get(&p.admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
         nodes.push(json!({
             "id": me.body["this_node"],
+            "host": p.hosts.advertise,
+            "bind_host": p.hosts.bind,
             "kv_port": p.kv_port,
             "admin_port": p.admin_port,
             "data_dir": p.dir,
             "pid": p.child.id(),
+            "args": p.args,
         }));
     }
     let seeds: Vec<String> = procs
         .iter()
-        .map(|p| format!("127.0.0.1:{}", p.kv_port))
+        .map(|p| format!("{}:{}", p.hosts.advertise, p.kv_port))
         .collect();
     let doc = json!({
         "connection_string": format!("couchbase://{}", seeds.join(",")),
