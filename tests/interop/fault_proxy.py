@@ -23,6 +23,11 @@ class FaultProxy:
         self.target_host = target_host
         self.blocked: Set[str] = set()
         self.delay_s = 0.0
+        # Evidence that a fault happened: connections cut by `block`, new ones refused while
+        # blocked, and chunks forwarded late.
+        self.cut = 0
+        self.refused = 0
+        self.delayed = 0
         self.conns: List[Tuple[str, asyncio.StreamWriter, asyncio.StreamWriter]] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -56,6 +61,7 @@ class FaultProxy:
         self.blocked |= sources
         for src, a, b in list(self.conns):
             if src in sources:
+                self.cut += 1
                 for w in (a, b):
                     w.transport.abort()
 
@@ -63,6 +69,7 @@ class FaultProxy:
                      port: int) -> None:
         src = writer.get_extra_info("peername")[0]
         if src in self.blocked:
+            self.refused += 1
             writer.transport.abort()
             return
         try:
@@ -86,6 +93,7 @@ class FaultProxy:
                 if not data:
                     break
                 if self.delay_s:
+                    self.delayed += 1
                     await asyncio.sleep(self.delay_s)
                 w.write(data)
                 await w.drain()
