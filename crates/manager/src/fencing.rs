@@ -3,9 +3,14 @@
 //! vbuckets (NOT_MY_VBUCKET: clients look for a newer map elsewhere) until it reaches
 //! enough voters again.
 //!
-//! Probes are `GET /health` on each voter's admin port, like auto-failover's. The bound
+//! Probes ask each voter's admin port for the map revision it serves. The bound
 //! (`FENCE_BOUND`, 1.5 s) is shorter than the shortest automatic-failover timeout the
 //! command line accepts (2 s), so a node the majority fails over has stopped serving first.
+//!
+//! Each round that finds no majority of voters silent or serving a newer map also grants
+//! the node's serving lease (`LEASE`, 1 s from the round's start), which every request
+//! checks against the clock: a node that was frozen past its failover wakes fenced, and
+//! stays so while the voters know the newer map it has not applied yet.
 
 use sluice_client::admin_http;
 use sluice_cluster::fencing::{Fence, FenceState, Reachability};
@@ -22,6 +27,21 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 pub const FENCE_AFTER: Duration = Duration::from_millis(1000);
 /// The longest a cut-off node keeps serving its actives.
 pub const FENCE_BOUND: Duration = Duration::from_millis(1500);
+/// How long after a round began its word lets the node serve (`Node::lease`). Shorter
+/// than the fence bound, so the lease never lets a node serve past it.
+pub const LEASE: Duration = FENCE_AFTER;
+/// What a probe asks: the map revision the voter serves.
+const MAP_REV: &str = "/internal/rebalance/map_rev";
+
+/// One voter's answer to a round's probe.
+enum Probe {
+    /// Answered, serving no newer map than this node.
+    Agrees,
+    /// Answered with a newer map (or an answer that could not be read).
+    KnowsNewer,
+    /// No answer within the probe timeout.
+    Silent,
+}
 
 /// Runs until aborted.
 pub async fn run(meta: MetaNode, node: Arc<Node>) {
@@ -33,10 +53,15 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
     let mut ticks = tokio::time::interval(PROBE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let source = meta.config().source_ip;
+    // No lease is held until the first round: a node restarting into a cluster that failed
+    // it over meanwhile must not serve its old actives before it has asked.
+    node.lease.require();
     loop {
         ticks.tick().await;
+        let began = Instant::now();
         let voters = meta.membership().voters;
         let state = meta.state().borrow().clone();
+        let mine = node.cluster_map().rev().0;
         let mut probes = tokio::task::JoinSet::new();
         for id in voters.iter().copied().filter(|&id| id != meta.id()) {
             // A voter the state does not list (yet) cannot be probed: it counts as
@@ -45,26 +70,41 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
                 .node(id)
                 .map(|e| format!("{}:{}", e.info.host, e.info.admin_port));
             probes.spawn(async move {
-                match addr {
-                    Some(addr) => {
-                        admin_http::call_from(source, &addr, "/health", None, PROBE_TIMEOUT)
-                            .await
-                            .is_ok_and(|a| a.ok())
-                    }
-                    None => false,
+                let Some(addr) = addr else {
+                    return Probe::Silent;
+                };
+                match admin_http::call_from(source, &addr, MAP_REV, None, PROBE_TIMEOUT).await {
+                    Ok(a) if a.ok() => match a.body["map_rev"].as_u64() {
+                        Some(rev) if rev <= mine => Probe::Agrees,
+                        _ => Probe::KnowsNewer,
+                    },
+                    _ => Probe::Silent,
                 }
             });
         }
-        let mut unreachable = 0;
-        while let Some(up) = probes.join_next().await {
-            if !matches!(up, Ok(true)) {
-                unreachable += 1;
+        let (mut unreachable, mut newer) = (0, 0);
+        while let Some(p) = probes.join_next().await {
+            match p {
+                Ok(Probe::Agrees) => {}
+                Ok(Probe::KnowsNewer) => newer += 1,
+                Ok(Probe::Silent) | Err(_) => unreachable += 1,
             }
         }
         let r = Reachability {
             voters: voters.len(),
             unreachable,
         };
+        // The lease also counts the voters that know a newer map: a failover this node has
+        // not heard of makes them so.
+        let word = Reachability {
+            voters: voters.len(),
+            unreachable: unreachable + newer,
+        };
+        if voters.iter().all(|&v| v == meta.id()) {
+            node.lease.grant(None);
+        } else if !word.outvoted() {
+            node.lease.grant(Some(began + LEASE));
+        }
         match fence.observe(r, Instant::now()) {
             Some(FenceState::Fenced) => {
                 tracing::error!(voters = r.voters, unreachable = r.unreachable,

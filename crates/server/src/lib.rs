@@ -29,6 +29,7 @@ mod connection;
 mod dcp;
 mod durability;
 mod exec;
+mod lease;
 mod listener;
 mod metrics;
 mod node;

@@ -46,6 +46,10 @@ pub struct Node {
     /// Cut off from a majority of the cluster's voters (set by the manager's fencing):
     /// reads and writes on active vbuckets are refused.
     fenced: std::sync::atomic::AtomicBool,
+    /// How long this node may serve its actives without a new round of probes (see
+    /// `lease`): checked against the clock on every request, so a node that was frozen
+    /// does not serve on stale word.
+    pub lease: crate::lease::Lease,
     /// Woken when the bucket freed memory: writes stalled for room retry (see
     /// `ServerConfig::write_stall`).
     pub write_room: Arc<tokio::sync::Notify>,
@@ -129,6 +133,7 @@ impl Node {
             durability: Default::default(),
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
             fenced: std::sync::atomic::AtomicBool::new(false),
+            lease: crate::lease::Lease::new(std::time::Instant::now()),
             write_room,
         })
     }
@@ -138,9 +143,10 @@ impl Node {
         self.fenced.store(fenced, Ordering::Release);
     }
 
-    /// Whether the node is fenced: its active vbuckets refuse reads and writes.
+    /// Whether the node is fenced: its active vbuckets refuse reads and writes. Fenced
+    /// too once its serving lease ran out.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
+        self.fenced.load(Ordering::Acquire) || !self.lease.holds(std::time::Instant::now())
     }
 
     /// Records the ports actually bound (0 in the config means "any") and, while the node is
