@@ -53,9 +53,13 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
     let mut ticks = tokio::time::interval(PROBE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let source = meta.config().source_ip;
-    // No lease is held until the first round: a node restarting into a cluster that failed
-    // it over meanwhile must not serve its old actives before it has asked.
-    node.lease.require();
+    // A node restarting into a cluster (other voters known) holds no lease until its first
+    // round: the cluster may have failed it over meanwhile, and it must not serve its old
+    // actives before it has asked. A node alone serves at once (nobody can fail it over),
+    // and needs a lease only from the round that first finds other voters.
+    if meta.membership().voters.iter().any(|&v| v != meta.id()) {
+        node.lease.require();
+    }
     loop {
         ticks.tick().await;
         let began = Instant::now();
