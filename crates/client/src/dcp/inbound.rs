@@ -220,6 +220,10 @@ impl DcpStream {
                 let e = self.vbs.get_mut(&vb).expect("requested");
                 e.state = VbStream::Streaming { opaque };
                 e.rollbacks = 0;
+                if self.takeovers.contains(&vb) {
+                    // A takeover asked for while this request was on its way.
+                    self.close_stream(vb);
+                }
                 Ok(None)
             }
             Status::Rollback => {

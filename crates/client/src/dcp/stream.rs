@@ -94,7 +94,7 @@ pub struct DcpStream {
     pub(super) opened: BTreeMap<VbId, Vec<FailoverEntry>>,
     /// SET_VBUCKET_STATE requests delivered as events, to answer on the next `next()`.
     pub(super) vb_state_answers: Vec<u32>,
-    /// Vbuckets closed to be requested again as takeovers.
+    /// Vbuckets to request again as takeovers: closed for it, or to close once accepted.
     pub(super) takeovers: BTreeSet<VbId>,
 }
 
@@ -324,10 +324,19 @@ impl DcpStream {
     /// Asks the producer to hand `vb` over to this client (a takeover stream): the stream is
     /// closed and requested again with the takeover flag from the current position. The
     /// producer sends everything, then `VbucketState` events (pending, then active) and a
-    /// `StreamEnd` ok. `false` if `vb` is not streaming.
+    /// `StreamEnd` ok. A vbucket still being requested (or re-requested after a rollback)
+    /// is taken over as soon as the producer accepts it: its acceptance is no event, and an
+    /// idle vbucket sends nothing after it, so a caller waiting for one could wait forever.
+    /// `false` if `vb` is neither streaming nor being requested.
     pub fn takeover(&mut self, vb: VbId) -> bool {
-        if !self.close_stream(vb) {
-            return false;
+        match self.vbs.get(&vb).map(|e| e.state) {
+            Some(VbStream::Streaming { .. }) => {
+                if !self.close_stream(vb) {
+                    return false;
+                }
+            }
+            Some(VbStream::Requested { .. } | VbStream::FetchingLog) => {}
+            _ => return false,
         }
         self.takeovers.insert(vb);
         true

@@ -49,10 +49,6 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Pause before retrying a change the replica had no memory for.
 const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
-/// How often a takeover that waits for its vbucket to stream is tried again. The producer's
-/// acceptance of a stream request is not an event, so a vbucket with nothing to send (an
-/// empty one, typically) would otherwise never bring the loop back to start the takeover.
-const TAKEOVER_RETRY: Duration = Duration::from_millis(20);
 
 /// Why a replication connection ended; the connection is opened again after a backoff.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +220,8 @@ async fn follow(
     let mut ack_timer = tokio::time::interval(ACK_INTERVAL);
     ack_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        // A takeover starts once its vbucket is streaming.
+        // A takeover starts once its vbucket is requested (the stream defers it until the
+        // producer accepts the request).
         wanted.retain(|&vb| !stream.takeover(vb));
         let next_retry = passive.next_retry().map(tokio::time::Instant::from_std);
         let event = tokio::select! {
@@ -251,7 +248,6 @@ async fn follow(
                 }
                 continue;
             }
-            _ = tokio::time::sleep(TAKEOVER_RETRY), if !wanted.is_empty() => continue,
             _ = ack_timer.tick(), if passive.acks_pending() => {
                 for (vb, in_memory, persisted) in
                     passive.acks_due(|vb| node.bucket.persisted_seqno(vb).ok())
