@@ -56,6 +56,12 @@ impl Lease {
         self.required.store(true, Ordering::Release);
     }
 
+    /// Whether the lease is required and ran out, read against the clock now. The clock is
+    /// read only when a lease is required: every request asks.
+    pub fn lapsed(&self) -> bool {
+        self.required.load(Ordering::Acquire) && !self.holds(Instant::now())
+    }
+
     /// Whether the node may serve its actives at `now`.
     pub fn holds(&self, now: Instant) -> bool {
         !self.required.load(Ordering::Acquire)

@@ -146,7 +146,7 @@ impl Node {
     /// Whether the node is fenced: its active vbuckets refuse reads and writes. Fenced
     /// too once its serving lease ran out.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire) || !self.lease.holds(std::time::Instant::now())
+        self.fenced.load(Ordering::Acquire) || self.lease.lapsed()
     }
 
     /// Records the ports actually bound (0 in the config means "any") and, while the node is
