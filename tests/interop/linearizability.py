@@ -180,17 +180,18 @@ def check_key(key: str, ops: List[Op], initial: Optional[str] = None,
                     stack.append((entry, state, alt + 1))
                     state, linearized = nxt, lin
                     _lift(entry)
-                    if len(stack) > len(best):
-                        best = [e.op_id for e, _, _ in stack]
                     entry, alt, moved = head.next, 0, True
                     break
                 alt += 1
             if not moved:
                 entry, alt = entry.next, 0
         else:
-            # This operation returned before anything still open could take effect.
+            # This operation returned before anything still open could take effect. The
+            # deepest partial linearization is kept for the explanation; copied only here,
+            # at a backtrack, so a history that linearizes straight through copies nothing.
             if stuck_at is None or len(stack) >= len(best):
                 stuck_at = entry.op_id
+                best = [e.op_id for e, _, _ in stack]
             if not stack:
                 return Verdict(False, key, len(ops), explored,
                                _explain(ops, best, stuck_at, initial))

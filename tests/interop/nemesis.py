@@ -424,11 +424,11 @@ class Cluster:
         """Until every vbucket's active answers a GET (warmup and takeovers are over)."""
         deadline = time.monotonic() + timeout
         router = Router(self)
+        keys = [key_in_vbucket(vb) for vb in range(VBUCKETS)]
         while True:
             router.refresh(force=True)
             bad = []
-            for vb in range(VBUCKETS):
-                key = key_in_vbucket(vb)
+            for vb, key in enumerate(keys):
                 server = router.active(vb)
                 try:
                     with connect(server) as c:
@@ -501,8 +501,8 @@ class Router:
             return self.servers[self.vbmap[vb][0]]
 
 
-def durability_frame() -> bytes:
-    return mcbin.frame_info(1, bytes([1]) + struct.pack(">H", DURABLE_TIMEOUT_MS))
+# Durability majority with its timeout, the frame every client write carries.
+DURABILITY_FRAME = mcbin.frame_info(1, bytes([1]) + struct.pack(">H", DURABLE_TIMEOUT_MS))
 
 
 class NotSent(Exception):
@@ -612,7 +612,7 @@ class Client(threading.Thread):
         def build(vb: int, opaque: int) -> bytes:
             return mcbin.encode(opcode, key.encode(), value.encode(), extras, vb=vb, cas=cas,
                                 opaque=opaque, magic=mcbin.ALT_REQ,
-                                framing=durability_frame())
+                                framing=DURABILITY_FRAME)
 
         call = time.monotonic_ns()
         try:

@@ -12,12 +12,10 @@ from the other two, not from clients.
 
 from __future__ import annotations
 
-import json
 import struct
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,28 +23,13 @@ import pytest
 import mcbin
 from conftest import PASSWORD, USERNAME, sluice_binary
 from fault_proxy import FaultProxy
+from nemesis import http, node_ip, proxy_ip
 from test_cluster_faults import SdkWriter, read_back, wait_failed_over
 from test_cluster_up import collection, free_base
 from test_dcp_gocbcore import fail_if
 
 NODES = 3
 VBS = 64
-
-
-def node_ip(i: int) -> str:
-    return f"127.0.1.{10 + i}"
-
-
-def proxy_ip(i: int) -> str:
-    return f"127.0.0.{10 + i}"
-
-
-def http(ip: str, port: int, path: str, body=None) -> dict:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{ip}:{port}{path}", data=data,
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
 
 
 def start_node(tmp: Path, i: int, base: int) -> subprocess.Popen:

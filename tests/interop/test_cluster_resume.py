@@ -11,9 +11,7 @@ begun less than a second ago found a majority of voters that know no newer map.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import struct
 import time
 
@@ -49,7 +47,7 @@ def test_a_node_frozen_past_its_failover_serves_nothing_stale_on_waking(tmp_path
         stale = nemesis.connect(me)
         assert durable_set(stale, key, b"old", vb) == mcbin.SUCCESS
 
-        log(nemesis.Cluster.pause(cluster, victim))
+        log(cluster.pause(victim))
         cluster.wait("fail the frozen node over",
                      lambda v: any(n["id"] == victim.id and n["status"] == "failed_over"
                                    for n in v["nodes"]))
@@ -63,8 +61,7 @@ def test_a_node_frozen_past_its_failover_serves_nothing_stale_on_waking(tmp_path
             assert time.monotonic() < deadline, f"the new active answered {st:#x}"
             time.sleep(0.1)
 
-        os.kill(victim.pid, signal.SIGCONT)
-        victim.paused = False
+        cluster.resume(victim)
         got = stale.call(mcbin.OP_GET, key, vb=vb)
         assert not (got.status == mcbin.SUCCESS and got.value == b"old"), \
             "the woken node served a value a newer acknowledged write had replaced"
