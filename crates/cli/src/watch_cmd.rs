@@ -208,8 +208,8 @@ struct Line<'a> {
     value_b64: Option<String>,
 }
 
-/// The JSON line for an event; `None` for events that are not printed (markers, stream
-/// ends: the client handles those).
+/// The JSON line for an event; `None` for events that are not printed (stream openings,
+/// markers, stream ends: the client handles those).
 fn render(ev: &DcpEvent, no_value: bool) -> Option<String> {
     let line = match ev {
         DcpEvent::Mutation(i) => {
@@ -238,7 +238,8 @@ fn render(ev: &DcpEvent, no_value: bool) -> Option<String> {
             ..Line::empty()
         },
         // `sluice watch` does not enable sync writes: it sees committed changes only.
-        DcpEvent::SnapshotMarker { .. }
+        DcpEvent::StreamOpened { .. }
+        | DcpEvent::SnapshotMarker { .. }
         | DcpEvent::StreamEnd { .. }
         | DcpEvent::VbucketState { .. }
         | DcpEvent::Prepare { .. }

@@ -90,7 +90,10 @@ async fn answered_noops_keep_an_idle_stream_alive() {
         .unwrap();
     // The producer sends a noop after 1 s idle and hangs up if it is not answered within
     // another second; the client would declare the connection dead after 2 s of silence.
-    // Neither may happen in 3.5 s of idling.
+    // Neither may happen in 3.5 s of idling, once every vbucket's acceptance has come.
+    while let Ok(ev) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
+        assert!(matches!(ev, Ok(DcpEvent::StreamOpened { .. })), "{ev:?}");
+    }
     let idle = tokio::time::timeout(Duration::from_millis(3500), stream.next()).await;
     assert!(idle.is_err(), "nothing to deliver, and no error: {idle:?}");
     let mut kv = node.kv().await;
@@ -139,10 +142,18 @@ async fn a_silent_server_is_a_dead_connection() {
     )
     .await
     .unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(10), stream.next())
-        .await
-        .expect("detected well within 10 s")
-        .unwrap_err();
+    // The acceptance of the stream request is delivered; then silence, then the error.
+    let err = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.next().await {
+                Ok(DcpEvent::StreamOpened { .. }) => continue,
+                Ok(ev) => panic!("nothing was sent, yet {ev:?}"),
+                Err(e) => break e,
+            }
+        }
+    })
+    .await
+    .expect("detected well within 10 s");
     assert!(matches!(err, DcpError::DeadConnection(_)), "{err}");
     assert!(err.is_connection_lost());
     let took = started.elapsed();

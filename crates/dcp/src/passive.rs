@@ -15,7 +15,9 @@
 //!
 //! Acknowledgements ([`SeqnoAcks`]): the end of a snapshot is acked as soon as it is applied
 //! (a durable write on the active waits for it); the rest, and the disk catching up, on a
-//! timer of [`ACK_INTERVAL`].
+//! timer of [`ACK_INTERVAL`]; and what the replica holds, on that timer, once the producer
+//! accepts its stream (a new active, or one that forgot the replica's acks, learns it even
+//! if nothing more is streamed).
 //!
 //! No I/O and no clock: the caller passes `now` and reads the replica's positions.
 
@@ -137,7 +139,13 @@ impl PassiveStreams {
 
     /// `vb` was rolled back and is asked for again from `from`: the next ack says so.
     pub fn on_rolled_back(&mut self, vb: VbId, from: Seqno) {
-        self.acks.rolled_back(vb, from);
+        self.acks.restarted(vb, from);
+    }
+
+    /// The producer accepted the stream of `vb`, which holds up to `held` here: the next
+    /// ack tick tells it so (see [`SeqnoAcks::restarted`]).
+    pub fn on_opened(&mut self, vb: VbId, held: Seqno) {
+        self.acks.restarted(vb, held);
     }
 
     /// Whether anything waits for the ack timer.

@@ -56,13 +56,17 @@ impl SeqnoAcks {
         Some((seqno, p))
     }
 
-    /// The replica of `vb` went back to `to` (a rollback): the next ack says so.
-    pub fn rolled_back(&mut self, vb: VbId, to: Seqno) {
+    /// The stream of `vb` starts again with the replica holding up to `at`: after a
+    /// rollback to `at`, or when the producer accepted a request from there. Either way the
+    /// producer knows nothing true of this copy (it forgets a replica's acks when its
+    /// connection closes, and a new active has none), so the next timer tick says what it
+    /// holds, even if nothing is ever streamed: a prepare it holds may wait for that ack.
+    pub fn restarted(&mut self, vb: VbId, at: Seqno) {
         self.vbs.insert(
             vb,
             VbAcks {
-                snap_end: to,
-                applied: to,
+                snap_end: at,
+                applied: at,
                 // Acked as more than it holds, so the next timer tick sends the truth.
                 acked_in_memory: Seqno(u64::MAX),
                 acked_persisted: Seqno(0),
@@ -137,9 +141,18 @@ mod tests {
     fn a_rollback_is_acked_on_the_next_tick() {
         let mut a = SeqnoAcks::default();
         a.applied(VB, Seqno(50), || Some(Seqno(50)));
-        a.rolled_back(VB, Seqno(0));
+        a.restarted(VB, Seqno(0));
         assert!(a.pending());
         assert_eq!(a.due(|_| Some(Seqno(0))), vec![(VB, Seqno(0), Seqno(0))]);
+        assert!(!a.pending());
+    }
+
+    #[test]
+    fn a_stream_accepted_is_acked_on_the_next_tick_with_nothing_streamed() {
+        let mut a = SeqnoAcks::default();
+        a.restarted(VB, Seqno(7));
+        assert!(a.pending());
+        assert_eq!(a.due(|_| Some(Seqno(7))), vec![(VB, Seqno(7), Seqno(7))]);
         assert!(!a.pending());
     }
 }

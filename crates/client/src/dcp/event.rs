@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use sluice_proto::dcp::{SnapshotFlags, StreamEndReason};
-use sluice_types::{Cas, Datatype, DurabilityLevel, Seqno, VbId, VbState};
+use sluice_types::{Cas, Datatype, DurabilityLevel, FailoverEntry, Seqno, VbId, VbState};
 
 /// One document change as the producer sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,15 @@ pub struct DcpItem {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DcpEvent {
+    /// The producer accepted the request for `vb` (again, after a stream end, rollback or
+    /// takeover): its changes follow, from the client's position. `failover_log` is the
+    /// producer's history of `vb`, newest entry first; a replica stores it, so that its
+    /// history and the producer's agree. Delivered even when nothing follows, so an
+    /// application can act on the acceptance itself (a replica acks what it holds).
+    StreamOpened {
+        vb: VbId,
+        failover_log: Vec<FailoverEntry>,
+    },
     Mutation(DcpItem),
     Deletion(DcpItem),
     /// A document removed because its expiry passed (only a deletion to clients that did not
@@ -96,7 +105,8 @@ impl DcpEvent {
             | DcpEvent::Deletion(i)
             | DcpEvent::Expiration(i)
             | DcpEvent::Prepare { item: i, .. } => i.vb,
-            DcpEvent::SnapshotMarker { vb, .. }
+            DcpEvent::StreamOpened { vb, .. }
+            | DcpEvent::SnapshotMarker { vb, .. }
             | DcpEvent::StreamEnd { vb, .. }
             | DcpEvent::Rollback { vb, .. }
             | DcpEvent::VbucketState { vb, .. }

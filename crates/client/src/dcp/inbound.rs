@@ -216,7 +216,6 @@ impl DcpStream {
                     .get_mut(vb)
                     .expect("requested vbuckets have positions");
                 pos.vb_uuid = log[0].uuid;
-                self.opened.insert(vb, log);
                 let e = self.vbs.get_mut(&vb).expect("requested");
                 e.state = VbStream::Streaming { opaque };
                 e.rollbacks = 0;
@@ -224,7 +223,10 @@ impl DcpStream {
                     // A takeover asked for while this request was on its way.
                     self.close_stream(vb);
                 }
-                Ok(None)
+                Ok(Some(DcpEvent::StreamOpened {
+                    vb,
+                    failover_log: log,
+                }))
             }
             Status::Rollback => {
                 let to = match value.as_ref().try_into() {

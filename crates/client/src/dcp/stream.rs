@@ -31,7 +31,6 @@ use super::options::DcpOptions;
 use super::position::{DcpPosition, StreamPositions};
 use crate::client::Client;
 use crate::error::ClientError;
-use sluice_types::FailoverEntry;
 
 /// A producer that keeps answering ROLLBACK to the point it named itself is broken; stop
 /// instead of looping.
@@ -89,9 +88,6 @@ pub struct DcpStream {
     pub(super) acks: Acks,
     /// Vbuckets not `Done`.
     pub(super) live: usize,
-    /// The producer's failover log of each vbucket whose stream it accepted, until the
-    /// application takes them ([`DcpStream::take_opened`]).
-    pub(super) opened: BTreeMap<VbId, Vec<FailoverEntry>>,
     /// SET_VBUCKET_STATE requests delivered as events, to answer on the next `next()`.
     pub(super) vb_state_answers: Vec<u32>,
     /// Vbuckets to request again as takeovers: closed for it, or to close once accepted.
@@ -202,7 +198,6 @@ impl DcpStream {
             next_opaque: 1,
             live: 0,
             positions,
-            opened: BTreeMap::new(),
             vb_state_answers: Vec::new(),
             takeovers: BTreeSet::new(),
         };
@@ -297,12 +292,6 @@ impl DcpStream {
             .send(Packet::request(Opcode::DcpCloseStream.byte(), vb.0, opaque).to_vec());
         self.pending.insert(opaque, Pending::CloseStream(vb));
         true
-    }
-
-    /// The producer's failover logs for the streams it accepted since the last call, newest
-    /// entry first. A replica stores them, so that its history and the producer's agree.
-    pub fn take_opened(&mut self) -> BTreeMap<VbId, Vec<FailoverEntry>> {
-        std::mem::take(&mut self.opened)
     }
 
     /// Requests `pos.vb` again from `pos`: after a reported rollback

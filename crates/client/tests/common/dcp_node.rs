@@ -116,6 +116,7 @@ impl Replica {
                 self.last_seqno.insert(*vb, *to);
                 self.marker.remove(vb);
             }
+            DcpEvent::StreamOpened { .. } => {}
             DcpEvent::StreamEnd { .. } => self.stream_ends += 1,
             DcpEvent::VbucketState { vb, state } => panic!("{vb}: no takeover asked ({state:?})"),
             DcpEvent::Prepare { .. } | DcpEvent::Commit { .. } | DcpEvent::Abort { .. } => {

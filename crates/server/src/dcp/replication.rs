@@ -272,10 +272,6 @@ async fn follow(
             }
             Err(e) => return Err(e.into()),
         };
-        for (vb, log) in stream.take_opened() {
-            node.bucket
-                .set_failover_log(vb, FailoverLog::from_entries(log))?;
-        }
         let applied = match &event {
             DcpEvent::Mutation(i)
             | DcpEvent::Deletion(i)
@@ -287,6 +283,12 @@ async fn follow(
             _ => None,
         };
         match event {
+            DcpEvent::StreamOpened { vb, failover_log } => {
+                // The replica's history is the producer's.
+                node.bucket
+                    .set_failover_log(vb, FailoverLog::from_entries(failover_log))?;
+                passive.on_opened(vb, node.bucket.replica_position(vb)?.high_seqno);
+            }
             DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation, false).await?,
             DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion, true).await?,
             DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration, true).await?,

@@ -169,6 +169,7 @@ pub async fn consume(
                 }
             }
             DcpEvent::Rollback { .. } => r.rollbacks += 1,
+            DcpEvent::StreamOpened { .. } => {}
             // Only takeover streams carry these; the bench asks for none.
             DcpEvent::VbucketState { .. } => {}
             // Only consumers that enable sync writes get these; the bench does not.

@@ -24,8 +24,8 @@ pub fn wire_len(event: &DcpEvent) -> usize {
         DcpEvent::Commit { key, .. } | DcpEvent::Abort { key, .. } => {
             return HEADER_LEN + COMPLETION_EXTRAS_LEN + key.len()
         }
-        // The answer to a stream request, not a stream message.
-        DcpEvent::Rollback { .. } => return 0,
+        // Answers to a stream request, not stream messages.
+        DcpEvent::Rollback { .. } | DcpEvent::StreamOpened { .. } => return 0,
     };
     let body = event.item().map_or(0, |i| i.key.len() + i.value.len());
     HEADER_LEN + extras + body
