@@ -242,3 +242,77 @@ async fn a_replica_waits_for_vbuckets_its_producer_activates_late() {
     replica.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }
+
+/// Forwards every connection to `target`, and counts the DCP_SEQNO_ACKNOWLEDGED requests the
+/// connecting side sends, per vbucket.
+async fn ack_counting_proxy(
+    target: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<HashMap<u16, usize>>>,
+) {
+    use sluice_proto::{decode_frame, Decoded, Opcode};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acks = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let seen = acks.clone();
+    tokio::spawn(async move {
+        loop {
+            let (client, _) = listener.accept().await.unwrap();
+            let upstream = tokio::net::TcpStream::connect(target).await.unwrap();
+            let (mut cr, mut cw) = client.into_split();
+            let (mut ur, mut uw) = upstream.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut ur, &mut cw).await });
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match cr.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if uw.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Ok(Decoded::Frame(f, used)) = decode_frame(&buf, 1 << 26) {
+                        if f.opcode == Opcode::DcpSeqnoAcknowledged.byte() {
+                            *seen.lock().unwrap().entry(f.vbucket_or_status).or_default() += 1;
+                        }
+                        buf.drain(..used);
+                    }
+                }
+            });
+        }
+    });
+    (addr, acks)
+}
+
+/// A replica acks what it holds as soon as its producer accepts the stream, with nothing
+/// streamed: a new active (a takeover, a failover) or one that forgot a reconnected
+/// replica's acks knows nothing of it otherwise, and a prepare it holds would wait for new
+/// traffic that a key blocked by that prepare never gets (found by the nemesis, seed 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_acks_what_it_holds_once_its_stream_is_accepted() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let active = node(dirs[0].path(), None).await;
+    let (via, acks) = ack_counting_proxy(active.kv_addr).await;
+    let replica = node(dirs[1].path(), Some(via)).await;
+    // No write at all: every vbucket is empty on both sides.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let acked = acks.lock().unwrap().len();
+        if acked == usize::from(VBS) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{acked} of {VBS} vbuckets acked with nothing streamed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replica.shutdown().await.unwrap();
+    active.shutdown().await.unwrap();
+}
