@@ -146,7 +146,7 @@ cpu_us() {
 
 # sluice_stats KEY...: those keys of the node's bucket stats (0 when absent), one line.
 sluice_stats() {
-  curl -s "127.0.0.1:$admin_port/api/v1/buckets/default/stats" | python3 -c '
+  curl -s -u "${SLUICE_USERNAME:-Administrator}:${SLUICE_PASSWORD:-password}" "127.0.0.1:$admin_port/api/v1/buckets/default/stats" | python3 -c '
 import json, sys
 try:
     d = json.load(sys.stdin)

@@ -60,7 +60,6 @@ import tempfile
 import threading
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -68,6 +67,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import admin_http  # noqa: E402
 import mcbin  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from linearizability import (CAS, FAIL, OK, READ, UNKNOWN, WRITE, Op,  # noqa: E402
@@ -127,11 +127,7 @@ def free_base(rng: random.Random) -> int:
 
 
 def http(host: str, port: int, path: str, body=None, timeout: float = 5.0) -> dict:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{host}:{port}{path}", data=data,
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+    return admin_http.get_json(f"http://{host}:{port}{path}", body, timeout)
 
 
 def proc_state(pid: int) -> str:

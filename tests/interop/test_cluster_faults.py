@@ -25,7 +25,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from collections import Counter
 from datetime import timedelta
 from typing import Dict, List
@@ -35,6 +34,7 @@ from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.exceptions import CouchbaseException, DocumentNotFoundException
 from couchbase.options import UpsertOptions
 
+import admin_http
 from conftest import PASSWORD, USERNAME, sluice_binary
 from mcbin import kv_connect, vbucket_of
 from test_cluster_up import collection, free_base, stop, wait_up
@@ -55,9 +55,7 @@ def cluster_up(data_dir, base: int, auto_failover_s: int = AUTO_FAILOVER_S) -> s
 
 
 def cluster_view(admin_port: int, host: str = "127.0.0.1") -> dict:
-    with urllib.request.urlopen(f"http://{host}:{admin_port}/api/v1/cluster",
-                                timeout=5) as r:
-        return json.loads(r.read())
+    return admin_http.get_json(f"http://{host}:{admin_port}/api/v1/cluster")
 
 
 def wait_failed_over(admin_port: int, node: int, timeout_s: float = 40,
@@ -217,9 +215,8 @@ def test_sigstop_node_answers_nothing_and_is_failed_over(tmp_path):
 
 def vbucket_map(admin_port: int) -> List[List[int]]:
     """Each vbucket's chain as server indexes, from the map the admin port serves."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/pools/default/b/default",
-                                timeout=5) as r:
-        m = json.loads(r.read())["vBucketServerMap"]
+    url = f"http://127.0.0.1:{admin_port}/pools/default/b/default"
+    m = admin_http.get_json(url)["vBucketServerMap"]
     ports = [int(s.rsplit(":", 1)[1]) for s in m["serverList"]]
     return [[ports[i] if i >= 0 else -1 for i in chain] for chain in m["vBucketMap"]]
 

@@ -17,16 +17,15 @@ Load rate and verification times are printed (pytest -s).
 
 from __future__ import annotations
 
-import json
 import random
 import struct
 import threading
 import time
-import urllib.request
 from typing import Dict, List, Tuple
 
 import pytest
 
+import admin_http
 from conftest import PASSWORD, USERNAME
 from mcbin import ETMPFAIL, SUCCESS, encode, get_many, kv_connect, vbucket_of
 
@@ -60,9 +59,7 @@ def value_of(i: int) -> bytes:
 
 
 def bucket_stats(srv) -> Dict[str, str]:
-    url = f"{srv.admin_url}/api/v1/buckets/default/stats"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.load(r)
+    return admin_http.get_json(f"{srv.admin_url}/api/v1/buckets/default/stats")
 
 
 def summary(st: Dict[str, str]) -> str:

@@ -18,6 +18,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use sluice_client::admin_http::{self, AdminAnswer};
+use sluice_client::Credentials;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -75,6 +76,10 @@ pub struct UpArgs {
     /// module docs and `tests/interop/fault_proxy.py`).
     #[arg(long)]
     pub proxied: bool,
+    /// The cluster's administrator: every node is started with it (through its environment,
+    /// not its command line), and this command calls the nodes as it.
+    #[command(flatten)]
+    pub login: crate::login_args::AdminLogin,
 }
 
 /// Where node `i` listens and what it advertises (see `UpArgs::proxied`).
@@ -108,6 +113,8 @@ struct NodeProc {
     args: Vec<String>,
     kv_port: u16,
     admin_port: u16,
+    /// The administrator the node was started with, which the admin calls are made as.
+    who: Credentials,
     child: Child,
 }
 
@@ -163,7 +170,13 @@ async fn start_all(args: &UpArgs, procs: &mut Vec<NodeProc>) -> anyhow::Result<(
             p.admin()
         );
     }
-    let view = admin_http::get(&procs[0].admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+    let view = admin_http::get(
+        &procs[0].admin(),
+        &procs[0].who,
+        "/api/v1/cluster",
+        HTTP_TIMEOUT,
+    )
+    .await?;
     let in_map = view.body["map_nodes"].as_array().map_or(0, |a| a.len());
     if in_map < usize::from(args.nodes) {
         place(&procs[0], args.nodes).await?;
@@ -177,8 +190,9 @@ async fn place(first: &NodeProc, nodes: u16) -> anyhow::Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     let body = json!({ "nodes": nodes });
     loop {
+        let path = "/api/v1/cluster/place";
         let placed =
-            admin_http::post(&first.admin(), "/api/v1/cluster/place", &body, HTTP_TIMEOUT).await?;
+            admin_http::post(&first.admin(), &first.who, path, &body, HTTP_TIMEOUT).await?;
         if placed.ok() {
             return Ok(());
         }
@@ -248,7 +262,9 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         .stderr(Stdio::from(log))
         // Ctrl-C reaches the nodes through `stop_all`, one SIGTERM each, not the terminal.
         .process_group(0)
-        .kill_on_drop(true);
+        .kill_on_drop(true)
+        .env("SLUICE_USERNAME", &args.login.username)
+        .env("SLUICE_PASSWORD", &args.login.password);
     let child = cmd.spawn().with_context(|| format!("starting node {i}"))?;
     Ok(NodeProc {
         index: i,
@@ -257,6 +273,7 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         args: argv,
         kv_port,
         admin_port,
+        who: args.login.credentials(),
         child,
     })
 }
@@ -293,7 +310,7 @@ async fn wait_for(
                 log_tail(&p.dir)
             );
         }
-        if let Ok(answer) = admin_http::get(&p.admin(), path, HTTP_TIMEOUT).await {
+        if let Ok(answer) = admin_http::get(&p.admin(), &p.who, path, HTTP_TIMEOUT).await {
             if ready(&answer) {
                 return Ok(());
             }
@@ -315,10 +332,11 @@ fn log_tail(dir: &Path) -> String {
 }
 
 async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result<()> {
-    let view = admin_http::get(&procs[0].admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+    let first = &procs[0];
+    let view = admin_http::get(&first.admin(), &first.who, "/api/v1/cluster", HTTP_TIMEOUT).await?;
     let mut nodes = Vec::new();
     for p in procs {
-        let me = admin_http::get(&p.admin(), "/api/v1/cluster", HTTP_TIMEOUT).await?;
+        let me = admin_http::get(&p.admin(), &p.who, "/api/v1/cluster", HTTP_TIMEOUT).await?;
         nodes.push(json!({
             "id": me.body["this_node"],
             "host": p.hosts.advertise,

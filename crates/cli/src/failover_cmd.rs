@@ -20,6 +20,8 @@ pub struct FailoverArgs {
     /// snapshot, is then promoted: acknowledged writes may be lost).
     #[arg(long)]
     pub allow_data_loss: bool,
+    #[command(flatten)]
+    pub login: crate::login_args::AdminLogin,
 }
 
 pub fn run(args: FailoverArgs) -> anyhow::Result<()> {
@@ -29,6 +31,7 @@ pub fn run(args: FailoverArgs) -> anyhow::Result<()> {
     let body = json!({ "node": args.node, "allow_data_loss": args.allow_data_loss });
     let answer = rt.block_on(admin_http::post(
         &args.admin,
+        &args.login.credentials(),
         "/api/v1/cluster/failover",
         &body,
         HTTP_TIMEOUT,

@@ -69,8 +69,8 @@ pub fn run(args: KvArgs) -> anyhow::Result<bool> {
 /// `Ok(false)`: the document was not found.
 async fn kv(args: KvArgs) -> anyhow::Result<bool> {
     let mut options = ClusterOptions::sluice(
-        &args.login.username,
-        &args.login.password,
+        &args.login.user.username,
+        &args.login.user.password,
         &args.login.bucket,
     );
     if let KvOp::Set {

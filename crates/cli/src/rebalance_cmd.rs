@@ -17,6 +17,8 @@ pub struct RebalanceArgs {
     /// Node ids to take out of the cluster (their data moves to the others first).
     #[arg(long, value_name = "ID")]
     pub eject: Vec<u32>,
+    #[command(flatten)]
+    pub login: crate::login_args::AdminLogin,
 }
 
 pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
@@ -29,7 +31,8 @@ pub fn run(args: RebalanceArgs) -> anyhow::Result<()> {
 async fn rebalance(args: RebalanceArgs) -> anyhow::Result<()> {
     let path = "/api/v1/cluster/rebalance";
     let body = json!({ "eject": args.eject });
-    let started = admin_http::post(&args.admin, path, &body, HTTP_TIMEOUT).await?;
+    let who = args.login.credentials();
+    let started = admin_http::post(&args.admin, &who, path, &body, HTTP_TIMEOUT).await?;
     if !started.ok() {
         let why = started.body["error"].as_str().unwrap_or("no reason given");
         anyhow::bail!("rebalance refused ({}): {why}", started.status);
@@ -37,7 +40,9 @@ async fn rebalance(args: RebalanceArgs) -> anyhow::Result<()> {
     let mut shown = usize::MAX;
     loop {
         tokio::time::sleep(POLL).await;
-        let s = admin_http::get(&args.admin, path, HTTP_TIMEOUT).await?.body;
+        let s = admin_http::get(&args.admin, &who, path, HTTP_TIMEOUT)
+            .await?
+            .body;
         let done = s["moves_done"].as_u64().unwrap_or(0) as usize;
         if done != shown {
             eprintln!("rebalance: {done} of {} vbucket moves", s["moves_total"]);

@@ -65,20 +65,34 @@ pub struct ServerArgs {
     #[arg(long, env = "SLUICE_VBUCKETS", default_value_t = 1024,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub vbuckets: u16,
-    /// Administrator user name.
-    #[arg(long, env = "SLUICE_USERNAME", default_value = "Administrator")]
-    pub username: String,
-    /// Administrator password.
-    #[arg(
-        long,
-        env = "SLUICE_PASSWORD",
-        default_value = "password",
-        hide_env_values = true
-    )]
-    pub password: String,
-    /// Most concurrent connections per listener; more are closed at once.
+    #[command(flatten)]
+    pub admin: crate::login_args::AdminLogin,
+    /// Most concurrent connections per listener for users (and for connections not yet
+    /// authenticated); more go into the KV port's reserve (`--system-connections`), then are
+    /// closed at once.
     #[arg(long, env = "SLUICE_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// KV connections beyond --max-connections kept for the cluster's own replication and
+    /// rebalance: one admitted there is closed unless it authenticates as the cluster.
+    #[arg(long, env = "SLUICE_SYSTEM_CONNECTIONS",
+          default_value_t = sluice_server::SYSTEM_CONNECTIONS_DEFAULT)]
+    pub system_connections: usize,
+    /// Largest packet body accepted before a connection authenticates; a larger one closes
+    /// the connection before its body is read.
+    #[arg(long, env = "SLUICE_MAX_UNAUTHENTICATED_BYTES",
+          default_value_t = sluice_server::UNAUTH_BODY_BYTES_MAX_DEFAULT as u32,
+          value_parser = clap::value_parser!(u32).range(1024..))]
+    pub max_unauthenticated_bytes: u32,
+    /// Seconds a new connection has to authenticate before it is closed.
+    #[arg(long, env = "SLUICE_AUTH_TIMEOUT_S",
+          default_value_t = sluice_server::AUTH_TIMEOUT_DEFAULT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub auth_timeout_s: u64,
+    /// Seconds an authenticated connection may send nothing (with no answer pending) before
+    /// it is closed; 0 = never. DCP connections are watched by their noops instead.
+    #[arg(long, env = "SLUICE_IDLE_TIMEOUT_S",
+          default_value_t = sluice_server::IDLE_TIMEOUT_DEFAULT.as_secs())]
+    pub idle_timeout_s: u64,
     /// Largest document value accepted, in bytes.
     #[arg(long, env = "SLUICE_MAX_ITEM_BYTES", default_value_t = 20 * 1024 * 1024)]
     pub max_item_bytes: usize,
@@ -179,9 +193,14 @@ impl ServerArgs {
         };
         c.memory_quota_mb = self.memory_quota_mb;
         c.vbuckets = self.vbuckets;
-        c.username = self.username.clone();
-        c.password = self.password.clone();
+        c.username = self.admin.username.clone();
+        c.password = self.admin.password.clone();
         c.connections_max = self.max_connections;
+        c.system_connections = self.system_connections;
+        c.unauth_body_bytes_max = self.max_unauthenticated_bytes as usize;
+        c.auth_timeout = std::time::Duration::from_secs(self.auth_timeout_s);
+        c.idle_timeout =
+            (self.idle_timeout_s > 0).then(|| std::time::Duration::from_secs(self.idle_timeout_s));
         c.value_bytes_max = self.max_item_bytes;
         c.expiry_pager_interval_s = self.expiry_pager_interval_s;
         c.flush_interval = std::time::Duration::from_millis(self.flush_interval_ms);

@@ -71,8 +71,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
 
 async fn watch(args: WatchArgs) -> anyhow::Result<()> {
     let mut opts = DcpOptions::new(ConnectOptions::sluice(
-        &args.login.username,
-        &args.login.password,
+        &args.login.user.username,
+        &args.login.user.password,
         &args.login.bucket,
     ));
     opts.value = if args.no_value {
@@ -170,7 +170,7 @@ fn explain(e: DcpError, args: &WatchArgs) -> anyhow::Error {
     if e.is_auth_failure() {
         return anyhow::anyhow!(
             "authentication failed for user {:?} on {} (check --username / --password)",
-            args.login.username,
+            args.login.user.username,
             args.addr
         );
     }

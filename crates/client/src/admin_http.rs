@@ -1,10 +1,12 @@
 //! JSON over HTTP to a node's admin port (`/health`, `/api/v1/cluster`, ...), for tools such
-//! as `sluice cluster up`. One request per connection; every call bounded in time and in
-//! answer size.
+//! as `sluice cluster up`. Every call authenticates with HTTP Basic as the credentials given
+//! (an administrator, or a node calling its peers as the cluster). One request per
+//! connection; every call bounded in time and in answer size.
 
+use crate::Credentials;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use std::net::IpAddr;
@@ -39,25 +41,32 @@ impl AdminAnswer {
     }
 }
 
-/// GET `path` on the admin address `addr` (`host:port`).
-pub async fn get(addr: &str, path: &str, timeout: Duration) -> Result<AdminAnswer, AdminHttpError> {
-    call(None, addr, Method::GET, path, None, timeout).await
+/// GET `path` on the admin address `addr` (`host:port`), as `who`.
+pub async fn get(
+    addr: &str,
+    who: &Credentials,
+    path: &str,
+    timeout: Duration,
+) -> Result<AdminAnswer, AdminHttpError> {
+    call(None, addr, who, Method::GET, path, None, timeout).await
 }
 
 /// POST `body` as JSON to `path` on `addr`.
 pub async fn post(
     addr: &str,
+    who: &Credentials,
     path: &str,
     body: &serde_json::Value,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    call(None, addr, Method::POST, path, Some(body), timeout).await
+    call(None, addr, who, Method::POST, path, Some(body), timeout).await
 }
 
 /// [`get`] (no `body`) or [`post`], connecting from `source` (a node calling its peers).
 pub async fn call_from(
     source: Option<IpAddr>,
     addr: &str,
+    who: &Credentials,
     path: &str,
     body: Option<&serde_json::Value>,
     timeout: Duration,
@@ -67,18 +76,19 @@ pub async fn call_from(
     } else {
         Method::GET
     };
-    call(source, addr, method, path, body, timeout).await
+    call(source, addr, who, method, path, body, timeout).await
 }
 
 async fn call(
     source: Option<IpAddr>,
     addr: &str,
+    who: &Credentials,
     method: Method,
     path: &str,
     body: Option<&serde_json::Value>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let exchanged = exchange(source, addr, method, path, body);
+    let exchanged = exchange(source, addr, who, method, path, body);
     match tokio::time::timeout(timeout, exchanged).await {
         Ok(answer) => answer,
         Err(_) => Err(AdminHttpError::Timeout {
@@ -91,6 +101,7 @@ async fn call(
 async fn exchange(
     source: Option<IpAddr>,
     addr: &str,
+    who: &Credentials,
     method: Method,
     path: &str,
     body: Option<&serde_json::Value>,
@@ -115,6 +126,7 @@ async fn exchange(
         .method(method)
         .uri(path)
         .header(HOST, addr)
+        .header(AUTHORIZATION, who.basic_header())
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(bytes)))
         .map_err(|e| transport(e.to_string()))?;

@@ -13,7 +13,8 @@
 //!   its options, batch operations and counters;
 //! - `kv`              — get / set / add / replace / delete / incr / decr;
 //! - `admin`           — noop, stats, observe_seqno, get_cluster_config;
-//! - `admin_http`      — JSON over HTTP to a node's admin port (cluster tools);
+//! - `admin_http`      — JSON over HTTP to a node's admin port (cluster tools), as the
+//!   [`Credentials`] given (HTTP Basic);
 //! - `dcp`             — a DCP consumer ([`dcp::DcpStream`]): positions, flow control, noops,
 //!   rollbacks, reconnects;
 //! - `options`, `response`, `results`, `error`.
@@ -68,6 +69,7 @@ mod cluster_client;
 mod cluster_config;
 mod cluster_ops;
 mod connection;
+mod credentials;
 pub mod dcp;
 mod error;
 mod kv;
@@ -82,6 +84,7 @@ pub use client::Client;
 pub use cluster_client::ClusterClient;
 pub use cluster_ops::{ClusterOptions, ClusterStats, Op, OpResult};
 pub use connection::READ_BUFFER_BYTES_MAX;
+pub use credentials::Credentials;
 pub use error::{ClientError, ClusterError, MapError, RetryReason};
 pub use options::{ConnectOptions, AGENT, DEFAULT_FEATURES};
 pub use response::Response;

@@ -33,8 +33,22 @@ struct TestNode {
 }
 
 async fn start_node() -> TestNode {
+    start_joining(None).await
+}
+
+/// Two nodes of one cluster: the second joins the first, so both hold the cluster's secret
+/// and may replicate from each other (the map is then installed by hand).
+async fn start_pair() -> (TestNode, TestNode) {
+    let a = start_joining(None).await;
+    let b = start_joining(Some(a.running.admin_addr)).await;
+    assert_eq!(b.running.meta.id(), IDS[1]);
+    (a, b)
+}
+
+async fn start_joining(member: Option<SocketAddr>) -> TestNode {
     let dir = tempfile::tempdir().unwrap();
     let mut c = ServerConfig::new(dir.path());
+    c.join = member.map(|m| m.to_string());
     c.kv_port = 0;
     c.admin_port = 0;
     c.vbuckets = VBS;
@@ -167,7 +181,7 @@ async fn get_all(client: &ClusterClient, ks: &[String], want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_by_the_map_pipelines_and_reads_replicas() {
-    let (a, b) = (start_node().await, start_node().await);
+    let (a, b) = start_pair().await;
     let map = form_cluster(&[&a, &b], [None, None]).await;
     let addrs = [a.running.kv_addr, b.running.kv_addr];
     let connections_before = [&a, &b].map(|n| {
@@ -243,7 +257,7 @@ async fn routes_by_the_map_pipelines_and_reads_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_a_new_map_announced_by_not_my_vbucket() {
-    let (a, b) = (start_node().await, start_node().await);
+    let (a, b) = start_pair().await;
     let map1 = form_cluster(&[&a, &b], [None, None]).await;
     let client = ClusterClient::connect(&[b.running.kv_addr.to_string()], options())
         .await
@@ -285,7 +299,7 @@ async fn follows_a_new_map_announced_by_not_my_vbucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_a_node_failure_and_its_failover() {
-    let (a, b) = (start_node().await, start_node().await);
+    let (a, b) = start_pair().await;
     // Clients and B's replication reach A through a proxy that can be cut like a cable.
     let proxy = Proxy::start(a.running.kv_addr).await;
     let map1 = form_cluster(&[&a, &b], [Some(proxy.addr.port()), None]).await;

@@ -25,6 +25,10 @@
 //!
 //! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers, drops and vbucket
 //! progress on this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
+//!
+//! Every route but `/health` needs HTTP Basic credentials, checked before anything else
+//! (`admin_auth`): an administrator for the public routes and the join, the cluster identity
+//! for the rest of `/internal/`.
 
 use crate::control::Control;
 use axum::extract::{Path, State};
@@ -49,6 +53,7 @@ struct AppState {
 pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode) {
     let internal = sluice_meta::http::router(&meta);
     let data = sluice_server::admin_router(control.node.clone());
+    let node = control.node.clone();
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
@@ -66,7 +71,12 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode)
         .route("/internal/rebalance/map_rev", get(map_rev))
         .with_state(state)
         .merge(data)
-        .merge(internal);
+        .merge(internal)
+        // Last, so it wraps every route above, and the fallback too.
+        .layer(axum::middleware::from_fn_with_state(
+            node,
+            crate::admin_auth::check,
+        ));
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "admin HTTP server stopped");
     }

@@ -42,9 +42,11 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
             .collect();
         let mut probes = tokio::task::JoinSet::new();
         for n in others {
+            let who = meta.config().secret.credentials();
             probes.spawn(async move {
                 let addr = format!("{}:{}", n.host, n.admin_port);
-                let probe = admin_http::call_from(source, &addr, "/health", None, PROBE_TIMEOUT);
+                let probe =
+                    admin_http::call_from(source, &addr, &who, "/health", None, PROBE_TIMEOUT);
                 let up = probe.await.is_ok_and(|a| a.ok());
                 (n.id, up)
             });

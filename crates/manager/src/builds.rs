@@ -46,12 +46,14 @@ impl Builds {
         }
         let cfg = &node.config;
         let this = node.cluster_map().this;
+        let who = node.peer_credentials();
         let replication = Replication::start(
             node.clone(),
             ReplicationSpec {
                 source: source.to_string(),
-                username: cfg.username.clone(),
-                password: cfg.password.clone(),
+                // The cluster identity: only its seqno acks and takeovers count.
+                username: who.username,
+                password: who.password,
                 bucket: cfg.bucket.clone(),
                 vbuckets: vec![vb],
                 name: format!("rebalance:{source}->{this}:{}:{vb}", cfg.bucket),

@@ -176,12 +176,14 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
             continue;
         }
         let cfg = &node.config;
+        let who = node.peer_credentials();
         let replication = Replication::start(
             node.clone(),
             ReplicationSpec {
                 source: spec.source.clone(),
-                username: cfg.username.clone(),
-                password: cfg.password.clone(),
+                // The cluster identity: only its seqno acks and takeovers count.
+                username: who.username,
+                password: who.password,
                 bucket: cfg.bucket.clone(),
                 vbuckets: spec.vbuckets.clone(),
                 name: format!("replication:{id}->{}:{}", view.this, cfg.bucket),

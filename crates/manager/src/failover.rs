@@ -205,9 +205,11 @@ async fn ask_positions(
     let mut calls = tokio::task::JoinSet::new();
     for info in map.nodes().iter().filter(|n| asked.contains(&n.id)) {
         let (id, addr) = (info.id, format!("{}:{}", info.host, info.admin_port));
+        let who = meta.config().secret.credentials();
         calls.spawn(async move {
+            let path = POSITIONS_PATH;
             let answer =
-                admin_http::call_from(source, &addr, POSITIONS_PATH, None, POSITIONS_TIMEOUT).await;
+                admin_http::call_from(source, &addr, &who, path, None, POSITIONS_TIMEOUT).await;
             (id, answer)
         });
     }

@@ -73,11 +73,15 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
             let addr = state
                 .node(id)
                 .map(|e| format!("{}:{}", e.info.host, e.info.admin_port));
+            let who = meta.config().secret.credentials();
             probes.spawn(async move {
                 let Some(addr) = addr else {
                     return Probe::Silent;
                 };
-                match admin_http::call_from(source, &addr, MAP_REV, None, PROBE_TIMEOUT).await {
+                // A peer that refuses this node's secret answers 401: Silent, as it should
+                // be, since it is no member this node can count on.
+                match admin_http::call_from(source, &addr, &who, MAP_REV, None, PROBE_TIMEOUT).await
+                {
                     Ok(a) if a.ok() => match a.body["map_rev"].as_u64() {
                         Some(rev) if rev <= mine => Probe::Agrees,
                         _ => Probe::KnowsNewer,

@@ -14,9 +14,11 @@
 //! - `fencing`     — every node's probes of the voters; cut off, it stops serving its actives;
 //! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
 //!   takeovers, chains); `builds` — the copies it builds on this node;
-//! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's.
+//! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's;
+//!   `admin_auth` — who may call which of them (HTTP Basic: administrators, the cluster).
 
 mod admin;
+mod admin_auth;
 mod auto_failover;
 mod builds;
 mod cluster_agent;
@@ -68,14 +70,14 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
 
     // The cluster first: the admin port serves the meta node's Raft routes while it joins,
     // and no KV request is taken before the node serves the cluster's map.
-    let plan = membership::plan(&node).await?;
-    let meta = membership::start_meta(&node, &plan).await?;
+    let planned = membership::plan(&node).await?;
+    let meta = membership::start_meta(&node, &planned).await?;
     let mut tasks = vec![tokio::spawn(admin::serve(
         control.clone(),
         listeners.admin,
         meta.clone(),
     ))];
-    if let Err(e) = membership::complete(&node, &meta, &plan).await {
+    if let Err(e) = membership::complete(&node, &meta, &planned.plan).await {
         for t in &tasks {
             t.abort();
         }

@@ -15,13 +15,20 @@
 //! Every step is idempotent, so a node that stops half way finishes on its next start. The
 //! node then serves the map the replicated state holds (`follow_map`); a node the map does not
 //! list (joined, not rebalanced in yet) holds no vbucket.
+//!
+//! The cluster secret (`sluice_meta::ClusterSecret`) is made with a new cluster and kept in
+//! `<data-dir>/cluster_secret` (owner-only); a joiner receives it from the member in answer
+//! to its first step, made as the administrator it was started with, and writes it before
+//! `node.json`. Every start hands it to the meta node (Raft RPCs) and to the node's
+//! credentials (peers' replication on the KV port, internal calls on the admin port).
 
 use crate::membership_error::MembershipError;
 use serde::{Deserialize, Serialize};
+use sluice_client::Credentials;
 use sluice_cluster::metadata::{BucketDef, ClusterState, MetaCommand};
 use sluice_cluster::{place, BucketKind, NodeId, NodeInfo};
 use sluice_engine::BucketType;
-use sluice_meta::{MetaConfig, MetaNode};
+use sluice_meta::{ClusterSecret, MetaConfig, MetaNode};
 use sluice_server::Node;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,20 +58,97 @@ pub enum Plan {
     },
 }
 
+/// A plan and the cluster secret it starts with.
+pub struct Planned {
+    pub plan: Plan,
+    pub secret: ClusterSecret,
+}
+
+fn secret_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("cluster_secret")
+}
+
+fn read_secret(data_dir: &Path) -> Result<Option<ClusterSecret>, MembershipError> {
+    let path = secret_path(data_dir);
+    let Some(text) = read_if_present(&path)? else {
+        return Ok(None);
+    };
+    ClusterSecret::try_from(text)
+        .map(Some)
+        .map_err(|source| MembershipError::Secret { path, source })
+}
+
+/// Writes the secret readable by its owner only, replacing the file in one rename.
+fn write_secret(data_dir: &Path, secret: &ClusterSecret) -> Result<(), MembershipError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = secret_path(data_dir);
+    let tmp = data_dir.join("cluster_secret.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(secret.as_password().as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| MembershipError::Io {
+            what: "writing",
+            path,
+            source,
+        })
+}
+
+/// The secret a member kept: a member without one cannot prove itself to its peers.
+fn kept_secret(data_dir: &Path) -> Result<ClusterSecret, MembershipError> {
+    read_secret(data_dir)?.ok_or_else(|| MembershipError::NoSecret {
+        path: secret_path(data_dir),
+    })
+}
+
+/// A new cluster's secret, from the OS's randomness (or the one a crash left behind).
+fn new_cluster_secret(data_dir: &Path) -> Result<ClusterSecret, MembershipError> {
+    if let Some(kept) = read_secret(data_dir)? {
+        return Ok(kept);
+    }
+    let mut bytes = [0u8; sluice_meta::secret::SECRET_BYTES];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+    let secret = ClusterSecret::from_bytes(bytes);
+    write_secret(data_dir, &secret)?;
+    Ok(secret)
+}
+
+/// The administrator this node was started with: what its join is made as.
+fn admin(node: &Node) -> Credentials {
+    Credentials::new(&node.config.username, &node.config.password)
+}
+
 fn identity_path(data_dir: &Path) -> PathBuf {
     data_dir.join("node.json")
 }
 
-fn read_identity(data_dir: &Path) -> Result<Option<Identity>, MembershipError> {
-    let path = identity_path(data_dir);
+/// The text of `path`, or `None` if there is no such file.
+fn read_if_present(path: &Path) -> Result<Option<String>, MembershipError> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path).map_err(|source| MembershipError::Io {
-        what: "reading",
-        path: path.clone(),
-        source,
-    })?;
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|source| MembershipError::Io {
+            what: "reading",
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn read_identity(data_dir: &Path) -> Result<Option<Identity>, MembershipError> {
+    let path = identity_path(data_dir);
+    let Some(text) = read_if_present(&path)? else {
+        return Ok(None);
+    };
     let id =
         serde_json::from_str(&text).map_err(|source| MembershipError::Identity { path, source })?;
     Ok(Some(id))
@@ -86,21 +170,45 @@ fn write_identity(data_dir: &Path, id: &Identity) -> Result<(), MembershipError>
         })
 }
 
-/// Decides how this node starts; a joiner gets its id from the member here.
-pub async fn plan(node: &Node) -> Result<Plan, MembershipError> {
+/// Decides how this node starts; a joiner gets its id and the secret from the member here.
+/// The node's credentials know the secret once this returns.
+pub async fn plan(node: &Node) -> Result<Planned, MembershipError> {
+    let planned = decide(node).await?;
+    node.credentials
+        .set_cluster_secret(planned.secret.as_password())
+        .map_err(MembershipError::ClusterIdentity)?;
+    Ok(planned)
+}
+
+async fn decide(node: &Node) -> Result<Planned, MembershipError> {
     let cfg = &node.config;
-    match (read_identity(&cfg.data_dir)?, &cfg.join) {
-        (Some(id), _) if id.admitted => Ok(Plan::Restart(id.node_id)),
-        (Some(id), Some(member)) => Ok(Plan::Join {
+    let dir = &cfg.data_dir;
+    let plan = match (read_identity(dir)?, &cfg.join) {
+        (Some(id), _) if id.admitted => Plan::Restart(id.node_id),
+        (Some(id), Some(member)) => Plan::Join {
             member: member.clone(),
             id: id.node_id,
-        }),
-        (Some(id), None) if id.node_id == NodeId(0) => Ok(Plan::NewCluster),
-        (Some(id), None) => Err(MembershipError::UnfinishedJoin {
-            data_dir: cfg.data_dir.clone(),
-            id: id.node_id,
-        }),
-        (None, None) => Ok(Plan::NewCluster),
+        },
+        (Some(id), None) if id.node_id == NodeId(0) => {
+            let secret = new_cluster_secret(dir)?;
+            return Ok(Planned {
+                plan: Plan::NewCluster,
+                secret,
+            });
+        }
+        (Some(id), None) => {
+            return Err(MembershipError::UnfinishedJoin {
+                data_dir: cfg.data_dir.clone(),
+                id: id.node_id,
+            })
+        }
+        (None, None) => {
+            let secret = new_cluster_secret(dir)?;
+            return Ok(Planned {
+                plan: Plan::NewCluster,
+                secret,
+            });
+        }
         (None, Some(member)) => {
             // Its vbuckets would be taken as copies of the cluster's without being copies.
             if node.holds_data() {
@@ -108,12 +216,15 @@ pub async fn plan(node: &Node) -> Result<Plan, MembershipError> {
                     data_dir: cfg.data_dir.clone(),
                 });
             }
-            let id = sluice_meta::join::allocate_node_id(member, STEP_TIMEOUT)
+            let allocated = sluice_meta::join::allocate_node_id(member, &admin(node), STEP_TIMEOUT)
                 .await
                 .map_err(|source| MembershipError::AllocateId {
                     member: member.clone(),
                     source,
                 })?;
+            let id = allocated.id;
+            // The secret first: a node.json without it would be a member that cannot prove it.
+            write_secret(dir, &allocated.secret)?;
             write_identity(
                 &cfg.data_dir,
                 &Identity {
@@ -122,12 +233,19 @@ pub async fn plan(node: &Node) -> Result<Plan, MembershipError> {
                 },
             )?;
             tracing::info!(%member, node = %id, "joining the cluster");
-            Ok(Plan::Join {
-                member: member.clone(),
-                id,
-            })
+            return Ok(Planned {
+                plan: Plan::Join {
+                    member: member.clone(),
+                    id,
+                },
+                secret: allocated.secret,
+            });
         }
-    }
+    };
+    Ok(Planned {
+        plan,
+        secret: kept_secret(dir)?,
+    })
 }
 
 impl Plan {
@@ -141,12 +259,13 @@ impl Plan {
 
 /// Starts this node's meta node (its Raft routes must be served on the admin address before
 /// [`complete`] runs).
-pub async fn start_meta(node: &Node, plan: &Plan) -> Result<MetaNode, MembershipError> {
+pub async fn start_meta(node: &Node, planned: &Planned) -> Result<MetaNode, MembershipError> {
     let admin_addr = format!("{}:{}", node.config.advertise_host, node.admin_port());
     let mut config = MetaConfig::new(
-        plan.node_id(),
+        planned.plan.node_id(),
         admin_addr,
         node.config.data_dir.join("meta"),
+        planned.secret.clone(),
     );
     config.source_ip = node.config.source_ip;
     MetaNode::start(config)
@@ -170,7 +289,7 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
         }
         Plan::NewCluster => create_cluster(node, meta, me).await?,
         Plan::Join { member, id } => {
-            sluice_meta::join::admit(member, me, STEP_TIMEOUT)
+            sluice_meta::join::admit(member, &admin(node), me, STEP_TIMEOUT)
                 .await
                 .map_err(|source| MembershipError::Admit {
                     member: member.clone(),

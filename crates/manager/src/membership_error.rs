@@ -52,6 +52,16 @@ pub enum MembershipError {
     },
     #[error("placing the bucket: {0}")]
     Place(#[from] PlaceError),
+    #[error("{}: {source}", path.display())]
+    Secret {
+        path: PathBuf,
+        #[source]
+        source: sluice_meta::secret::BadSecret,
+    },
+    #[error("{} is missing: this node is a member, and without the cluster's secret its peers refuse it", path.display())]
+    NoSecret { path: PathBuf },
+    #[error("{0}")]
+    ClusterIdentity(#[source] sluice_server::ClusterIdentityError),
     #[error("the cluster's map did not arrive within {0:?}")]
     NoMap(Duration),
 }

@@ -1,5 +1,6 @@
 //! How a meta node is configured, and the limits every part of it keeps.
 
+use crate::secret::ClusterSecret;
 use sluice_cluster::NodeId;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,12 +35,20 @@ pub struct MetaConfig {
     /// node with its own address gives peers, and a fault-injecting proxy between them, a
     /// way to tell its connections from another node's.
     pub source_ip: Option<std::net::IpAddr>,
+    /// The cluster's secret: this node proves it on every RPC to a peer, and hands it to a
+    /// node it admits (see `join`).
+    pub secret: ClusterSecret,
 }
 
 impl MetaConfig {
     /// A config with the default timing: heartbeats every 100 ms, elections after 1–2 s of
     /// silence (tolerates a slow disk or a loaded machine), requests given up after 10 s.
-    pub fn new(node_id: NodeId, admin_addr: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        node_id: NodeId,
+        admin_addr: impl Into<String>,
+        dir: impl Into<PathBuf>,
+        secret: ClusterSecret,
+    ) -> Self {
         MetaConfig {
             node_id,
             admin_addr: admin_addr.into(),
@@ -51,6 +60,7 @@ impl MetaConfig {
             snapshot_every_entries: 1000,
             log_kept_after_snapshot: 200,
             source_ip: None,
+            secret,
         }
     }
 }

@@ -120,8 +120,11 @@ impl MetaNode {
                     Err(LocalError::Failed(e)) => return Err(e),
                 },
                 Leader::Other(peer) => {
-                    let mut client =
-                        HttpClient::new(peer.admin_addr.clone(), self.config().source_ip);
+                    let mut client = HttpClient::new(
+                        peer.admin_addr.clone(),
+                        self.config().source_ip,
+                        &self.config().secret.credentials(),
+                    );
                     let request = Forward {
                         op: &op,
                         timeout_ms: millis(remaining),

@@ -8,7 +8,7 @@
 //! | `POST /internal/meta/propose` | `{op: MetaCommand, timeout_ms}` | `ForwardReply<MetaResponse>` |
 //! | `POST /internal/meta/add-node` | `{op: {id, admin_addr}, timeout_ms}` | `ForwardReply<()>` |
 //! | `POST /internal/meta/remove-node` | `{op: {id}, timeout_ms}` | `ForwardReply<()>` |
-//! | `POST /internal/meta/join/allocate` | `null` | `Result<NodeId, JoinError>` (any member) |
+//! | `POST /internal/meta/join/allocate` | `null` | `Result<Allocated, JoinError>` (any member) |
 //! | `POST /internal/meta/join/admit` | `{info: NodeInfo}` | `Result<(), JoinError>` (any member) |
 //!
 //! All JSON. Bodies are limited to `RPC_BODY_BYTES_MAX`; requests over the concurrency limits,
@@ -17,9 +17,10 @@
 //! act if this node is the leader; they never forward again. The join routes run on any
 //! member, which forwards them itself (see `join`).
 //!
-//! These routes let any peer drive this node's Raft. They are for the cluster's internal
-//! network (loopback in tests): the server must not expose its admin port publicly without
-//! authentication in front of `/internal/`.
+//! These routes let whoever calls them drive this node's Raft, so the server serves them
+//! only behind its authentication: the Raft and forwarding routes to the cluster identity
+//! (the `ClusterSecret`), the join routes to an administrator. This router checks nothing
+//! itself.
 
 use crate::config::RPC_BODY_BYTES_MAX;
 use crate::forward::{

@@ -1,10 +1,15 @@
 //! Joining a cluster from outside it: a node with no Raft state asks any member for a node
-//! id, starts its own meta node with it, then asks the member to admit it.
+//! id and the cluster secret, starts its own meta node with them, then asks the member to
+//! admit it.
+//!
+//! Both calls are made as an administrator of the cluster (HTTP Basic, checked by the
+//! server in front of these routes): the secret, which lets a node drive Raft and take
+//! vbuckets over, goes only to a node someone with the administrator's password started.
 //!
 //! ```text
 //!  joiner                                   any member (forwards to the leader)
-//!    │ POST /internal/meta/join/allocate ───►  propose AllocateNodeId      → id
-//!    │ MetaNode::start(id)  (its Raft routes are now served)
+//!    │ POST /internal/meta/join/allocate ───►  propose AllocateNodeId      → id, secret
+//!    │ MetaNode::start(id, secret)  (its Raft routes are now served)
 //!    │ POST /internal/meta/join/admit {info} ► add_node(id, admin addr)     (learner, then
 //!    │                                          voters per desired_voters), propose AddNode
 //!    ▼ follows the replicated state like every member
@@ -18,10 +23,12 @@
 use crate::error::MetaError;
 use crate::network::client::{HttpClient, HttpError};
 use crate::node::MetaNode;
+use crate::secret::ClusterSecret;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sluice_client::Credentials;
 use sluice_cluster::metadata::{Applied, MetaCommand, Rejection};
 use sluice_cluster::{NodeId, NodeInfo};
 use std::time::Duration;
@@ -40,29 +47,49 @@ pub enum JoinError {
     Meta(String),
 }
 
+/// What a member answers a joiner's first call with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Allocated {
+    /// The joiner's node id.
+    pub id: NodeId,
+    /// The cluster's secret, for the joiner's meta node and its calls to its peers.
+    pub secret: ClusterSecret,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Admit {
     info: NodeInfo,
 }
 
-/// Asks the member at `member` (an admin `host:port`) for a fresh node id.
-pub async fn allocate_node_id(member: &str, timeout: Duration) -> Result<NodeId, JoinError> {
-    post(member, PATH_ALLOCATE, &(), timeout).await
+/// Asks the member at `member` (an admin `host:port`), as the administrator `admin`, for a
+/// fresh node id and the cluster secret.
+pub async fn allocate_node_id(
+    member: &str,
+    admin: &Credentials,
+    timeout: Duration,
+) -> Result<Allocated, JoinError> {
+    post(member, admin, PATH_ALLOCATE, &(), timeout).await
 }
 
 /// Asks the member at `member` to admit node `info` (its meta node must be running): it
 /// becomes a Raft member and a `Joining` node of the cluster state.
-pub async fn admit(member: &str, info: NodeInfo, timeout: Duration) -> Result<(), JoinError> {
-    post(member, PATH_ADMIT, &Admit { info }, timeout).await
+pub async fn admit(
+    member: &str,
+    admin: &Credentials,
+    info: NodeInfo,
+    timeout: Duration,
+) -> Result<(), JoinError> {
+    post(member, admin, PATH_ADMIT, &Admit { info }, timeout).await
 }
 
 async fn post<B: Serialize, T: serde::de::DeserializeOwned>(
     member: &str,
+    admin: &Credentials,
     path: &str,
     body: &B,
     timeout: Duration,
 ) -> Result<T, JoinError> {
-    let mut client = HttpClient::new(member.to_string(), None);
+    let mut client = HttpClient::new(member.to_string(), None, admin);
     let answer: Result<Result<T, JoinError>, HttpError> = client.post(path, body, timeout).await;
     answer.map_err(|e| JoinError::Member {
         member: member.to_string(),
@@ -78,8 +105,12 @@ pub(crate) async fn allocate_route(State(node): State<MetaNode>) -> Response {
     let Some(_permit) = node.admit_forward() else {
         return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let answer: Result<NodeId, JoinError> = match node.propose(MetaCommand::AllocateNodeId).await {
-        Ok(Ok(Applied::NodeIdAllocated { id })) => Ok(id),
+    let answer: Result<Allocated, JoinError> = match node.propose(MetaCommand::AllocateNodeId).await
+    {
+        Ok(Ok(Applied::NodeIdAllocated { id })) => Ok(Allocated {
+            id,
+            secret: node.config().secret.clone(),
+        }),
         Ok(Ok(other)) => Err(JoinError::Meta(format!("unexpected answer {other:?}"))),
         Ok(Err(rejection)) => Err(JoinError::Refused(rejection)),
         Err(e) => Err(meta_failed(e)),

@@ -13,6 +13,7 @@
 //! - `network/` — Raft RPCs out: openraft's network traits over an HTTP/JSON client;
 //! - `http` — Raft RPCs and forwarded requests in: the axum routes under `/internal/`;
 //! - `join` — a node outside the cluster asks a member for an id, then to be admitted;
+//! - `secret` — `ClusterSecret`, which every RPC between members proves;
 //! - `types` — openraft's type config, `Peer` (a member's admin address), id mapping;
 //! - `config` — `MetaConfig` and the limits; `error` — `MetaError`, `StoreError`.
 //!
@@ -20,8 +21,10 @@
 //! itself, without I/O.
 //!
 //! How a server uses it:
-//! 1. `MetaNode::start(MetaConfig::new(id, admin_addr, data_dir.join("meta")))`, and merge
-//!    `http::router(&node)` into the admin router served on `admin_addr`.
+//! 1. `MetaNode::start(MetaConfig::new(id, admin_addr, data_dir.join("meta"), secret))`, and
+//!    merge `http::router(&node)` into the admin router served on `admin_addr`, behind a check
+//!    that only the cluster identity (`ClusterSecret::credentials`) reaches `/internal/raft`
+//!    and `/internal/meta`, and only an administrator the join routes.
 //! 2. A new cluster: node 0 calls `initialize_single()`, then proposes `AllocateNodeId`
 //!    (which answers 0 on a fresh state) and `AddNode` for itself.
 //! 3. A joiner asks a member (over the server's own REST) to propose `AllocateNodeId`,
@@ -39,10 +42,12 @@ pub mod join;
 mod leader;
 mod network;
 mod node;
+pub mod secret;
 mod store;
 mod types;
 
 pub use config::{MetaConfig, RPC_BODY_BYTES_MAX};
 pub use error::{MetaError, StoreError};
 pub use node::MetaNode;
+pub use secret::ClusterSecret;
 pub use types::{cluster_id, raft_id, LogPosition, Membership, Peer, TypeConfig};

@@ -69,7 +69,7 @@ impl MetaNode {
         let raft = Raft::new(
             raft_id(id),
             Arc::new(raft_config),
-            NetworkFactory::new(raft_id(id), config.source_ip),
+            NetworkFactory::new(raft_id(id), config.source_ip, config.secret.credentials()),
             log,
             state_machine,
         )
@@ -261,7 +261,8 @@ mod tests {
 
     #[test]
     fn timing_is_checked() {
-        let mut config = MetaConfig::new(NodeId(0), "h:1", "/nonexistent");
+        let secret = crate::ClusterSecret::from_bytes([7; crate::secret::SECRET_BYTES]);
+        let mut config = MetaConfig::new(NodeId(0), "h:1", "/nonexistent", secret);
         assert!(raft_config(&config).is_ok());
         config.election_timeout_min = config.heartbeat_interval;
         assert!(matches!(

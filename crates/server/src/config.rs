@@ -8,6 +8,19 @@ use std::path::PathBuf;
 /// full backlog without holding a client near its SDK's 2.5 s timeout.
 pub const WRITE_STALL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// See [`ServerConfig::system_connections`]: each node holds a few replication and rebalance
+/// connections to each peer; this leaves room for far more than `NODES_MAX` peers' worth.
+pub const SYSTEM_CONNECTIONS_DEFAULT: usize = 1_000;
+/// See [`ServerConfig::unauth_body_bytes_max`]: HELLO, SASL and SELECT_BUCKET are a few hundred
+/// bytes at most.
+pub const UNAUTH_BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
+/// See [`ServerConfig::auth_timeout`]: SCRAM takes two round trips, even a slow client
+/// finishes in well under a second.
+pub const AUTH_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+/// See [`ServerConfig::idle_timeout`]. The SDKs poll the cluster map every few seconds, so a
+/// live SDK connection is never idle this long.
+pub const IDLE_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
@@ -25,7 +38,21 @@ pub struct ServerConfig {
     pub vbuckets: u16,
     pub username: String,
     pub password: String,
+    /// Connections per listener for users (and for connections not yet authenticated).
     pub connections_max: usize,
+    /// Connections on the KV port beyond `connections_max`, kept for the cluster's own
+    /// replication and rebalance: a connection admitted into this reserve is closed unless
+    /// it authenticates as the cluster identity, so a flood of clients cannot starve the
+    /// cluster of its replication.
+    pub system_connections: usize,
+    /// Largest packet body accepted before authentication; a larger one closes the
+    /// connection before its body is read (no one makes the node buffer 30 MiB unasked).
+    pub unauth_body_bytes_max: usize,
+    /// A connection not authenticated within this is closed.
+    pub auth_timeout: std::time::Duration,
+    /// An authenticated connection that sends nothing for this long, and waits for no answer,
+    /// is closed (`None`: never). DCP connections are watched by their noops instead.
+    pub idle_timeout: Option<std::time::Duration>,
     /// Threads serving connections (each a single-threaded runtime).
     pub connection_threads: usize,
     /// How new connections are spread over those threads.
@@ -76,6 +103,10 @@ impl ServerConfig {
             username: "Administrator".into(),
             password: "password".into(),
             connections_max: 10_000,
+            system_connections: SYSTEM_CONNECTIONS_DEFAULT,
+            unauth_body_bytes_max: UNAUTH_BODY_BYTES_MAX_DEFAULT,
+            auth_timeout: AUTH_TIMEOUT_DEFAULT,
+            idle_timeout: Some(IDLE_TIMEOUT_DEFAULT),
             connection_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             connection_placement: Default::default(),
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,

@@ -11,6 +11,8 @@
 //! - `placement`   — which connection thread takes a new connection;
 //! - `workers`     — connection threads, one single-threaded runtime each;
 //! - `connection`  — one task per connection: read, frame, execute, write, in order;
+//! - `credentials` — [`NodeCredentials`]: the users and the cluster identity, for SASL and
+//!   HTTP Basic;
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
 //! - `exec/`       — execution per command family (`kv`, `session_ops` and `stats`,
 //!   `vbucket_ops`, `dcp_ops`), each a plain function from a validated request to response
@@ -26,6 +28,7 @@ mod admin;
 mod cluster_map;
 mod config;
 mod connection;
+mod credentials;
 mod dcp;
 mod durability;
 mod exec;
@@ -40,7 +43,13 @@ mod workers;
 
 pub use admin::router as admin_router;
 pub use cluster_map::{BucketFacts, MapView};
-pub use config::{ServerConfig, WRITE_STALL_DEFAULT};
+pub use config::{
+    ServerConfig, AUTH_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT, SYSTEM_CONNECTIONS_DEFAULT,
+    UNAUTH_BODY_BYTES_MAX_DEFAULT, WRITE_STALL_DEFAULT,
+};
+pub use credentials::{
+    Caller, ClusterIdentityError, CredentialsRefused, NodeCredentials, UserError,
+};
 pub use dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
 pub use node::Node;
 pub use node_error::OpenError;

@@ -6,7 +6,6 @@ use crate::node_error::OpenError;
 use serde::{Deserialize, Serialize};
 use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
-use sluice_sasl::MemoryCredentialStore;
 use sluice_storage::{FjallStore, StoreMemory};
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
@@ -26,7 +25,8 @@ pub struct Node {
     pub bucket: Arc<Bucket>,
     /// Hex uuid of the bucket, stable across restarts (cluster map `uuid`).
     pub bucket_uuid: String,
-    pub credentials: MemoryCredentialStore,
+    /// The users, and the cluster identity once the secret is known.
+    pub credentials: crate::credentials::NodeCredentials,
     pub started: Instant,
     pub connections_current: AtomicU64,
     pub connections_total: AtomicU64,
@@ -56,6 +56,15 @@ pub struct Node {
 }
 
 impl Node {
+    /// What this node authenticates to its peers' KV ports as: the cluster identity. The
+    /// secret is set before the node serves a cluster map, so before any replication starts;
+    /// without it the password is empty, which no peer accepts.
+    pub fn peer_credentials(&self) -> sluice_client::Credentials {
+        sluice_client::Credentials::new(
+            sluice_types::identity::CLUSTER_USER,
+            self.credentials.cluster_password().unwrap_or_default(),
+        )
+    }
     /// Opens (or creates) the bucket under the data directory and warms it up. Blocking.
     pub fn open(config: ServerConfig) -> Result<Node, OpenError> {
         let bucket_dir = config.data_dir.join(&config.bucket);
@@ -91,11 +100,9 @@ impl Node {
         bucket.set_room_listener(Box::new(move || room.notify_waiters()));
         tracing::info!(bucket = %config.bucket, items = bucket.gauges()[0].1,
             elapsed_ms = started.elapsed().as_millis() as u64, "warmup complete");
-        let mut rng = rand::rngs::OsRng;
-        let mut credentials = MemoryCredentialStore::new(&mut rng);
-        credentials
-            .add_user(&config.username, &config.password, &mut rng)
-            .map_err(OpenError::Credentials)?;
+        let credentials =
+            crate::credentials::NodeCredentials::new(&config.username, &config.password)
+                .map_err(OpenError::Credentials)?;
         // Until the ports are bound (they may be 0 = any), the map shows the configured ones.
         let me = NodeInfo {
             id: SOLO_NODE,

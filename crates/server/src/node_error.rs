@@ -37,5 +37,5 @@ pub enum OpenError {
     #[error("warming up the bucket: {0}")]
     Warmup(#[source] sluice_engine::EngineError),
     #[error("creating the administrator's credentials: {0}")]
-    Credentials(#[source] sluice_sasl::CredentialError),
+    Credentials(#[source] crate::credentials::UserError),
 }

@@ -80,6 +80,12 @@ impl Session {
         self.user.is_some()
     }
 
+    /// Whether the connection authenticated as the cluster identity: another member's
+    /// replication or rebalance, the only one whose takeovers and seqno acks count.
+    pub fn is_cluster(&self) -> bool {
+        self.user.as_deref() == Some(sluice_types::identity::CLUSTER_USER)
+    }
+
     /// Datatype bits this client may send and receive.
     pub fn datatype_allowed(&self) -> u8 {
         let mut bits = 0;

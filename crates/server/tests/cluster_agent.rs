@@ -19,8 +19,11 @@ const VBS: u16 = 16;
 const KEYS: usize = 600;
 const NOT_MY_VBUCKET: u16 = 0x07;
 
-async fn node(dir: &Path) -> Running {
+/// A node; with `join`, a member of that node's cluster (so it holds the cluster's secret
+/// and its peers let its replication in; the maps are then installed by hand).
+async fn node(dir: &Path, join: Option<std::net::SocketAddr>) -> Running {
     let mut c = ServerConfig::new(dir);
+    c.join = join.map(|a| a.to_string());
     c.kv_port = 0;
     c.admin_port = 0;
     c.vbuckets = VBS;
@@ -76,11 +79,14 @@ async fn all_readable(addr: std::net::SocketAddr, replica_of: &ClusterMap, me: u
     }
 }
 
-/// A plain HTTP/1.1 GET on the admin port.
+/// A plain HTTP/1.1 GET on the admin port, as the administrator.
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let auth = sluice_client::Credentials::new("Administrator", "password").basic_header();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+    );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).await.unwrap();
@@ -97,7 +103,10 @@ fn metric(text: &str, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_follow_one_map_and_survive_a_failover() {
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let nodes = [node(da.path()).await, node(db.path()).await];
+    let first = node(da.path(), None).await;
+    let second = node(db.path(), Some(first.admin_addr)).await;
+    assert_eq!(second.meta.id(), NodeId(1));
+    let nodes = [first, second];
     let solo_rev = nodes[0].node.cluster_map().rev();
     let ids = [NodeId(0), NodeId(1)];
     let map = nodes[0]

@@ -127,6 +127,7 @@ async fn a_stopped_node_is_failed_over_and_nothing_acknowledged_is_lost() {
         async move {
             admin_http::post(
                 &admin,
+                &common::cluster::admin(),
                 "/api/v1/cluster/failover",
                 &serde_json::json!({ "node": node }),
                 Duration::from_secs(10),

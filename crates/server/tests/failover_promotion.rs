@@ -32,6 +32,7 @@ fn two_replicas(c: &mut ServerConfig) {
 async fn position(n: &Running, vb: VbId) -> (String, u64, bool) {
     let answer = admin_http::get(
         &n.admin_addr.to_string(),
+        &n.meta.config().secret.credentials(),
         "/internal/vbuckets/positions",
         Duration::from_secs(5),
     )
@@ -170,6 +171,7 @@ async fn failover_promotes_the_most_advanced_replica_not_the_first() {
     // Fail node 0 over, through node 1 (whichever node is asked decides the same).
     let answer = admin_http::post(
         &b.admin_addr.to_string(),
+        &common::cluster::admin(),
         "/api/v1/cluster/failover",
         &serde_json::json!({ "node": N0.0 }),
         Duration::from_secs(15),
@@ -191,7 +193,13 @@ async fn failover_promotes_the_most_advanced_replica_not_the_first() {
     );
     assert_eq!(answer.body["no_safe_copy"], serde_json::json!([]));
 
-    // Node 2 is active where node 1 lagged, node 1 follows it.
+    // Node 2 is active where node 1 lagged, node 1 follows it (once node 2 has applied the
+    // failover: node 1 answered when it was committed, node 2 may apply it a heartbeat later).
+    let rev = answer.body["rev"].as_u64().unwrap();
+    until("node 2 applies the failover", || {
+        c.meta.state().borrow().map().unwrap().rev().0 >= rev
+    })
+    .await;
     let map = c.meta.state().borrow().map().unwrap().clone();
     for &vb in &lagging {
         assert_eq!(

@@ -50,15 +50,26 @@ async fn rebalance(via: &Running, body: serde_json::Value) {
 async fn rebalance_within(via: &Running, body: serde_json::Value, limit: Duration) {
     let admin = via.admin_addr.to_string();
     let t = Duration::from_secs(10);
-    let started = admin_http::post(&admin, "/api/v1/cluster/rebalance", &body, t)
-        .await
-        .unwrap();
+    let started = admin_http::post(
+        &admin,
+        &common::cluster::admin(),
+        "/api/v1/cluster/rebalance",
+        &body,
+        t,
+    )
+    .await
+    .unwrap();
     assert_eq!(started.status, 202, "{:?}", started.body);
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let s = admin_http::get(&admin, "/api/v1/cluster/rebalance", t)
-            .await
-            .unwrap();
+        let s = admin_http::get(
+            &admin,
+            &common::cluster::admin(),
+            "/api/v1/cluster/rebalance",
+            t,
+        )
+        .await
+        .unwrap();
         if s.body["running"] == false {
             assert!(s.body["error"].is_null(), "rebalance failed: {:?}", s.body);
             assert_eq!(s.body["moves_done"], s.body["moves_total"]);

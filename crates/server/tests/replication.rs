@@ -142,7 +142,30 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let active = node(da.path(), None).await;
     write_all(active.memcached_addr.unwrap(), &items("a", 3000)).await;
-    let replica = node(db.path(), Some(active.kv_addr)).await;
+    // Only the cluster's own replication may take a vbucket over, so the replica follows as
+    // the active's cluster identity: a node of its own whose vbuckets are all replicas, fed
+    // by a replication started by hand (a `--replica-of` node follows as the administrator).
+    let replica = node(db.path(), None).await;
+    for vb in 0..VBS {
+        replica
+            .node
+            .bucket
+            .set_vbucket_state(VbId(vb), VbState::Replica)
+            .unwrap();
+    }
+    let who = active.node.peer_credentials();
+    let feed = sluice_server::Replication::start(
+        replica.node.clone(),
+        sluice_server::ReplicationSpec {
+            source: active.kv_addr.to_string(),
+            username: who.username,
+            password: who.password,
+            bucket: "default".into(),
+            vbuckets: (0..VBS).map(VbId).collect(),
+            name: "replication:test".into(),
+            consumer_name: "1".into(),
+        },
+    );
     caught_up(&active, &replica).await;
     let vb = 3u16;
     let keys: Vec<Vec<u8>> = (0..100_000)
@@ -169,7 +192,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
         }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    replica.replication().unwrap().takeover(VbId(vb));
+    assert!(feed.takeover(VbId(vb)));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while replica.node.bucket.vb_state(VbId(vb)).unwrap() != VbState::Active {
         assert!(
@@ -212,6 +235,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     )
     .await;
     caught_up(&active, &replica).await;
+    feed.stop().await;
     replica.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }

@@ -331,7 +331,8 @@ async fn call(
 ) -> Result<serde_json::Value, RebalanceError> {
     let addr = format!("{}:{}", node.host, node.admin_port);
     let source = meta.config().source_ip;
-    let answer = admin_http::call_from(source, &addr, path, body, HTTP_TIMEOUT)
+    let who = meta.config().secret.credentials();
+    let answer = admin_http::call_from(source, &addr, &who, path, body, HTTP_TIMEOUT)
         .await
         .map_err(|source| RebalanceError::Http {
             node: node.id,

@@ -11,11 +11,12 @@ use crate::config::{CONNECT_TIMEOUT, RPC_BODY_BYTES_MAX};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sluice_client::Credentials;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub(crate) enum HttpError {
     /// The peer is shutting down or is at its request limit (503).
     #[error("the peer is unavailable")]
     Unavailable,
+    /// The peer refused the credentials (401) or the identity (403).
+    #[error("the peer refused the credentials (HTTP {0})")]
+    Refused(u16),
     #[error("the peer answered HTTP {0}")]
     Status(u16),
     /// The connection failed after the request was sent; the peer may have acted on it.
@@ -44,15 +48,19 @@ pub(crate) enum HttpError {
 pub(crate) struct HttpClient {
     addr: String,
     source: Option<IpAddr>,
+    /// The `Authorization` header every request carries.
+    auth: String,
     conn: Option<SendRequest<Full<Bytes>>>,
 }
 
 impl HttpClient {
-    /// A client for `addr`, connecting from `source` (or an address the OS picks).
-    pub(crate) fn new(addr: String, source: Option<IpAddr>) -> HttpClient {
+    /// A client for `addr`, connecting from `source` (or an address the OS picks), calling as
+    /// `who`.
+    pub(crate) fn new(addr: String, source: Option<IpAddr>, who: &Credentials) -> HttpClient {
         HttpClient {
             addr,
             source,
+            auth: who.basic_header(),
             conn: None,
         }
     }
@@ -99,6 +107,7 @@ impl HttpClient {
         }
         let request = Request::post(format!("http://{}{path}", self.addr))
             .header(HOST, self.addr.as_str())
+            .header(AUTHORIZATION, self.auth.as_str())
             .header(CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| HttpError::Transport(e.to_string()))?;
@@ -109,6 +118,9 @@ impl HttpClient {
         match response.status() {
             StatusCode::OK => {}
             StatusCode::SERVICE_UNAVAILABLE => return Err(HttpError::Unavailable),
+            s @ (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => {
+                return Err(HttpError::Refused(s.as_u16()))
+            }
             other => return Err(HttpError::Status(other.as_u16())),
         }
         let collected = Limited::new(response.into_body(), RPC_BODY_BYTES_MAX)

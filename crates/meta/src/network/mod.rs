@@ -36,11 +36,17 @@ pub(crate) struct NetworkFactory {
     own: u64,
     /// Where this node's RPCs connect from (`MetaConfig::source_ip`).
     source: Option<std::net::IpAddr>,
+    /// The cluster identity every RPC is made as.
+    who: sluice_client::Credentials,
 }
 
 impl NetworkFactory {
-    pub(crate) fn new(own: u64, source: Option<std::net::IpAddr>) -> NetworkFactory {
-        NetworkFactory { own, source }
+    pub(crate) fn new(
+        own: u64,
+        source: Option<std::net::IpAddr>,
+        who: sluice_client::Credentials,
+    ) -> NetworkFactory {
+        NetworkFactory { own, source, who }
     }
 }
 
@@ -52,7 +58,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerNetwork {
             own: self.own,
             target,
-            client: HttpClient::new(node.admin_addr.clone(), self.source),
+            client: HttpClient::new(node.admin_addr.clone(), self.source, &self.who),
         }
     }
 }
@@ -93,7 +99,8 @@ impl PeerNetwork {
     ) -> RPCError<u64, Peer, E> {
         tracing::debug!(peer = self.client.addr(), "meta {action} rpc failed: {e}");
         match e {
-            HttpError::Connect { .. } | HttpError::Unavailable => {
+            // A peer that refuses this node's secret is, for Raft, a peer it cannot reach.
+            HttpError::Connect { .. } | HttpError::Unavailable | HttpError::Refused(_) => {
                 RPCError::Unreachable(Unreachable::new(&e))
             }
             HttpError::Timeout(_) => RPCError::Timeout(Timeout {

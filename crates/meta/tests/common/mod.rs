@@ -18,7 +18,8 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// Fast timing for loopback: heartbeats every 50 ms, elections after 300–600 ms.
 pub fn config(id: NodeId, addr: SocketAddr, dir: &Path) -> MetaConfig {
-    let mut config = MetaConfig::new(id, addr.to_string(), dir);
+    let secret = sluice_meta::ClusterSecret::from_bytes([0x5e; sluice_meta::secret::SECRET_BYTES]);
+    let mut config = MetaConfig::new(id, addr.to_string(), dir, secret);
     config.heartbeat_interval = Duration::from_millis(50);
     config.election_timeout_min = Duration::from_millis(300);
     config.election_timeout_max = Duration::from_millis(600);

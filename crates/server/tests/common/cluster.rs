@@ -11,6 +11,11 @@ use sluice_server::ServerConfig;
 use std::path::Path;
 use std::time::Duration;
 
+/// The administrator every test node starts with (`ServerConfig`'s default).
+pub fn admin() -> sluice_client::Credentials {
+    sluice_client::Credentials::new("Administrator", "password")
+}
+
 /// vbuckets of the test bucket.
 pub const VBS: u16 = 16;
 

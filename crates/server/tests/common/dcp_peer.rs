@@ -97,8 +97,19 @@ pub struct Consumer {
 
 impl Consumer {
     pub async fn open(addr: SocketAddr, name: &str, flags: u32, controls: &[(&str, &str)]) -> Self {
+        let kv = super::kv_peer::Kv::open(addr).await;
+        Consumer::open_on(kv, name, flags, controls).await
+    }
+
+    /// [`Consumer::open`] on a connection logged in already (as whoever the test needs).
+    pub async fn open_on(
+        kv: super::kv_peer::Kv,
+        name: &str,
+        flags: u32,
+        controls: &[(&str, &str)],
+    ) -> Self {
         // The same login as any KV connection; then the stream keeps the socket.
-        let (s, buf) = super::kv_peer::Kv::open(addr).await.into_parts();
+        let (s, buf) = kv.into_parts();
         let mut c = Consumer {
             s,
             buf,

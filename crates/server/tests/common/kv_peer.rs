@@ -21,18 +21,24 @@ pub struct Kv {
 
 impl Kv {
     pub async fn open(addr: SocketAddr) -> Kv {
+        Kv::open_as(addr, "Administrator", "password").await
+    }
+
+    /// Logged in as `user` (SASL PLAIN), bucket `default` selected.
+    pub async fn open_as(addr: SocketAddr, user: &str, password: &str) -> Kv {
         let mut kv = Kv {
             s: TcpStream::connect(addr).await.unwrap(),
             buf: Vec::new(),
         };
+        let plain = format!("\0{user}\0{password}");
         let auth = kv
             .call(
                 Packet::request(0x21, 0, 1)
                     .key(b"PLAIN")
-                    .value(b"\0Administrator\0password"),
+                    .value(plain.as_bytes()),
             )
             .await;
-        assert_eq!(auth.status, 0);
+        assert_eq!(auth.status, 0, "login as {user}");
         assert_eq!(
             kv.call(Packet::request(0x89, 0, 2).key(b"default"))
                 .await

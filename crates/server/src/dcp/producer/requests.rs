@@ -121,8 +121,14 @@ impl Conn {
 
     /// A replica's DCP_SEQNO_ACKNOWLEDGED: counted for the node its `consumer_name` gives,
     /// under the vbucket's current uuid. Other consumers' acks mean nothing here (no answer
-    /// is sent on success, as the protocol says).
+    /// is sent on success, as the protocol says). Only the cluster identity's acks count:
+    /// anyone else could name a replica node and complete durable writes it never held.
     fn on_seqno_ack(&mut self, vb: VbId, in_memory: Seqno, persisted: Option<Seqno>) {
+        if !self.session.is_cluster() {
+            tracing::warn!(name = self.producer.name, %vb, user = ?self.session.user,
+                "seqno ack from a connection that is not the cluster's replication: ignored");
+            return;
+        }
         let Some(node_id) = self
             .producer
             .consumer_name
@@ -151,6 +157,14 @@ impl Conn {
         value: &[u8],
         mut r: Responder<'_>,
     ) {
+        if sreq.flags.contains(StreamFlags::TAKEOVER) && !self.session.is_cluster() {
+            // A takeover makes this copy dead: only a rebalance of this cluster may ask.
+            r.error(
+                Status::Eaccess,
+                "takeover streams are only for the cluster's own rebalance",
+            );
+            return;
+        }
         let info = match self.node.bucket.stream_info(vb) {
             Ok(info) => info,
             Err(_) => {
