@@ -6,8 +6,11 @@
 //! request (magic 0x82, opcode 0x01) whenever the node starts serving a newer map, between
 //! answers, never inside one.
 //!
-//! Bounds: the input buffer holds at most one packet of the largest allowed size; the output
-//! is written out whenever it passes `OUT_FLUSH_BYTES`.
+//! Bounds: the input buffer holds at most one packet of the largest allowed size (before
+//! authentication, of `unauth_body_bytes_max`); the output is written out whenever it passes
+//! `OUT_FLUSH_BYTES`. A connection not authenticated within `auth_timeout`, or idle (nothing
+//! read, no answer pending) for `idle_timeout`, is closed. One admitted into the listener's
+//! reserve (`system_only`) is closed as soon as it authenticates as anyone but the cluster.
 //!
 //! UnorderedExecution (HELLO 0x0e): a durable write (or a persistence wait) no longer holds
 //! back the requests behind it. Its wait runs as a task of this connection; the requests
@@ -23,6 +26,7 @@ use bytes::{Buf, BytesMut};
 use sluice_engine::EngineError;
 use sluice_proto::{decode_frame, Decoded, Feature};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -59,14 +63,38 @@ async fn wait_for_room(node: &Node, deadline: tokio::time::Instant) -> bool {
     }
 }
 
-pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port) {
+pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port, system_only: bool) {
     let peer = stream.peer_addr().ok();
-    if let Err(e) = serve(node, stream, port).await {
+    if let Err(e) = serve(node, stream, port, system_only).await {
         tracing::debug!(?peer, error = %e, "connection closed");
     }
 }
 
-async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Result<()> {
+/// When the connection is closed for want of authentication or of activity, if nothing
+/// happens before: the auth deadline until it authenticates, then the idle one (none while
+/// answers are pending).
+fn quiet_deadline(
+    node: &Node,
+    session: &Session,
+    accepted: tokio::time::Instant,
+    last_read: tokio::time::Instant,
+    waiting: bool,
+) -> Option<tokio::time::Instant> {
+    if !session.authenticated() {
+        return Some(accepted + node.config.auth_timeout);
+    }
+    match waiting {
+        true => None,
+        false => node.config.idle_timeout.map(|idle| last_read + idle),
+    }
+}
+
+async fn serve(
+    node: Arc<Node>,
+    stream: TcpStream,
+    port: Port,
+    system_only: bool,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (mut rd, mut wr) = stream.into_split();
     let mut session = Session::new(port, node.config.value_bytes_max);
@@ -75,9 +103,15 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
     let mut maps = node.watch_cluster_map();
     // Answers of unordered waits (see the module doc), each the bytes to write.
     let mut waits: JoinSet<Vec<u8>> = JoinSet::new();
+    let accepted = tokio::time::Instant::now();
+    let mut last_read = accepted;
     loop {
         loop {
-            let (used, next) = match decode_frame(&inbuf, PACKET_BODY_BYTES_MAX) {
+            let body_max = match session.authenticated() {
+                true => PACKET_BODY_BYTES_MAX,
+                false => node.config.unauth_body_bytes_max,
+            };
+            let (used, next) = match decode_frame(&inbuf, body_max) {
                 Err(e) => {
                     tracing::debug!(error = %e, "protocol error: disconnecting");
                     wr.write_all(&out).await?;
@@ -91,7 +125,17 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
                     if !waits.is_empty() && has_barrier(&frame) {
                         drain(&mut waits, &mut out).await;
                     }
+                    let answered = out.len();
                     let mut next = exec::execute(&node, &mut session, &frame, &mut out);
+                    if system_only && session.authenticated() && !session.is_cluster() {
+                        // The reserve is the cluster's: no answer, not even the login's.
+                        tracing::info!(user = ?session.user,
+                            "a connection in the cluster's reserve logged in as a user: closed");
+                        node.connections_rejected.fetch_add(1, Ordering::Relaxed);
+                        out.truncate(answered);
+                        wr.write_all(&out).await?;
+                        return Ok(());
+                    }
                     let mut fetches = 1;
                     let mut stall_until = None;
                     loop {
@@ -210,11 +254,21 @@ async fn serve(node: Arc<Node>, stream: TcpStream, port: Port) -> std::io::Resul
         // watch, a lock every connection shares, and a closed loop of small requests waits
         // once per request (memaslap's gets spent about 2 % of the connection threads there).
         let wants_maps = session.map_push().is_some();
+        let quiet = quiet_deadline(&node, &session, accepted, last_read, !waits.is_empty());
         tokio::select! {
             read = rd.read_buf(&mut inbuf) => {
                 if read? == 0 {
                     return Ok(());
                 }
+                last_read = tokio::time::Instant::now();
+            }
+            _ = tokio::time::sleep_until(quiet.unwrap_or(accepted)), if quiet.is_some() => {
+                let why = match session.authenticated() {
+                    true => "idle for longer than the idle timeout",
+                    false => "not authenticated within the auth timeout",
+                };
+                tracing::debug!(why, "closing the connection");
+                return Ok(());
             }
             changed = maps.changed(), if wants_maps => {
                 if changed.is_ok() {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 const HANDOFF_QUEUE_MAX: usize = 1024;
 
 pub struct Workers {
-    senders: Vec<mpsc::Sender<(std::net::TcpStream, Port, tokio::sync::OwnedSemaphorePermit)>>,
+    senders: Vec<mpsc::Sender<(std::net::TcpStream, Port, crate::listener::Slot)>>,
     node: Arc<Node>,
 }
 
@@ -25,10 +25,9 @@ impl Workers {
         let mut senders = Vec::new();
         for i in 0..node.placer.threads() {
             let pin = node.placer.pin_of(i);
-            let (tx, mut rx) =
-                mpsc::channel::<(std::net::TcpStream, Port, tokio::sync::OwnedSemaphorePermit)>(
-                    HANDOFF_QUEUE_MAX,
-                );
+            let (tx, mut rx) = mpsc::channel::<(std::net::TcpStream, Port, crate::listener::Slot)>(
+                HANDOFF_QUEUE_MAX,
+            );
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -41,15 +40,17 @@ impl Workers {
                     }
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&rt, async move {
-                        while let Some((stream, port, permit)) = rx.recv().await {
+                        while let Some((stream, port, slot)) = rx.recv().await {
                             let node = node.clone();
                             tokio::task::spawn_local(async move {
                                 if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                                    connection::handle(node.clone(), stream, port).await;
+                                    let system_only = slot.system_only;
+                                    connection::handle(node.clone(), stream, port, system_only)
+                                        .await;
                                 }
                                 node.connections_current.fetch_sub(1, Ordering::Relaxed);
                                 node.placer.closed(i);
-                                drop(permit);
+                                drop(slot);
                             });
                         }
                     });
@@ -64,7 +65,7 @@ impl Workers {
         &self,
         stream: tokio::net::TcpStream,
         port: Port,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        slot: crate::listener::Slot,
     ) {
         let Ok(stream) = stream.into_std() else {
             self.node
@@ -73,7 +74,7 @@ impl Workers {
             return;
         };
         let i = self.node.placer.place(placement::incoming_cpu(&stream));
-        if self.senders[i].send((stream, port, permit)).await.is_err() {
+        if self.senders[i].send((stream, port, slot)).await.is_err() {
             // The thread is gone (shutting down): the connection closed unserved.
             self.node
                 .connections_current

@@ -14,13 +14,16 @@
 //!
 //! Then it waits for whichever comes first: bytes from the client, the socket accepting
 //! output, a vbucket changing, a backfill read finishing, the noop timer, or a kick.
-//! Reading and writing are both always armed, so a client that writes while it is not
-//! reading cannot deadlock the connection.
+//! Writing is always armed. Reading is armed while the unwritten output is below
+//! `UNSENT_BYTES_MAX`: a client that sends requests and never reads their answers gets no
+//! more than that queued for it; its requests wait in its own socket buffers (as a kernel's
+//! would), and the requests read already wait in the input buffer until the output drains.
 //!
 //! Memory bound per connection, in bytes: the backfill buffer (`--dcp-backfill-buffer-mb`,
 //! default 20 MiB, at least 8 MiB) holds queued
 //! messages and the backfill chunks being read, give or take one item; the output buffer
-//! adds at most twice `OUT_HIGH_BYTES` plus one message.
+//! adds at most `UNSENT_BYTES_MAX` plus one answer or one message; the input buffer at most
+//! one read chunk and one packet.
 
 mod reads;
 mod requests;
@@ -60,6 +63,9 @@ const CURSOR_READ_BYTES: usize = 512 * 1024;
 const STREAM_READY_BYTES_MAX: usize = 1024 * 1024;
 /// Output is encoded while the unwritten output is below this.
 const OUT_HIGH_BYTES: usize = 256 * 1024;
+/// Requests are read and answered while the unwritten output is below this: the streams'
+/// share (`OUT_HIGH_BYTES`) and as much again for answers.
+const UNSENT_BYTES_MAX: usize = 2 * OUT_HIGH_BYTES;
 /// Messages per pass = the priority's batch × this (the ratios between priorities are the
 /// reference server's 50 : 5 : 1; a pass here ends in one write syscall, so it is larger).
 const PASS_SCALE: usize = 20;
@@ -153,12 +159,13 @@ impl Conn {
         let kicked = shared.kick.notified();
         tokio::pin!(kicked);
         let mut next_stats = Instant::now();
-        // Frames already read along with DCP_OPEN.
-        if !self.handle_input(inbuf, &mut out) {
-            wr.write_all(&out).await?;
-            return Ok(());
-        }
         loop {
+            // Requests read already (with DCP_OPEN, or held back while the output was full)
+            // are answered while there is room for their answers.
+            if !self.handle_input(inbuf, &mut out, written + UNSENT_BYTES_MAX) {
+                wr.write_all(&out[written..]).await?;
+                return Ok(());
+            }
             self.pump(&mut out);
             let now = Instant::now();
             if now >= next_stats {
@@ -172,12 +179,8 @@ impl Conn {
             }
             tokio::select! {
                 _ = &mut kicked => return Ok(()),
-                n = rd.read_buf(inbuf) => {
+                n = rd.read_buf(inbuf), if out.len() - written < UNSENT_BYTES_MAX => {
                     if n? == 0 {
-                        return Ok(());
-                    }
-                    if !self.handle_input(inbuf, &mut out) {
-                        wr.write_all(&out[written..]).await?;
                         return Ok(());
                     }
                 }

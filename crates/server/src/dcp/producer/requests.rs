@@ -18,9 +18,19 @@ use sluice_types::{Seqno, VbId};
 use std::time::Instant;
 
 impl Conn {
-    /// Executes every complete frame in `inbuf`. `false`: close the connection.
-    pub(super) fn handle_input(&mut self, inbuf: &mut BytesMut, out: &mut Vec<u8>) -> bool {
+    /// Executes the complete frames in `inbuf` while `out` is shorter than `out_max`.
+    /// `false`: close the connection.
+    pub(super) fn handle_input(
+        &mut self,
+        inbuf: &mut BytesMut,
+        out: &mut Vec<u8>,
+        out_max: usize,
+    ) -> bool {
         loop {
+            if out.len() >= out_max {
+                // The rest waits in `inbuf` until the client has read its answers.
+                return true;
+            }
             match decode_frame(inbuf, PACKET_BODY_BYTES_MAX) {
                 Err(e) => {
                     tracing::debug!(error = %e, "protocol error on a DCP connection");
