@@ -5,6 +5,7 @@
 //! - `kv` — get / set / delete one document through the smart client (`kv_cmd`);
 //! - `rebalance` — move data onto joined nodes and off ejected ones (`rebalance_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
+//! - `user`   — the cluster's users and their roles (`user_cmd`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod cluster_cmd;
@@ -13,6 +14,7 @@ mod kv_cmd;
 mod login_args;
 mod rebalance_cmd;
 mod server_cmd;
+mod user_cmd;
 mod watch_cmd;
 
 use clap::{Parser, Subcommand};
@@ -63,6 +65,9 @@ enum Command {
     /// Rebalance: spread the bucket over every node, taking joined nodes in and ejected ones
     /// out, moving vbuckets with their data (DCP takeover) while clients keep working.
     Rebalance(rebalance_cmd::RebalanceArgs),
+    /// The cluster's users and their roles: set, list, delete.
+    #[command(subcommand)]
+    User(user_cmd::UserCommand),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -130,6 +135,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Rebalance(args) => rebalance_cmd::run(args),
+        Command::User(cmd) => user_cmd::run(cmd),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => bench(sluice_bench::run_kv(args)),
         Command::Bench(BenchCommand::Dcp(args)) => bench(sluice_bench::run_dcp(args)),

@@ -7,7 +7,8 @@ use crate::Credentials;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper::{Method, Request};
+pub use hyper::Method;
+use hyper::Request;
 use hyper_util::rt::TokioIo;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -28,7 +29,8 @@ pub enum AdminHttpError {
     Decode { addr: String, reason: String },
 }
 
-/// An answer: its HTTP status and JSON body (`Null` when empty).
+/// An answer: its HTTP status and JSON body (`Null` when empty; a string holding the text
+/// when the answer is not JSON, such as `/metrics`).
 #[derive(Debug, Clone)]
 pub struct AdminAnswer {
     pub status: u16,
@@ -48,7 +50,7 @@ pub async fn get(
     path: &str,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    call(None, addr, who, Method::GET, path, None, timeout).await
+    send(None, addr, who, Method::GET, path, Body::None, timeout).await
 }
 
 /// POST `body` as JSON to `path` on `addr`.
@@ -59,7 +61,16 @@ pub async fn post(
     body: &serde_json::Value,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    call(None, addr, who, Method::POST, path, Some(body), timeout).await
+    send(
+        None,
+        addr,
+        who,
+        Method::POST,
+        path,
+        Body::Json(body),
+        timeout,
+    )
+    .await
 }
 
 /// [`get`] (no `body`) or [`post`], connecting from `source` (a node calling its peers).
@@ -71,21 +82,53 @@ pub async fn call_from(
     body: Option<&serde_json::Value>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let method = if body.is_some() {
-        Method::POST
-    } else {
-        Method::GET
+    let (method, body) = match body {
+        Some(json) => (Method::POST, Body::Json(json)),
+        None => (Method::GET, Body::None),
     };
-    call(source, addr, who, method, path, body, timeout).await
+    send(source, addr, who, method, path, body, timeout).await
 }
 
-async fn call(
+/// A request's body.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'a> {
+    None,
+    Json(&'a serde_json::Value),
+    /// `application/x-www-form-urlencoded`, as Couchbase's settings routes take it.
+    Form(&'a [(&'a str, &'a str)]),
+}
+
+/// `s` with every byte but RFC 3986's unreserved ones as `%XX`: for a path segment or a
+/// form field.
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `application/x-www-form-urlencoded`.
+fn form_encode(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Any `method` on `path` of `addr`, with `body`, connecting from `source` (`None`: an
+/// address the OS picks).
+pub async fn send(
     source: Option<IpAddr>,
     addr: &str,
     who: &Credentials,
     method: Method,
     path: &str,
-    body: Option<&serde_json::Value>,
+    body: Body<'_>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
     let exchanged = exchange(source, addr, who, method, path, body);
@@ -104,7 +147,7 @@ async fn exchange(
     who: &Credentials,
     method: Method,
     path: &str,
-    body: Option<&serde_json::Value>,
+    body: Body<'_>,
 ) -> Result<AdminAnswer, AdminHttpError> {
     let transport = |reason: String| AdminHttpError::Transport {
         addr: addr.to_string(),
@@ -121,13 +164,23 @@ async fn exchange(
         .await
         .map_err(|e| transport(e.to_string()))?;
     let driver = tokio::spawn(conn);
-    let bytes = body.map_or_else(Vec::new, |b| serde_json::to_vec(b).unwrap_or_default());
+    let (bytes, content_type) = match body {
+        Body::None => (Vec::new(), "application/json"),
+        Body::Json(json) => (
+            serde_json::to_vec(json).unwrap_or_default(),
+            "application/json",
+        ),
+        Body::Form(pairs) => (
+            form_encode(pairs).into_bytes(),
+            "application/x-www-form-urlencoded",
+        ),
+    };
     let request = Request::builder()
         .method(method)
         .uri(path)
         .header(HOST, addr)
         .header(AUTHORIZATION, who.basic_header())
-        .header(CONTENT_TYPE, "application/json")
+        .header(CONTENT_TYPE, content_type)
         .body(Full::new(Bytes::from(bytes)))
         .map_err(|e| transport(e.to_string()))?;
     let response = sender
@@ -135,6 +188,10 @@ async fn exchange(
         .await
         .map_err(|e| transport(e.to_string()))?;
     let status = response.status().as_u16();
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_none_or(|v| v.as_bytes().starts_with(b"application/json"));
     let collected = Limited::new(response.into_body(), ANSWER_BYTES_MAX)
         .collect()
         .await
@@ -143,6 +200,8 @@ async fn exchange(
     driver.abort();
     let body = if collected.is_empty() {
         serde_json::Value::Null
+    } else if !json {
+        serde_json::Value::String(String::from_utf8_lossy(&collected).into_owned())
     } else {
         serde_json::from_slice(&collected).map_err(|e| AdminHttpError::Decode {
             addr: addr.to_string(),
@@ -150,4 +209,17 @@ async fn exchange(
         })?
     };
     Ok(AdminAnswer { status, body })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn forms_are_percent_encoded() {
+        let form =
+            super::form_encode(&[("roles", "data_reader[default],ro_admin"), ("p", "a b&c")]);
+        assert_eq!(
+            form,
+            "roles=data_reader%5Bdefault%5D%2Cro_admin&p=a%20b%26c"
+        );
+    }
 }

@@ -34,6 +34,7 @@ pub mod limits;
 pub mod metadata;
 pub mod node;
 pub mod placement;
+pub mod rbac;
 pub mod rebalance;
 pub mod vbmap;
 

@@ -26,9 +26,11 @@
 //! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers, drops and vbucket
 //! progress on this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
 //!
-//! Every route but `/health` needs HTTP Basic credentials, checked before anything else
-//! (`admin_auth`): an administrator for the public routes and the join, the cluster identity
-//! for the rest of `/internal/`.
+//! Plus the users' routes (`users_api`: `/settings/rbac/users...`).
+//!
+//! Every route but `/health` needs HTTP Basic credentials and a role that allows it, checked
+//! before anything else (`admin_auth`); the rest of `/internal/` is for the cluster identity
+//! only.
 
 use crate::control::Control;
 use axum::extract::{Path, State};
@@ -54,6 +56,7 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode)
     let internal = sluice_meta::http::router(&meta);
     let data = sluice_server::admin_router(control.node.clone());
     let node = control.node.clone();
+    let users = crate::users_api::router(node.clone(), meta.clone());
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
@@ -71,6 +74,7 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode)
         .route("/internal/rebalance/map_rev", get(map_rev))
         .with_state(state)
         .merge(data)
+        .merge(users)
         .merge(internal)
         // Last, so it wraps every route above, and the fallback too.
         .layer(axum::middleware::from_fn_with_state(

@@ -1,46 +1,92 @@
 //! Who may call what on the admin port. Every request but `GET /health` must carry HTTP
-//! Basic credentials, checked before its body is read or its route runs:
+//! Basic credentials, checked before its body is read or its route runs, and the caller's
+//! roles (`sluice_cluster::rbac`) must allow what the route does:
 //!
-//! | path | who | without credentials, or wrong ones | a user, on a cluster-only path |
-//! |---|---|---|---|
-//! | `/health` | anyone (probes, load balancers) | — | — |
-//! | `/internal/meta/join/*` | an administrator, or the cluster | 401 | — |
-//! | other `/internal/*` (Raft, forwarded proposals, rebalance internals, positions) | the cluster identity only | 401 | 403 |
-//! | everything else (`/api/v1/...`, `/metrics`, stats, the map) | an administrator, or the cluster | 401 | — |
+//! | route | needs |
+//! |---|---|
+//! | `/health` | nothing (probes, load balancers) |
+//! | `GET /api/v1/cluster...`, other GETs | reading the cluster (`ro_admin`, `cluster_admin`, `replication_admin`) |
+//! | `POST /api/v1/cluster/...`, `/internal/meta/join/*`, other non-GETs | changing the cluster (`cluster_admin`) |
+//! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
+//! | `/pools/default/b/B` (the map, as SDKs fetch it) | any role on bucket B |
+//! | `/settings/rbac/...` | managing users (`admin` only) |
+//! | other `/internal/*` (Raft, forwarded proposals, rebalance internals, positions) | the cluster identity only |
 //!
-//! Users are the node's (today one administrator, from `--username` / `--password`); the
-//! cluster identity is `@cluster` with the cluster's secret (see `sluice_meta::secret`). An
-//! unknown user and a wrong password get the same 401, so users cannot be enumerated.
+//! `admin` allows everything, and so does the cluster identity (`@cluster` with the cluster's
+//! secret; see `sluice_meta::secret`). Without credentials, or with wrong ones, the answer is
+//! 401; an unknown user and a wrong password look the same, so users cannot be enumerated.
+//! Authenticated without the role: 403.
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use sluice_cluster::rbac::{allows, Privilege, Role};
 use sluice_server::{Caller, CredentialsRefused, Node};
 use std::sync::Arc;
 
-/// Who a path is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
+/// What a route needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Rule {
     Open,
-    /// An administrator or the cluster.
-    Admin,
     /// The cluster identity only.
     Cluster,
+    /// A caller whose roles allow this.
+    Needs(Need),
 }
 
-/// The access rule of `path` (the table above).
-pub(crate) fn access(path: &str) -> Access {
-    if path == "/health" {
-        Access::Open
-    } else if path.starts_with("/internal/meta/join/") {
-        Access::Admin
-    } else if path == "/internal" || path.starts_with("/internal/") {
-        Access::Cluster
-    } else {
-        Access::Admin
+/// A privilege a route needs (`Privilege`, owning its bucket name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Need {
+    AnyOfBucket(String),
+    ClusterRead,
+    ClusterWrite,
+    Stats,
+    Security,
+}
+
+impl Need {
+    fn privilege(&self) -> Privilege<'_> {
+        match self {
+            Need::AnyOfBucket(b) => Privilege::AnyOfBucket(b),
+            Need::ClusterRead => Privilege::ClusterRead,
+            Need::ClusterWrite => Privilege::ClusterWrite,
+            Need::Stats => Privilege::Stats,
+            Need::Security => Privilege::Security,
+        }
     }
+}
+
+/// The rule of `method path` (the table above).
+pub(crate) fn rule(method: &Method, path: &str) -> Rule {
+    let changes = method != Method::GET && method != Method::HEAD;
+    if path == "/health" {
+        Rule::Open
+    } else if path.starts_with("/internal/meta/join/") {
+        Rule::Needs(Need::ClusterWrite)
+    } else if path == "/internal" || path.starts_with("/internal/") {
+        Rule::Cluster
+    } else if path == "/settings/rbac" || path.starts_with("/settings/rbac/") {
+        Rule::Needs(Need::Security)
+    } else if path == "/metrics" || is_bucket_stats(path) {
+        Rule::Needs(Need::Stats)
+    } else if let Some(bucket) = path
+        .strip_prefix("/pools/default/b/")
+        .filter(|b| !changes && !b.contains('/'))
+    {
+        Rule::Needs(Need::AnyOfBucket(bucket.to_string()))
+    } else if changes {
+        Rule::Needs(Need::ClusterWrite)
+    } else {
+        Rule::Needs(Need::ClusterRead)
+    }
+}
+
+fn is_bucket_stats(path: &str) -> bool {
+    path.strip_prefix("/api/v1/buckets/")
+        .and_then(|rest| rest.strip_suffix("/stats"))
+        .is_some_and(|b| !b.is_empty() && !b.contains('/'))
 }
 
 /// Why a request was turned away.
@@ -52,23 +98,29 @@ pub(crate) enum Refusal {
     Forbidden,
 }
 
-/// Whether `caller` (or its failure to authenticate) may use a path of rule `rule`.
+/// Whether `caller` (or its failure to authenticate), with `roles`, may use a route of
+/// `rule`.
 pub(crate) fn decide(
-    rule: Access,
-    caller: Result<Caller, CredentialsRefused>,
+    rule: &Rule,
+    caller: &Result<Caller, CredentialsRefused>,
+    roles: &[Role],
 ) -> Result<(), Refusal> {
     match (rule, caller) {
-        (Access::Open, _) => Ok(()),
-        (_, Err(why)) => Err(Refusal::Unauthenticated(why)),
-        (Access::Admin, Ok(_)) | (Access::Cluster, Ok(Caller::Cluster)) => Ok(()),
-        (Access::Cluster, Ok(Caller::User(_))) => Err(Refusal::Forbidden),
+        (Rule::Open, _) => Ok(()),
+        (_, Err(why)) => Err(Refusal::Unauthenticated(*why)),
+        (_, Ok(Caller::Cluster)) => Ok(()),
+        (Rule::Cluster, Ok(Caller::User(_))) => Err(Refusal::Forbidden),
+        (Rule::Needs(need), Ok(Caller::User(_))) => match allows(roles, need.privilege()) {
+            true => Ok(()),
+            false => Err(Refusal::Forbidden),
+        },
     }
 }
 
 /// The middleware in front of every admin route.
 pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
-    let rule = access(req.uri().path());
-    if rule == Access::Open {
+    let rule = rule(req.method(), req.uri().path());
+    if rule == Rule::Open {
         return next.run(req).await;
     }
     let header = req
@@ -76,7 +128,11 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     let caller = node.credentials.check_basic(header);
-    match decide(rule, caller) {
+    let roles = match &caller {
+        Ok(who) => node.credentials.roles(who),
+        Err(_) => Arc::from([]),
+    };
+    match decide(&rule, &caller, &roles) {
         Ok(()) => next.run(req).await,
         Err(Refusal::Unauthenticated(why)) => {
             tracing::debug!(path = req.uri().path(), %why, "admin request refused: 401");
@@ -88,8 +144,14 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
                 .into_response()
         }
         Err(Refusal::Forbidden) => {
-            tracing::info!(path = req.uri().path(), "admin request refused: 403");
-            let error = "only the cluster's own members may call /internal/ routes";
+            tracing::info!(path = req.uri().path(), user = ?caller, "admin request refused: 403");
+            let error = match rule {
+                Rule::Cluster => {
+                    "only the cluster's own members may call /internal/ routes".to_string()
+                }
+                Rule::Needs(need) => format!("the user's roles do not allow this ({need:?})"),
+                Rule::Open => unreachable!("open routes are never refused"),
+            };
             (
                 StatusCode::FORBIDDEN,
                 Json(serde_json::json!({ "error": error })),
@@ -102,53 +164,110 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_cluster::rbac::parse_roles;
 
     #[test]
-    fn each_path_has_its_rule() {
+    fn each_route_has_its_rule() {
+        let (get, post) = (Method::GET, Method::POST);
+        let needs = |n| Rule::Needs(n);
         let table = [
-            ("/health", Access::Open),
-            ("/health/", Access::Admin),
-            ("/metrics", Access::Admin),
-            ("/api/v1/cluster/failover", Access::Admin),
-            ("/pools/default/b/default", Access::Admin),
-            ("/internal/meta/join/allocate", Access::Admin),
-            ("/internal/meta/join/admit", Access::Admin),
-            ("/internal/meta/propose", Access::Cluster),
-            ("/internal/raft/vote", Access::Cluster),
-            ("/internal/rebalance/takeover", Access::Cluster),
-            ("/internal/vbuckets/positions", Access::Cluster),
-            ("/internal", Access::Cluster),
-            ("/internalx", Access::Admin),
-            ("/nowhere", Access::Admin),
+            (&get, "/health", Rule::Open),
+            (&get, "/health/", needs(Need::ClusterRead)),
+            (&get, "/metrics", needs(Need::Stats)),
+            (&get, "/api/v1/buckets/default/stats", needs(Need::Stats)),
+            (&get, "/api/v1/cluster", needs(Need::ClusterRead)),
+            (&get, "/api/v1/cluster/rebalance", needs(Need::ClusterRead)),
+            (&post, "/api/v1/cluster/failover", needs(Need::ClusterWrite)),
+            (
+                &get,
+                "/pools/default/b/default",
+                needs(Need::AnyOfBucket("default".into())),
+            ),
+            (&post, "/pools/default/b/default", needs(Need::ClusterWrite)),
+            (&get, "/settings/rbac/users", needs(Need::Security)),
+            (
+                &Method::PUT,
+                "/settings/rbac/users/local/u",
+                needs(Need::Security),
+            ),
+            (
+                &post,
+                "/internal/meta/join/allocate",
+                needs(Need::ClusterWrite),
+            ),
+            (&post, "/internal/meta/propose", Rule::Cluster),
+            (&post, "/internal/raft/vote", Rule::Cluster),
+            (&get, "/internal/vbuckets/positions", Rule::Cluster),
+            (&get, "/internal", Rule::Cluster),
+            (&get, "/internalx", needs(Need::ClusterRead)),
+            (&Method::DELETE, "/nowhere", needs(Need::ClusterWrite)),
         ];
-        for (path, rule) in table {
-            assert_eq!(access(path), rule, "{path}");
+        for (method, path, want) in table {
+            assert_eq!(rule(method, path), want, "{method} {path}");
         }
     }
 
     #[test]
     fn who_gets_through() {
-        let admin = || Ok(Caller::User("Administrator".into()));
-        let missing = || Err(CredentialsRefused::Missing);
-        let wrong = || Err(CredentialsRefused::Wrong);
-        let unauth = |why| Err(Refusal::Unauthenticated(why));
+        let user = || Ok(Caller::User("u".into()));
+        let cluster = Ok(Caller::Cluster);
+        let missing = Err(CredentialsRefused::Missing);
+        let roles = |r: &str| parse_roles(r).unwrap_or_default();
+        let write = Rule::Needs(Need::ClusterWrite);
+        let read = Rule::Needs(Need::ClusterRead);
+        let bucket = Rule::Needs(Need::AnyOfBucket("default".into()));
+        let stats = Rule::Needs(Need::Stats);
+        let security = Rule::Needs(Need::Security);
+        let forbidden = Err(Refusal::Forbidden);
         let table = [
-            (Access::Open, missing(), Ok(())),
-            (Access::Open, wrong(), Ok(())),
-            (Access::Admin, admin(), Ok(())),
-            (Access::Admin, Ok(Caller::Cluster), Ok(())),
+            (&Rule::Open, &missing, roles("ro_admin"), Ok(())),
             (
-                Access::Admin,
-                missing(),
-                unauth(CredentialsRefused::Missing),
+                &write,
+                &missing,
+                roles("admin"),
+                Err(Refusal::Unauthenticated(CredentialsRefused::Missing)),
             ),
-            (Access::Admin, wrong(), unauth(CredentialsRefused::Wrong)),
-            (Access::Cluster, Ok(Caller::Cluster), Ok(())),
-            (Access::Cluster, admin(), Err(Refusal::Forbidden)),
-            (Access::Cluster, wrong(), unauth(CredentialsRefused::Wrong)),
+            (&write, &user(), roles("admin"), Ok(())),
+            (&write, &user(), roles("cluster_admin"), Ok(())),
+            (&write, &user(), roles("ro_admin"), forbidden.clone()),
+            (&read, &user(), roles("ro_admin"), Ok(())),
+            (
+                &read,
+                &user(),
+                roles("data_reader[default]"),
+                forbidden.clone(),
+            ),
+            (&bucket, &user(), roles("data_reader[default]"), Ok(())),
+            (
+                &bucket,
+                &user(),
+                roles("data_reader[other]"),
+                forbidden.clone(),
+            ),
+            (&stats, &user(), roles("stats_reader"), Ok(())),
+            (
+                &stats,
+                &user(),
+                roles("data_writer[default]"),
+                forbidden.clone(),
+            ),
+            (
+                &security,
+                &user(),
+                roles("cluster_admin"),
+                forbidden.clone(),
+            ),
+            (&security, &user(), roles("admin"), Ok(())),
+            (&Rule::Cluster, &user(), roles("admin"), forbidden.clone()),
+            (&Rule::Cluster, &cluster, roles(""), Ok(())),
+            (&security, &cluster, roles(""), Ok(())),
         ];
-        for (rule, caller, want) in table {
-            assert_eq!(decide(rule, caller.clone()), want, "{rule:?} {caller:?}");
+        for (rule, caller, roles, want) in table {
+            assert_eq!(
+                decide(rule, caller, &roles),
+                want,
+                "{rule:?} {caller:?} {roles:?}"
+            );
         }
     }
 }

@@ -15,7 +15,8 @@
 //! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
 //!   takeovers, chains); `builds` — the copies it builds on this node;
 //! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's;
-//!   `admin_auth` — who may call which of them (HTTP Basic: administrators, the cluster).
+//!   `admin_auth` — who may call which of them (HTTP Basic, the callers' roles);
+//!   `users_api` — users and their roles (`/settings/rbac/users`).
 
 mod admin;
 mod admin_auth;
@@ -29,6 +30,7 @@ pub mod fencing;
 mod membership;
 mod membership_error;
 mod rebalance;
+mod users_api;
 
 pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
 pub use control::Control;
@@ -87,6 +89,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
     if let Some(map) = meta.state().borrow().map() {
         node.install_map(map.clone(), meta.id());
     }
+    node.credentials.set_users(meta.state().borrow().users());
     tasks.push(tokio::spawn(membership::follow_map(
         node.clone(),
         meta.clone(),

@@ -397,13 +397,18 @@ async fn expect_applied(
     }
 }
 
-/// Serves every map the replicated state publishes, as node `id`. Runs until the meta node
-/// stops.
+/// Serves every map the replicated state publishes, as node `id`, and lets in the users it
+/// lists. Runs until the meta node stops.
 pub async fn follow_map(node: Arc<Node>, meta: MetaNode) {
     let id = meta.id();
     let mut states = meta.state();
+    let mut users_seen = None;
     loop {
         let state: Arc<ClusterState> = states.borrow_and_update().clone();
+        if users_seen.as_ref() != Some(state.users()) {
+            node.credentials.set_users(state.users());
+            users_seen = Some(state.users().clone());
+        }
         if let Some(map) = state.map() {
             if map.rev() > node.cluster_map().rev() || node.cluster_map().this != id {
                 node.install_map(map.clone(), id);

@@ -131,6 +131,27 @@ impl PlainCredentials {
         })
     }
 
+    /// Rebuilds the verifier from a kept salt and digest, without the password.
+    pub fn from_digest(salt: Vec<u8>, digest: Vec<u8>) -> Result<Self, CredentialError> {
+        if salt.is_empty() {
+            return Err(CredentialError::EmptySalt);
+        }
+        if digest.len() != ScramHash::Sha256.output_len() {
+            return Err(CredentialError::KeyLength);
+        }
+        Ok(Self { salt, digest })
+    }
+
+    /// The salt.
+    pub fn salt(&self) -> &[u8] {
+        &self.salt
+    }
+
+    /// The salted digest.
+    pub fn digest(&self) -> &[u8] {
+        &self.digest
+    }
+
     /// Whether `password` matches, compared in constant time.
     pub fn verify(&self, password: &str) -> bool {
         ct_eq(&plain_digest(&self.salt, password), &self.digest)

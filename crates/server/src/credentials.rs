@@ -1,16 +1,23 @@
-//! Who may connect: the node's users, and the cluster identity its peers authenticate as
-//! (see `sluice_types::identity`). Both the KV port's SASL and the admin port's HTTP Basic
-//! check here.
+//! Who may connect, and with which roles: the administrator this node was started with
+//! (`admin`), the users in the replicated metadata (kept here as the manager publishes
+//! them, `set_users`), and the cluster identity its peers authenticate as (see
+//! `sluice_types::identity`). Both the KV port's SASL and the admin port's HTTP Basic check
+//! here. The administrator given at start wins over a replicated user of the same name, so
+//! a node can always be reached with the credentials it was started with.
 //!
 //! The cluster identity is known once the node knows the cluster's secret: at start for a
 //! member, after the join's first step for a joiner (whose KV port is already bound, but
 //! serves no vbucket yet). Until then no one can authenticate as it.
 
+use parking_lot::RwLock;
+use sluice_cluster::metadata::{CredentialRecord, ScramRecord, UserRecord};
+use sluice_cluster::rbac::Role;
 use sluice_sasl::{
-    CredentialError, CredentialStore, DecoyParams, MemoryCredentialStore, ScramHash,
-    UserCredentials,
+    CredentialError, CredentialStore, DecoyParams, MemoryCredentialStore, PlainCredentials,
+    ScramCredentials, ScramHash, UserCredentials,
 };
 use sluice_types::identity::{is_reserved_user, CLUSTER_USER};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
 /// Who a caller proved to be.
@@ -52,8 +59,17 @@ pub enum ClusterIdentityError {
     Credentials(#[from] CredentialError),
 }
 
+/// A replicated user: its verifiers and its roles.
+struct KnownUser {
+    credentials: Arc<UserCredentials>,
+    roles: Arc<[Role]>,
+}
+
 pub struct NodeCredentials {
+    /// The administrator given at start (role `admin`), and the decoys for unknown users.
     users: MemoryCredentialStore,
+    admin: String,
+    replicated: RwLock<HashMap<String, KnownUser>>,
     cluster: OnceLock<(String, Arc<UserCredentials>)>,
 }
 
@@ -68,8 +84,46 @@ impl NodeCredentials {
         users.add_user(username, password, &mut rng)?;
         Ok(NodeCredentials {
             users,
+            admin: username.to_string(),
+            replicated: RwLock::new(HashMap::new()),
             cluster: OnceLock::new(),
         })
+    }
+
+    /// Replaces the replicated users with `users` (the metadata's, as it changed). A record
+    /// that cannot be read is left out, and logged: its user cannot log in here.
+    pub fn set_users(&self, users: &BTreeMap<String, UserRecord>) {
+        let mut known = HashMap::with_capacity(users.len());
+        for (name, record) in users {
+            match from_record(name, &record.credentials) {
+                Ok(credentials) => {
+                    let roles = record.roles.clone().into();
+                    let credentials = Arc::new(credentials);
+                    known.insert(name.clone(), KnownUser { credentials, roles });
+                }
+                Err(e) => tracing::warn!(user = %name, error = %e, "unreadable user record"),
+            }
+        }
+        *self.replicated.write() = known;
+    }
+
+    /// The roles of whoever `caller` is (none for a user that no longer exists).
+    pub fn roles(&self, caller: &Caller) -> Arc<[Role]> {
+        match caller {
+            Caller::Cluster => Arc::from([Role::Admin]),
+            Caller::User(name) => self.roles_of(name),
+        }
+    }
+
+    /// The roles of the user called `name` (the cluster identity's are `admin`'s).
+    pub fn roles_of(&self, name: &str) -> Arc<[Role]> {
+        if name == self.admin || name == CLUSTER_USER {
+            return Arc::from([Role::Admin]);
+        }
+        self.replicated
+            .read()
+            .get(name)
+            .map_or_else(|| Arc::from([]), |u| u.roles.clone())
     }
 
     /// Lets peers in as the cluster identity, with `secret` as its password. Setting the same
@@ -118,12 +172,104 @@ impl CredentialStore for NodeCredentials {
         if username == CLUSTER_USER {
             return self.cluster.get().map(|(_, user)| user.clone());
         }
-        self.users.lookup(username)
+        if let Some(admin) = self.users.lookup(username) {
+            return Some(admin);
+        }
+        self.replicated
+            .read()
+            .get(username)
+            .map(|u| u.credentials.clone())
     }
 
     fn decoy(&self, username: &str, hash: ScramHash) -> Option<DecoyParams> {
         self.users.decoy(username, hash)
     }
+}
+
+/// The verifiers of `password` for every mechanism, as the metadata keeps them (PBKDF2 runs
+/// here, once).
+pub fn credential_record(name: &str, password: &str) -> Result<CredentialRecord, CredentialError> {
+    let user = UserCredentials::new(name, password, &mut rand::rngs::OsRng)?;
+    let scram = [ScramHash::Sha512, ScramHash::Sha256, ScramHash::Sha1]
+        .into_iter()
+        .map(|hash| {
+            let c = user.scram(hash);
+            ScramRecord {
+                hash: hash_name(hash).to_string(),
+                salt: to_hex(c.salt()),
+                iterations: c.iterations(),
+                stored_key: to_hex(c.stored_key()),
+                server_key: to_hex(c.server_key()),
+            }
+        })
+        .collect();
+    Ok(CredentialRecord {
+        scram,
+        plain_salt: to_hex(user.plain().salt()),
+        plain_digest: to_hex(user.plain().digest()),
+    })
+}
+
+fn hash_name(hash: ScramHash) -> &'static str {
+    match hash {
+        ScramHash::Sha512 => "SHA512",
+        ScramHash::Sha256 => "SHA256",
+        ScramHash::Sha1 => "SHA1",
+    }
+}
+
+/// Why a kept user record cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("a verifier is not hex")]
+    Hex,
+    #[error("no {0} verifier")]
+    Missing(&'static str),
+    #[error(transparent)]
+    Credentials(#[from] CredentialError),
+}
+
+fn from_record(name: &str, record: &CredentialRecord) -> Result<UserCredentials, RecordError> {
+    let scram = |hash: ScramHash| -> Result<ScramCredentials, RecordError> {
+        let r = record
+            .scram
+            .iter()
+            .find(|r| r.hash == hash_name(hash))
+            .ok_or(RecordError::Missing(hash_name(hash)))?;
+        let hex = |s: &str| from_hex(s).ok_or(RecordError::Hex);
+        Ok(ScramCredentials::from_keys(
+            hash,
+            hex(&r.salt)?,
+            r.iterations,
+            hex(&r.stored_key)?,
+            hex(&r.server_key)?,
+        )?)
+    };
+    let plain = PlainCredentials::from_digest(
+        from_hex(&record.plain_salt).ok_or(RecordError::Hex)?,
+        from_hex(&record.plain_digest).ok_or(RecordError::Hex)?,
+    )?;
+    Ok(UserCredentials::from_parts(
+        name,
+        scram(ScramHash::Sha512)?,
+        scram(ScramHash::Sha256)?,
+        scram(ScramHash::Sha1)?,
+        plain,
+    )?)
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// `Basic base64(user:password)` → (user, password), per RFC 7617: the scheme is
@@ -204,6 +350,62 @@ mod tests {
             Err(ClusterIdentityError::AlreadySet)
         ));
         assert_eq!(c.cluster_password(), Some("one"));
+    }
+
+    #[test]
+    fn replicated_users_log_in_with_the_roles_the_metadata_gives() {
+        let c = NodeCredentials::new("Administrator", "password").unwrap();
+        let record = |password: &str, roles: &str| UserRecord {
+            roles: sluice_cluster::rbac::parse_roles(roles).unwrap(),
+            credentials: credential_record("x", password).unwrap(),
+        };
+        let mut users = BTreeMap::new();
+        users.insert(
+            "reader".to_string(),
+            record("r-pass", "data_reader[default]"),
+        );
+        // The administrator given at start wins over a replicated namesake.
+        users.insert("Administrator".to_string(), record("other", "ro_admin"));
+        c.set_users(&users);
+        let reader = Some(header("reader", "r-pass"));
+        assert_eq!(
+            c.check_basic(reader.as_deref()),
+            Ok(Caller::User("reader".into()))
+        );
+        assert_eq!(
+            c.check_basic(Some(&header("reader", "wrong"))),
+            Err(CredentialsRefused::Wrong)
+        );
+        assert_eq!(
+            &*c.roles_of("reader"),
+            &[Role::DataReader(sluice_cluster::rbac::Buckets::One(
+                "default".into()
+            ))]
+        );
+        assert_eq!(&*c.roles_of("Administrator"), &[Role::Admin]);
+        assert_eq!(
+            c.check_basic(Some(&header("Administrator", "other"))),
+            Err(CredentialsRefused::Wrong)
+        );
+        // SCRAM finds the same user.
+        assert!(c.lookup("reader").is_some());
+        users.remove("reader");
+        c.set_users(&users);
+        assert_eq!(
+            c.check_basic(reader.as_deref()),
+            Err(CredentialsRefused::Wrong)
+        );
+        assert!(c.roles_of("reader").is_empty());
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(
+            from_hex(&to_hex(&[0, 1, 0xab, 0xff])),
+            Some(vec![0, 1, 0xab, 0xff])
+        );
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
     }
 
     #[test]

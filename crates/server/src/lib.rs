@@ -48,7 +48,8 @@ pub use config::{
     UNAUTH_BODY_BYTES_MAX_DEFAULT, WRITE_STALL_DEFAULT,
 };
 pub use credentials::{
-    Caller, ClusterIdentityError, CredentialsRefused, NodeCredentials, UserError,
+    credential_record, Caller, ClusterIdentityError, CredentialsRefused, NodeCredentials,
+    RecordError, UserError,
 };
 pub use dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
 pub use node::Node;

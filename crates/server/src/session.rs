@@ -36,6 +36,8 @@ pub struct Session {
     /// answer, a NOT_MY_VBUCKET body or a push: with NMVB dedup, later NMVBs of the same
     /// version carry no body, and pushes only go out for newer versions.
     pub map_sent: Option<MapVersion>,
+    /// What the user's roles allow on the selected bucket (see `exec::access`).
+    pub access: crate::exec::access::BucketAccess,
 }
 
 impl Session {
@@ -50,6 +52,10 @@ impl Session {
             agent: String::new(),
             value_bytes_max,
             map_sent: None,
+            access: match memcached {
+                true => crate::exec::access::BucketAccess::ALL,
+                false => Default::default(),
+            },
         }
     }
 

@@ -10,6 +10,7 @@ use crate::metadata::command::{Applied, MetaCommand, MetaResponse, Rejection};
 use crate::metadata::state::{
     BucketDef, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, HOST_BYTES_MAX,
 };
+use crate::metadata::users::{check_user_name, UserRecord, USERS_MAX};
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use sluice_types::VbId;
@@ -43,6 +44,8 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         } => start_rebalance(state, target, *expected_rev),
         MetaCommand::FinishRebalance { expected_rev } => finish_rebalance(state, *expected_rev),
         MetaCommand::AbortRebalance => abort_rebalance(state),
+        MetaCommand::PutUser { name, user } => put_user(state, name, user),
+        MetaCommand::DeleteUser { name } => delete_user(state, name),
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response
@@ -398,4 +401,26 @@ fn map_lists(state: &ClusterState, id: NodeId) -> bool {
         .map
         .as_ref()
         .is_some_and(|m| m.nodes().iter().any(|n| n.id == id))
+}
+
+fn put_user(state: &mut ClusterState, name: &str, user: &UserRecord) -> MetaResponse {
+    check_user_name(name)?;
+    if user.roles.is_empty() {
+        return Err(Rejection::NoRoles);
+    }
+    let created = !state.users.contains_key(name);
+    if created && state.users.len() >= USERS_MAX {
+        return Err(Rejection::TooManyUsers { max: USERS_MAX });
+    }
+    state.users.insert(name.to_string(), user.clone());
+    Ok(Applied::UserPut { created })
+}
+
+fn delete_user(state: &mut ClusterState, name: &str) -> MetaResponse {
+    match state.users.remove(name) {
+        Some(_) => Ok(Applied::UserDeleted),
+        None => Err(Rejection::NoSuchUser {
+            name: name.to_string(),
+        }),
+    }
 }

@@ -11,6 +11,7 @@
 
 use crate::cluster_map::{ClusterMapError, Rev};
 use crate::metadata::state::{BucketDef, BucketError};
+use crate::metadata::users::UserRecord;
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use serde::{Deserialize, Serialize};
@@ -69,6 +70,10 @@ pub enum MetaCommand {
     FinishRebalance { expected_rev: Option<Rev> },
     /// Forgets the running rebalance; the map stays as the moves so far left it.
     AbortRebalance,
+    /// Creates a user, or replaces one's roles and credentials.
+    PutUser { name: String, user: UserRecord },
+    /// Deletes a user.
+    DeleteUser { name: String },
 }
 
 /// What an applied command did.
@@ -105,11 +110,24 @@ pub enum Applied {
         ejected: Vec<NodeId>,
     },
     RebalanceAborted,
+    /// `created` is false when the user existed and was replaced.
+    UserPut {
+        created: bool,
+    },
+    UserDeleted,
 }
 
 /// Why a command changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum Rejection {
+    #[error("{name:?} cannot be a user name: {reason}")]
+    BadUserName { name: String, reason: String },
+    #[error("there is no user {name:?}")]
+    NoSuchUser { name: String },
+    #[error("the cluster holds {max} users already")]
+    TooManyUsers { max: usize },
+    #[error("a user needs at least one role")]
+    NoRoles,
     #[error("every node id has been handed out")]
     NodeIdsExhausted,
     #[error("node id {id} was never handed out; allocate one first")]

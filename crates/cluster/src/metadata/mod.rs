@@ -15,6 +15,7 @@
 mod apply;
 mod command;
 mod state;
+mod users;
 mod voters;
 
 #[cfg(test)]
@@ -25,5 +26,8 @@ pub use command::{Applied, MetaCommand, MetaResponse, Rejection};
 pub use state::{
     BucketDef, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, StateError,
     BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
+};
+pub use users::{
+    check_user_name, CredentialRecord, ScramRecord, UserRecord, USERS_MAX, USER_NAME_BYTES_MAX,
 };
 pub use voters::{desired_voters, voter_count, VOTERS_LARGE, VOTERS_SMALL};

@@ -161,6 +161,9 @@ pub struct ClusterState {
     pub(crate) bucket: Option<BucketDef>,
     pub(crate) map: Option<ClusterMap>,
     pub(crate) rebalance: Option<RebalanceRecord>,
+    /// The users, by name (states saved before users existed have none).
+    #[serde(default)]
+    pub(crate) users: BTreeMap<String, crate::metadata::users::UserRecord>,
 }
 
 /// A state that breaks one of the invariants in the module comment: corrupt input, or a bug.
@@ -220,6 +223,11 @@ impl ClusterState {
 
     pub fn bucket(&self) -> Option<&BucketDef> {
         self.bucket.as_ref()
+    }
+
+    /// The users, by name.
+    pub fn users(&self) -> &BTreeMap<String, crate::metadata::users::UserRecord> {
+        &self.users
     }
 
     /// The map in force, once a bucket has one.

@@ -577,3 +577,52 @@ fn a_moved_node_gets_its_new_address_in_the_table_and_the_next_map() {
         Rejection::UnknownNode { .. }
     ));
 }
+
+#[test]
+fn users_are_put_replaced_and_deleted_and_bad_ones_refused() {
+    use crate::metadata::{CredentialRecord, UserRecord};
+    let user = |roles: &str| UserRecord {
+        roles: crate::rbac::parse_roles(roles).unwrap_or_default(),
+        credentials: CredentialRecord {
+            scram: vec![],
+            plain_salt: "00".into(),
+            plain_digest: "11".into(),
+        },
+    };
+    let mut s = ClusterState::default();
+    let put = |name: &str, u: UserRecord| MetaCommand::PutUser {
+        name: name.into(),
+        user: u,
+    };
+    assert_eq!(
+        apply(&mut s, &put("alice", user("data_reader[default]"))),
+        Ok(Applied::UserPut { created: true })
+    );
+    assert_eq!(
+        apply(&mut s, &put("alice", user("ro_admin"))),
+        Ok(Applied::UserPut { created: false })
+    );
+    assert_eq!(s.users()["alice"].roles, vec![crate::rbac::Role::RoAdmin]);
+    let before = s.clone();
+    for bad in ["", "@cluster", "a:b", "a,b", &"x".repeat(129)] {
+        let refused = apply(&mut s, &put(bad, user("ro_admin")));
+        assert!(
+            matches!(refused, Err(Rejection::BadUserName { .. })),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        apply(&mut s, &put("bob", user(""))),
+        Err(Rejection::NoRoles)
+    );
+    assert_eq!(s, before, "refusals change nothing");
+    let delete = |name: &str| MetaCommand::DeleteUser { name: name.into() };
+    assert_eq!(apply(&mut s, &delete("alice")), Ok(Applied::UserDeleted));
+    assert_eq!(
+        apply(&mut s, &delete("alice")),
+        Err(Rejection::NoSuchUser {
+            name: "alice".into()
+        })
+    );
+    assert!(s.users().is_empty());
+}

@@ -2,11 +2,12 @@
 //! plus what the connection must do next. Nothing here awaits: work that must wait (a disk
 //! read, a persistence wait) is returned as a [`Next`] for the connection to carry out.
 //!
-//! [`execute`] checks what every command shares (authentication, a selected bucket) and
-//! hands the command to its family's executor, which matches the family's enum
+//! [`execute`] checks what every command shares (authentication, a selected bucket, the
+//! session's roles on it: `access`) and hands the command to its family's executor, which matches the family's enum
 //! exhaustively: `kv` (documents), `session_ops` (negotiation, SASL, server queries; STAT
 //! through `stats`), `vbucket_ops` (vbucket and seqno queries), `dcp_ops` (DCP_OPEN).
 
+pub mod access;
 mod dcp_ops;
 mod kv;
 mod respond;
@@ -102,6 +103,10 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     }
     if needs_bucket(&req.command) && !session.bucket_selected {
         r.error(Status::NoBucket, "select a bucket first");
+        return Next::Continue;
+    }
+    if let Some(why) = access::refused(session, &req.command) {
+        r.error(Status::Eaccess, why);
         return Next::Continue;
     }
     match &req.command {

@@ -2,6 +2,7 @@
 //! GET_CLUSTER_CONFIG, NOOP, VERSION, VERBOSITY, QUIT; STAT is answered by [`super::stats`].
 
 use super::{stats, Next, Responder};
+use crate::exec::access::BucketAccess;
 use crate::node::Node;
 use crate::session::{Port, Session};
 use sluice_proto::error_map::error_map_json;
@@ -92,6 +93,7 @@ pub fn execute(
                 ServerSession::start(&mech, data, &node.credentials, &mut rand::rngs::OsRng);
             session.sasl = Some(sasl);
             sasl_step(session, step, r);
+            refresh_access(node, session);
         }
         SessionCommand::SaslStep { data, .. } => {
             if session.port == Port::Memcached {
@@ -108,6 +110,7 @@ pub fn execute(
             let step = sasl.step(data);
             session.sasl = Some(sasl);
             sasl_step(session, step, r);
+            refresh_access(node, session);
         }
         SessionCommand::SelectBucket { name } => {
             if *name == b"@no bucket@" {
@@ -115,9 +118,15 @@ pub fn execute(
                 let p = r.packet(Status::Success);
                 r.send(p);
             } else if *name == node.config.bucket.as_bytes() {
-                session.bucket_selected = true;
-                let p = r.packet(Status::Success);
-                r.send(p);
+                let access = bucket_access(node, session);
+                if access.any {
+                    session.access = access;
+                    session.bucket_selected = true;
+                    let p = r.packet(Status::Success);
+                    r.send(p);
+                } else {
+                    r.error(Status::Eaccess, "no role on this bucket");
+                }
             } else {
                 r.error(Status::KeyEnoent, "no such bucket");
             }
@@ -178,6 +187,26 @@ fn json_bit(r: &Responder<'_>) -> u8 {
         Datatype::JSON
     } else {
         0
+    }
+}
+
+/// What the session's user may do with the bucket (everything on the memcached port).
+fn bucket_access(node: &Node, session: &Session) -> BucketAccess {
+    match (&session.port, &session.user) {
+        (Port::Memcached, _) => BucketAccess::ALL,
+        (Port::Kv, Some(user)) => {
+            BucketAccess::of(&node.credentials.roles_of(user), &node.config.bucket)
+        }
+        (Port::Kv, None) => BucketAccess::default(),
+    }
+}
+
+/// After a login (or a failed one): the access to a bucket selected before is the new
+/// user's, and a user with none on it has it deselected.
+fn refresh_access(node: &Node, session: &mut Session) {
+    session.access = bucket_access(node, session);
+    if session.port == Port::Kv && !session.access.any {
+        session.bucket_selected = false;
     }
 }
 
