@@ -186,3 +186,11 @@ def test_a_dcp_client_that_never_reads_gets_a_bounded_queue(srv):
         f"the node grew {grew >> 20} MiB for {answers_asked} unread STAT answers")
     c.close()
     assert_serving(srv)
+
+
+def test_plain_is_not_offered_without_tls(srv):
+    with Conn(srv.kv_port) as c:
+        r = c.call(0x20)  # SASL_LIST_MECHS
+        assert r.status == SUCCESS, r
+        mechs = r.value.decode().split()
+        assert mechs[0] == "SCRAM-SHA512" and "PLAIN" not in mechs, mechs

@@ -357,6 +357,7 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
         "bucket": view.body["bucket"],
         "map_rev": view.body["map_rev"],
         "map_nodes": view.body["map_nodes"],
+        "username": args.login.username,
         "nodes": nodes,
     });
     let path = args.data_dir.join("cluster.json");
@@ -367,6 +368,12 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
         "cluster of {} nodes up; {} lists them. Ctrl-C stops every node.",
         procs.len(),
         path.display()
+    );
+    // The one-command default keeps working credentials in view (the admin port and every
+    // KV login need them); cluster.json records the user name, never the password.
+    eprintln!(
+        "administrator: {} / {} (--username / --password, or SLUICE_USERNAME / SLUICE_PASSWORD)",
+        args.login.username, args.login.password
     );
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! A user name and password, as the admin port's HTTP Basic authentication and the KV port's
 //! SASL take them.
 
-use base64::Engine;
 use std::fmt;
 
 /// Who a call is made as. The password stays out of `Debug`, so it never reaches a log.
@@ -21,11 +20,7 @@ impl Credentials {
 
     /// The `Authorization` header's value for HTTP Basic (RFC 7617).
     pub fn basic_header(&self) -> String {
-        let pair = format!("{}:{}", self.username, self.password);
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )
+        sluice_sasl::basic_header(&self.username, &self.password)
     }
 }
 

@@ -41,6 +41,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod basic;
 mod client;
 mod credentials;
 mod ct;
@@ -51,12 +52,13 @@ mod scram;
 mod server;
 mod store;
 
+pub use basic::{basic_header, parse_basic_header};
 pub use client::{ClientSession, ClientStep, DEFAULT_MAX_ITERATIONS};
 pub use credentials::{
     PlainCredentials, ScramCredentials, UserCredentials, DEFAULT_ITERATIONS, DEFAULT_SALT_LEN,
 };
 pub use error::{AuthError, CredentialError, ParseError};
-pub use mechanism::{mechanisms_list, Mechanism};
+pub use mechanism::{mechanisms_list, mechanisms_list_cleartext, Mechanism};
 pub use plain::{parse_plain, PlainMessage};
 pub use scram::hash::ScramHash;
 pub use scram::messages::{

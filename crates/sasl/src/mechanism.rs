@@ -18,6 +18,12 @@ pub fn mechanisms_list() -> &'static str {
     "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 PLAIN"
 }
 
+/// The mechanisms offered on a connection without TLS: PLAIN sends the password in the
+/// clear, so it is not offered there (a client that sends it unasked is still answered).
+pub fn mechanisms_list_cleartext() -> &'static str {
+    "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1"
+}
+
 /// A supported SASL mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mechanism {

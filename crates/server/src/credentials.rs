@@ -153,7 +153,8 @@ impl NodeCredentials {
     /// Checks an HTTP `Authorization` header's value (`None`: the header is absent).
     pub fn check_basic(&self, header: Option<&[u8]>) -> Result<Caller, CredentialsRefused> {
         let header = header.ok_or(CredentialsRefused::Missing)?;
-        let (user, password) = parse_basic(header).ok_or(CredentialsRefused::Malformed)?;
+        let (user, password) =
+            sluice_sasl::parse_basic_header(header).ok_or(CredentialsRefused::Malformed)?;
         let known = self.lookup(&user).ok_or(CredentialsRefused::Wrong)?;
         // The salted digest PLAIN keeps, compared in constant time: cheap enough for every
         // request, and the password itself is never kept.
@@ -270,23 +271,6 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-/// `Basic base64(user:password)` → (user, password), per RFC 7617: the scheme is
-/// case-insensitive, the user name ends at the first colon.
-fn parse_basic(header: &[u8]) -> Option<(String, String)> {
-    use base64::Engine;
-    let text = std::str::from_utf8(header).ok()?.trim();
-    let (scheme, encoded) = text.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let pair = String::from_utf8(decoded).ok()?;
-    let (user, password) = pair.split_once(':')?;
-    Some((user.to_string(), password.to_string()))
 }
 
 #[cfg(test)]

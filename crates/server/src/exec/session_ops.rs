@@ -76,7 +76,7 @@ pub fn execute(
         SessionCommand::SaslListMechs => {
             let p = r
                 .packet(Status::Success)
-                .value(sluice_sasl::mechanisms_list().as_bytes());
+                .value(sluice_sasl::mechanisms_list_cleartext().as_bytes());
             r.send(p);
         }
         SessionCommand::SaslAuth { mechanism, data } => {
