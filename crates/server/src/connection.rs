@@ -105,6 +105,11 @@ async fn serve(
     let mut waits: JoinSet<Vec<u8>> = JoinSet::new();
     let accepted = tokio::time::Instant::now();
     let mut last_read = accepted;
+    // One timer for the connection's life, armed at the auth deadline and moved on only when
+    // it fires early (the idle deadline moved with the reads since): reads never touch it,
+    // so the timer wheel sees one entry per idle period, not one per request.
+    let quiet_timer = tokio::time::sleep_until(accepted + node.config.auth_timeout);
+    tokio::pin!(quiet_timer);
     loop {
         loop {
             let body_max = match session.authenticated() {
@@ -262,13 +267,18 @@ async fn serve(
                 }
                 last_read = tokio::time::Instant::now();
             }
-            _ = tokio::time::sleep_until(quiet.unwrap_or(accepted)), if quiet.is_some() => {
-                let why = match session.authenticated() {
-                    true => "idle for longer than the idle timeout",
-                    false => "not authenticated within the auth timeout",
-                };
-                tracing::debug!(why, "closing the connection");
-                return Ok(());
+            _ = &mut quiet_timer, if quiet.is_some() => {
+                let deadline = quiet.unwrap_or(accepted);
+                if deadline > tokio::time::Instant::now() {
+                    quiet_timer.as_mut().reset(deadline);
+                } else {
+                    let why = match session.authenticated() {
+                        true => "idle for longer than the idle timeout",
+                        false => "not authenticated within the auth timeout",
+                    };
+                    tracing::debug!(why, "closing the connection");
+                    return Ok(());
+                }
             }
             changed = maps.changed(), if wants_maps => {
                 if changed.is_ok() {
