@@ -118,7 +118,8 @@ impl Role {
         }
     }
 
-    fn name(&self) -> &'static str {
+    /// The role's name without its bucket (`data_reader`).
+    pub fn name(&self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::ClusterAdmin => "cluster_admin",
@@ -144,11 +145,6 @@ impl Role {
             }),
             _ => None,
         }
-    }
-
-    /// The role's name without its bucket (`data_reader`).
-    pub fn base_name(&self) -> &'static str {
-        self.name()
     }
 }
 

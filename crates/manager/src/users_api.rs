@@ -61,8 +61,8 @@ fn user_json(name: &str, roles: &[Role]) -> serde_json::Value {
     let roles: Vec<_> = roles
         .iter()
         .map(|r| match r.bucket() {
-            Some(b) => json!({ "role": r.base_name(), "bucket_name": b }),
-            None => json!({ "role": r.base_name() }),
+            Some(b) => json!({ "role": r.name(), "bucket_name": b }),
+            None => json!({ "role": r.name() }),
         })
         .collect();
     json!({ "id": name, "domain": "local", "name": "", "roles": roles })

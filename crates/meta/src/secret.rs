@@ -23,7 +23,7 @@ pub struct BadSecret;
 impl ClusterSecret {
     /// A secret from fresh random bytes (the caller draws them from the OS).
     pub fn from_bytes(bytes: [u8; SECRET_BYTES]) -> ClusterSecret {
-        ClusterSecret(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        ClusterSecret(sluice_types::hex::encode(&bytes))
     }
 
     /// The identity a member calls its peers as.

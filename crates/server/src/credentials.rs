@@ -16,6 +16,7 @@ use sluice_sasl::{
     CredentialError, CredentialStore, DecoyParams, MemoryCredentialStore, PlainCredentials,
     ScramCredentials, ScramHash, UserCredentials,
 };
+use sluice_types::hex;
 use sluice_types::identity::{is_reserved_user, CLUSTER_USER};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -197,17 +198,17 @@ pub fn credential_record(name: &str, password: &str) -> Result<CredentialRecord,
             let c = user.scram(hash);
             ScramRecord {
                 hash: hash_name(hash).to_string(),
-                salt: to_hex(c.salt()),
+                salt: hex::encode(c.salt()),
                 iterations: c.iterations(),
-                stored_key: to_hex(c.stored_key()),
-                server_key: to_hex(c.server_key()),
+                stored_key: hex::encode(c.stored_key()),
+                server_key: hex::encode(c.server_key()),
             }
         })
         .collect();
     Ok(CredentialRecord {
         scram,
-        plain_salt: to_hex(user.plain().salt()),
-        plain_digest: to_hex(user.plain().digest()),
+        plain_salt: hex::encode(user.plain().salt()),
+        plain_digest: hex::encode(user.plain().digest()),
     })
 }
 
@@ -230,6 +231,10 @@ pub enum RecordError {
     Credentials(#[from] CredentialError),
 }
 
+fn unhex(text: &str) -> Result<Vec<u8>, RecordError> {
+    hex::decode(text).ok_or(RecordError::Hex)
+}
+
 fn from_record(name: &str, record: &CredentialRecord) -> Result<UserCredentials, RecordError> {
     let scram = |hash: ScramHash| -> Result<ScramCredentials, RecordError> {
         let r = record
@@ -237,19 +242,16 @@ fn from_record(name: &str, record: &CredentialRecord) -> Result<UserCredentials,
             .iter()
             .find(|r| r.hash == hash_name(hash))
             .ok_or(RecordError::Missing(hash_name(hash)))?;
-        let hex = |s: &str| from_hex(s).ok_or(RecordError::Hex);
         Ok(ScramCredentials::from_keys(
             hash,
-            hex(&r.salt)?,
+            unhex(&r.salt)?,
             r.iterations,
-            hex(&r.stored_key)?,
-            hex(&r.server_key)?,
+            unhex(&r.stored_key)?,
+            unhex(&r.server_key)?,
         )?)
     };
-    let plain = PlainCredentials::from_digest(
-        from_hex(&record.plain_salt).ok_or(RecordError::Hex)?,
-        from_hex(&record.plain_digest).ok_or(RecordError::Hex)?,
-    )?;
+    let plain =
+        PlainCredentials::from_digest(unhex(&record.plain_salt)?, unhex(&record.plain_digest)?)?;
     Ok(UserCredentials::from_parts(
         name,
         scram(ScramHash::Sha512)?,
@@ -257,20 +259,6 @@ fn from_record(name: &str, record: &CredentialRecord) -> Result<UserCredentials,
         scram(ScramHash::Sha1)?,
         plain,
     )?)
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -380,16 +368,6 @@ mod tests {
             Err(CredentialsRefused::Wrong)
         );
         assert!(c.roles_of("reader").is_empty());
-    }
-
-    #[test]
-    fn hex_round_trips() {
-        assert_eq!(
-            from_hex(&to_hex(&[0, 1, 0xab, 0xff])),
-            Some(vec![0, 1, 0xab, 0xff])
-        );
-        assert_eq!(from_hex("abc"), None);
-        assert_eq!(from_hex("zz"), None);
     }
 
     #[test]

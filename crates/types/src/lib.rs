@@ -8,6 +8,7 @@
 mod durability;
 mod failover;
 mod hash;
+pub mod hex;
 pub mod identity;
 mod ids;
 mod include_value;
