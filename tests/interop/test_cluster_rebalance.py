@@ -15,7 +15,7 @@ import pytest
 from conftest import PASSWORD, USERNAME, sluice_binary
 from mcbin import kv_connect
 from test_cluster_faults import SdkWriter, cluster_up, cluster_view, read_back
-from test_cluster_up import collection, free_base, stop, wait_up
+from test_cluster_up import collection, free_base, stop, terminate, wait_up
 from test_dcp_gocbcore import all_vb_seqnos, fail_if
 
 # What a caller may see and retry: timeouts and an unknown durable outcome (a durable write
@@ -99,9 +99,5 @@ def test_rebalance_in_and_out_under_durable_load(tmp_path):
         cluster.close()
     finally:
         if fourth is not None:
-            fourth.terminate()
-            try:
-                fourth.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                fourth.kill()
+            terminate(fourth)
         stop(proc)

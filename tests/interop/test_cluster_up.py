@@ -71,6 +71,17 @@ def stop(proc: subprocess.Popen) -> str:
     return err
 
 
+def terminate(p: subprocess.Popen, timeout_s: float = 60) -> None:
+    """SIGTERM (a node flushes and stops cleanly), then SIGKILL if it takes too long."""
+    if p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
 def collection(seed_port: int, host: str = HOST):
     cluster = Cluster(f"couchbase://{host}:{seed_port}",
                       ClusterOptions(PasswordAuthenticator(USERNAME, PASSWORD)))

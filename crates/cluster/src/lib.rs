@@ -40,7 +40,10 @@ pub mod vbmap;
 
 pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
 pub use cluster_map::{BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode};
-pub use failover::{fail_over, fail_over_safely, CopyPosition, FailoverOutcome, Promotion};
+pub use failover::{
+    after_restart, fail_over, fail_over_safely, CopyPosition, FailoverOutcome, Promotion,
+    RestartVerdict, WaitReason,
+};
 pub use metadata::{
     desired_voters, Applied, BucketDef, ClusterState, MetaCommand, MetaResponse, NodeEntry,
     NodeStatus, RebalanceRecord, Rejection,

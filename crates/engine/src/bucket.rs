@@ -73,6 +73,8 @@ pub struct Bucket {
     /// Active vbuckets holding prepares they did not make (promoted, or warmed up), for the
     /// durability monitor to take over ([`Bucket::take_inherited_prepares`]).
     pub(crate) inherited_prepares: Mutex<std::collections::BTreeSet<VbId>>,
+    /// See [`Bucket::warmed_up_whole`].
+    warmed_up_whole: bool,
 }
 
 impl Bucket {
@@ -110,7 +112,8 @@ impl Bucket {
             config.checkpoint_share,
         );
         let mut vb_uuids = VbUuids::new(rng);
-        let vbuckets = crate::warmup::warmup(&config, store.as_deref(), &memory, &mut vb_uuids)?;
+        let crate::warmup::WarmedUp { vbuckets, whole } =
+            crate::warmup::warmup(&config, store.as_deref(), &memory, &mut vb_uuids)?;
         let dirty = crate::dirty_vbuckets::DirtyVbuckets::all_marked(vbuckets.len());
         // Prepares an active vbucket comes back with were made by an earlier life of this
         // node: inherited, like a promoted replica's.
@@ -143,6 +146,7 @@ impl Bucket {
             dirty,
             vb_uuids: Mutex::new(vb_uuids),
             inherited_prepares: Mutex::new(inherited),
+            warmed_up_whole: whole,
         });
         let items: usize = bucket
             .vbuckets
@@ -159,6 +163,15 @@ impl Bucket {
         threads.push(spawn("sluice-pager", move || crate::pager::run(&b)));
         *bucket.threads.lock() = threads;
         Ok(bucket)
+    }
+
+    /// Whether warmup brought back everything this bucket held when it last stopped: true
+    /// for a couchbase bucket that stopped cleanly, false after a crash (what the flusher had
+    /// not written yet is gone) and always for an ephemeral bucket (it keeps nothing). A
+    /// cluster member that was not whole must not serve its active vbuckets as they are:
+    /// a replica may hold acknowledged writes this copy lost.
+    pub fn warmed_up_whole(&self) -> bool {
+        self.warmed_up_whole
     }
 
     /// Stops the background threads, flushes what is dirty and records a clean stop.

@@ -24,6 +24,15 @@ use sluice_storage::{RecordKind, Store};
 use sluice_types::{FailoverLog, Seqno, VbId, VbState};
 use std::collections::HashMap;
 
+/// What warmup rebuilt.
+pub struct WarmedUp {
+    pub vbuckets: Vec<VBucket>,
+    /// Whether the vbuckets hold everything this bucket held when it last stopped: a couchbase
+    /// bucket that stopped cleanly. After a crash the writes not yet flushed are gone; an
+    /// ephemeral bucket keeps nothing.
+    pub whole: bool,
+}
+
 /// `uuids` gives every new vbucket and every new failover-log branch its uuid, drawn in
 /// vbucket order.
 pub fn warmup(
@@ -31,7 +40,7 @@ pub fn warmup(
     store: Option<&dyn Store>,
     memory: &Memory,
     uuids: &mut VbUuids,
-) -> Result<Vec<VBucket>, EngineError> {
+) -> Result<WarmedUp, EngineError> {
     let storage = |e: sluice_storage::StoreError| EngineError::Storage(e.to_string());
     let (clean, mut metas) = match store {
         Some(s) => {
@@ -90,7 +99,10 @@ pub fn warmup(
         }
         out.push(VBucket::new(vb, inner));
     }
-    Ok(out)
+    Ok(WarmedUp {
+        vbuckets: out,
+        whole: store.is_some() && clean,
+    })
 }
 
 fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result<(), EngineError> {

@@ -14,6 +14,9 @@
 //! map lists this node in its chain; then the build stops and the feed follows it. A takeover
 //! request (`Control::request_takeover`) for a replica a feed follows goes to that feed.
 //!
+//! Held vbuckets (`restart_hold`): after a restart that lost data, a vbucket the map makes
+//! active here stays dead until it is decided; the other states apply as usual.
+//!
 //! Promotion (failover): a replica the map makes active becomes active with a new
 //! failover-log branch (`Bucket::set_vbucket_state`), so every consumer that followed the
 //! old active rolls back to the point both histories share.
@@ -163,14 +166,21 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
             .any(|(v, s)| *v == vb && *s != VbState::Dead)
     };
     control.builds.stop(chained).await;
+    let held = control.held.lock();
     for (vb, state) in &plan.states {
         if *state == VbState::Dead && control.builds.contains(*vb) {
             continue;
         }
-        if let Err(e) = node.bucket.set_vbucket_state(*vb, *state) {
+        // A restart that lost data holds its actives back until each is decided.
+        let state = match state {
+            VbState::Active if held.contains(vb) => VbState::Dead,
+            other => *other,
+        };
+        if let Err(e) = node.bucket.set_vbucket_state(*vb, state) {
             tracing::error!(%vb, ?state, error = %e, "cannot apply the map's vbucket state");
         }
     }
+    drop(held);
     for (id, spec) in plan.feeds {
         if feeds.contains_key(&id) {
             continue;

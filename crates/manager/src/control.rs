@@ -1,9 +1,10 @@
 //! What the control plane holds for a node beside the data plane's [`Node`]: the copies a
-//! rebalance builds here, the cluster agent's takeover queue, and this node's rebalance
-//! status when it orchestrates one.
+//! rebalance builds here, the cluster agent's takeover queue, this node's rebalance status
+//! when it orchestrates one, and the vbuckets a restart holds back.
 
 use crate::builds::Builds;
 use crate::rebalance::SharedStatus;
+use crate::restart_hold::Held;
 use parking_lot::Mutex;
 use sluice_server::Node;
 use sluice_types::VbId;
@@ -18,6 +19,8 @@ pub struct Control {
     pub(crate) agent_takeovers: Mutex<Option<mpsc::Sender<VbId>>>,
     /// The rebalance this node orchestrates, if any (`GET /api/v1/cluster/rebalance`).
     pub rebalance: SharedStatus,
+    /// The vbuckets a restart that lost data holds back (`restart_hold`).
+    pub(crate) held: Held,
 }
 
 impl Control {
@@ -27,6 +30,7 @@ impl Control {
             builds: Builds::default(),
             agent_takeovers: Mutex::new(None),
             rebalance: SharedStatus::default(),
+            held: Held::default(),
         }
     }
 

@@ -186,20 +186,21 @@ impl VbPosition {
     }
 }
 
-/// Asks every live node holding a replica of a vbucket that `failed` is active for how far
-/// its copies are, all at once, each within [`POSITIONS_TIMEOUT`]. A node that does not
-/// answer, or answers something else, contributes nothing (its copies count as unknown).
-async fn ask_positions(
+/// Asks every node holding a replica of a vbucket that `active` is active for (the failed
+/// node, or a restarted one: `restart_hold`) how far its copies are, all at once, each within
+/// [`POSITIONS_TIMEOUT`]. A node that does not answer, or answers something else,
+/// contributes nothing (its copies count as unknown).
+pub(crate) async fn ask_positions(
     meta: &MetaNode,
     map: &ClusterMap,
-    failed: NodeId,
+    active: NodeId,
 ) -> BTreeMap<(VbId, NodeId), CopyPosition> {
     let asked: BTreeSet<NodeId> = map
         .vbmap()
         .iter()
-        .filter(|(_, chain)| chain.active == Some(failed))
+        .filter(|(_, chain)| chain.active == Some(active))
         .flat_map(|(_, chain)| chain.replicas.iter().flatten().copied())
-        .filter(|&n| n != failed)
+        .filter(|&n| n != active)
         .collect();
     let source = meta.config().source_ip;
     let mut calls = tokio::task::JoinSet::new();

@@ -12,6 +12,8 @@
 //! - `failover`    — failing a node over (its replicas elsewhere become active);
 //! - `auto_failover` — the leader's probes, and the failover of a node down too long;
 //! - `fencing`     — every node's probes of the voters; cut off, it stops serving its actives;
+//! - `restart_hold` — after a restart that lost data, the actives wait until no replica is
+//!   found ahead (or are handed to the one that is);
 //! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
 //!   takeovers, chains); `builds` — the copies it builds on this node;
 //! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's;
@@ -30,6 +32,7 @@ pub mod fencing;
 mod membership;
 mod membership_error;
 mod rebalance;
+mod restart_hold;
 mod users_api;
 
 pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
@@ -112,6 +115,13 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         Replication::start(node.clone(), spec)
     });
     // `--replica-of` follows one node by hand; otherwise the cluster map decides.
+    let restarted = matches!(planned.plan, membership::Plan::Restart(_));
+    if replication.is_none() && restart_hold::hold_at_start(&control, restarted) {
+        tasks.push(tokio::spawn(restart_hold::run(
+            control.clone(),
+            meta.clone(),
+        )));
+    }
     let agent = replication
         .is_none()
         .then(|| cluster_agent::ClusterAgent::start(control.clone()));

@@ -16,14 +16,20 @@
 //! `no_safe_copy`: the caller refuses such a failover unless data loss is allowed, as it
 //! does for `lost`.
 //!
+//! A node that restarted without all its data (a crash, an ephemeral bucket) and is still
+//! the map's active for some vbuckets decides each of them with [`after_restart`]: keep it,
+//! or hand it to a replica ahead of it (`restart`).
+//!
 //! The caller then gives each promoted vbucket a new failover-log entry on its new active,
 //! publishes the map under the next revision, and later rebalances to refill the empty slots.
 
 mod choice;
+mod restart;
 #[cfg(test)]
 mod tests;
 
 pub use choice::CopyPosition;
+pub use restart::{after_restart, RestartVerdict, WaitReason};
 
 use crate::node::NodeId;
 use crate::vbmap::{Chain, VbMap};
