@@ -2,7 +2,8 @@
 //! ports and data directory, formed into one cluster and kept running until Ctrl-C.
 //!
 //! Node `i` lives in `DIR/node-i`, with KV on `base + 10·i` and admin HTTP on
-//! `base + 10·i + 1`. The first start of a directory creates the cluster on node 0, joins
+//! `base + 10·i + 1`, and (unless `--no-tls`) the same over TLS on `+ 7` and `+ 8`, with
+//! certificates from a cluster CA in `DIR/tls/` (`cluster_tls`). The first start of a directory creates the cluster on node 0, joins
 //! the others to it (`--join`) and places the still empty bucket on all of them. A later run
 //! on the same directory restarts the same nodes, on the same ports, with their data.
 //! `DIR/cluster.json` lists each node's id, ports, addresses, data directory, pid and the
@@ -30,6 +31,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 const PORT_STRIDE: u16 = 10;
+/// Node i's TLS KV and TLS admin ports: base + 10·i + these.
+const KV_TLS_OFFSET: u16 = 7;
+const ADMIN_TLS_OFFSET: u16 = 8;
 
 #[derive(Subcommand)]
 pub enum ClusterCommand {
@@ -76,6 +80,21 @@ pub struct UpArgs {
     /// module docs and `tests/interop/fault_proxy.py`).
     #[arg(long)]
     pub proxied: bool,
+    /// Serve no TLS ports. By default node i also serves KV over TLS on base + 10·i + 7 and
+    /// admin HTTP over TLS on base + 10·i + 8, with certificates from a cluster CA made in
+    /// `DIR/tls/` (clients trust `DIR/tls/ca.pem`).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
+    pub no_tls: bool,
+    /// Serve TLS with this certificate (PEM) on every node instead of the generated ones; it
+    /// must name every node's advertised address.
+    #[arg(long, requires_all = ["tls_key", "tls_ca"], value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires_all = ["tls_cert", "tls_ca"], value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// The CA that signed --tls-cert, which clients trust (PEM).
+    #[arg(long, requires_all = ["tls_cert", "tls_key"], value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
     /// The cluster's administrator: every node is started with it (through its environment,
     /// not its command line), and this command calls the nodes as it.
     #[command(flatten)]
@@ -113,6 +132,8 @@ struct NodeProc {
     args: Vec<String>,
     kv_port: u16,
     admin_port: u16,
+    /// Its TLS ports (KV, admin) and files, unless `--no-tls`.
+    tls: Option<(u16, u16, crate::cluster_tls::NodeTls)>,
     /// The administrator the node was started with, which the admin calls are made as.
     who: Credentials,
     child: Child,
@@ -241,6 +262,28 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         "--bucket-type".into(),
         bucket_type.into(),
     ];
+    let tls = match (args.no_tls, &args.tls_cert, &args.tls_key, &args.tls_ca) {
+        (true, ..) => None,
+        (false, Some(cert), Some(key), Some(ca)) => Some(crate::cluster_tls::given(cert, key, ca)?),
+        (false, ..) => Some(crate::cluster_tls::for_node(
+            &args.data_dir,
+            i,
+            &[hosts.advertise.as_str(), hosts.bind.as_str()],
+        )?),
+    };
+    let tls = tls.map(|files| (kv_port + KV_TLS_OFFSET, kv_port + ADMIN_TLS_OFFSET, files));
+    if let Some((kv_tls, admin_tls, files)) = &tls {
+        argv.extend([
+            "--tls-cert".into(),
+            files.cert.to_string_lossy().into_owned(),
+            "--tls-key".into(),
+            files.key.to_string_lossy().into_owned(),
+            "--kv-tls-port".into(),
+            kv_tls.to_string(),
+            "--admin-tls-port".into(),
+            admin_tls.to_string(),
+        ]);
+    }
     if args.proxied {
         argv.extend([
             "--bind".into(),
@@ -273,6 +316,7 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         args: argv,
         kv_port,
         admin_port,
+        tls,
         who: args.login.credentials(),
         child,
     })
@@ -343,6 +387,8 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
             "bind_host": p.hosts.bind,
             "kv_port": p.kv_port,
             "admin_port": p.admin_port,
+            "kv_tls_port": p.tls.as_ref().map(|t| t.0),
+            "admin_tls_port": p.tls.as_ref().map(|t| t.1),
             "data_dir": p.dir,
             "pid": p.child.id(),
             "args": p.args,
@@ -352,8 +398,16 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
         .iter()
         .map(|p| format!("{}:{}", p.hosts.advertise, p.kv_port))
         .collect();
+    let tls_seeds: Vec<String> = procs
+        .iter()
+        .filter_map(|p| Some(format!("{}:{}", p.hosts.advertise, p.tls.as_ref()?.0)))
+        .collect();
+    let ca = procs[0].tls.as_ref().map(|t| t.2.ca.clone());
     let doc = json!({
         "connection_string": format!("couchbase://{}", seeds.join(",")),
+        "tls_connection_string": (!tls_seeds.is_empty())
+            .then(|| format!("couchbases://{}", tls_seeds.join(","))),
+        "ca": ca,
         "bucket": view.body["bucket"],
         "map_rev": view.body["map_rev"],
         "map_nodes": view.body["map_nodes"],
@@ -369,6 +423,9 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
         procs.len(),
         path.display()
     );
+    if let (Some(ca), Some(tls)) = (&ca, doc["tls_connection_string"].as_str()) {
+        eprintln!("over TLS: {tls} (trust {})", ca.display());
+    }
     // The one-command default keeps working credentials in view (the admin port and every
     // KV login need them); cluster.json records the user name, never the password.
     eprintln!(

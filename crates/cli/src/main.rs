@@ -9,6 +9,7 @@
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod cluster_cmd;
+mod cluster_tls;
 mod failover_cmd;
 mod kv_cmd;
 mod login_args;

@@ -43,6 +43,30 @@ pub struct ServerArgs {
     /// Admin HTTP port (/health, /metrics, stats).
     #[arg(long, env = "SLUICE_ADMIN_PORT", default_value_t = 8091)]
     pub admin_port: u16,
+    /// The node's TLS certificate (PEM, with any intermediates). With `--tls-key`, the KV
+    /// and admin ports are also served over TLS (`--kv-tls-port`, `--admin-tls-port`), and
+    /// the map lists them as `kvSSL` / `mgmtSSL` for `couchbases://` clients.
+    #[arg(
+        long,
+        env = "SLUICE_TLS_CERT",
+        requires = "tls_key",
+        value_name = "PEM"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "SLUICE_TLS_KEY",
+        requires = "tls_cert",
+        value_name = "PEM"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// KV port over TLS (only with --tls-cert).
+    #[arg(long, env = "SLUICE_KV_TLS_PORT", default_value_t = 11207)]
+    pub kv_tls_port: u16,
+    /// Admin HTTP port over TLS (only with --tls-cert).
+    #[arg(long, env = "SLUICE_ADMIN_TLS_PORT", default_value_t = 18091)]
+    pub admin_tls_port: u16,
     /// Optional unauthenticated memcached-binary listener bound to the bucket, for plain
     /// memcached tools. Off unless given.
     #[arg(long, env = "SLUICE_MEMCACHED_PORT")]
@@ -186,6 +210,15 @@ impl ServerArgs {
         c.kv_port = self.kv_port;
         c.admin_port = self.admin_port;
         c.memcached_port = self.memcached_port;
+        c.tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(sluice_server::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
+        c.kv_tls_port = self.kv_tls_port;
+        c.admin_tls_port = self.admin_tls_port;
         c.bucket = self.bucket.clone();
         c.bucket_type = match self.bucket_type {
             BucketTypeArg::Couchbase => BucketType::Couchbase,

@@ -429,6 +429,7 @@ fn parses_the_maps_the_planner_renders() {
             host: "127.0.0.1".into(),
             kv_port: 12000 + i as u16,
             admin_port: 8091 + i as u16,
+            tls: None,
         })
         .collect();
     let placed = place(&ids, 64, 2).unwrap();

@@ -213,6 +213,10 @@ impl ClusterMap {
                     "services": {"kv": n.kv_port, "mgmt": n.admin_port},
                     "hostname": n.host,
                 });
+                if let Some(tls) = n.tls {
+                    entry["services"]["kvSSL"] = json!(tls.kv);
+                    entry["services"]["mgmtSSL"] = json!(tls.admin);
+                }
                 if n.host == serving.host && n.kv_port == serving.kv_port {
                     entry["thisNode"] = Value::Bool(true);
                 }
@@ -320,6 +324,7 @@ mod tests {
             host: host.to_string(),
             kv_port,
             admin_port,
+            tls: None,
         }
     }
 
@@ -412,6 +417,36 @@ mod tests {
         );
         // No node matches the serving address, so none claims to be this node.
         assert!(doc["nodesExt"][0].get("thisNode").is_none());
+    }
+
+    #[test]
+    fn tls_ports_are_listed_as_kv_ssl_and_mgmt_ssl() {
+        let vbmap = VbMap::new(0, vec![Chain::new(Some(NodeId(0)), vec![])]).unwrap();
+        let mut tls = node(0, "a", 11210, 8091);
+        tls.tls = Some(crate::TlsPorts {
+            kv: 11207,
+            admin: 18091,
+        });
+        let map = ClusterMap::new(vec![tls, node(1, "b", 11210, 8091)], vbmap).unwrap();
+        let bucket = BucketInfo {
+            name: "b",
+            uuid: "u",
+            kind: BucketKind::Couchbase,
+        };
+        let serving = ServingNode {
+            host: "a",
+            kv_port: 11210,
+        };
+        let doc = map.terse_bucket_config(&bucket, &serving);
+        assert_eq!(
+            doc["nodesExt"][0]["services"],
+            json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091})
+        );
+        // A node without TLS lists only its cleartext ports.
+        assert_eq!(
+            doc["nodesExt"][1]["services"],
+            json!({"kv": 11210, "mgmt": 8091})
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub use metadata::{
     desired_voters, Applied, BucketDef, ClusterState, MetaCommand, MetaResponse, NodeEntry,
     NodeStatus, RebalanceRecord, Rejection,
 };
-pub use node::{NodeId, NodeInfo, NodeSetError};
+pub use node::{NodeId, NodeInfo, NodeSetError, TlsPorts};
 pub use placement::{place, PlaceError};
 pub use rebalance::{
     plan_rebalance, ApplyError, PlanMethod, RebalanceError, RebalancePlan, Takeover, VbMove,

@@ -37,6 +37,19 @@ pub struct NodeInfo {
     pub kv_port: u16,
     /// The admin HTTP port (`mgmt` in `nodesExt`).
     pub admin_port: u16,
+    /// The TLS ports, when the node serves TLS (`kvSSL`, `mgmtSSL`). Absent in metadata
+    /// written before TLS existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsPorts>,
+}
+
+/// A node's TLS ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsPorts {
+    /// The KV port over TLS (Couchbase's 11207).
+    pub kv: u16,
+    /// The admin HTTP port over TLS (Couchbase's 18091).
+    pub admin: u16,
 }
 
 /// A node list given to the planner that it cannot plan for.

@@ -314,6 +314,7 @@ fn terse_bucket_config_3_nodes_8_vbuckets() {
             host: format!("10.0.0.{}", i + 1),
             kv_port: 11210,
             admin_port: 8091,
+            tls: None,
         })
         .collect();
     let map = ClusterMap::new(infos, vbmap).unwrap();

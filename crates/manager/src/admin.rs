@@ -41,6 +41,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_meta::MetaNode;
+use sluice_server::tls::TlsAdminListener;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -52,10 +53,16 @@ struct AppState {
 
 /// Serves the data plane's admin routes, the cluster's, and the meta node's Raft and join
 /// routes on `listener`.
-pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode) {
+pub async fn serve(
+    control: Arc<Control>,
+    listener: TcpListener,
+    tls: Option<TcpListener>,
+    meta: MetaNode,
+) {
     let internal = sluice_meta::http::router(&meta);
     let data = sluice_server::admin_router(control.node.clone());
     let node = control.node.clone();
+    let (identity, handshake_timeout) = (node.tls.clone(), node.config.auth_timeout);
     let users = crate::users_api::router(node.clone(), meta.clone());
     let state = AppState { control, meta };
     let app = Router::new()
@@ -81,7 +88,25 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, meta: MetaNode)
             node,
             crate::admin_auth::check,
         ));
-    if let Err(e) = axum::serve(listener, app).await {
+    let secure = match (tls, identity) {
+        (Some(l), Some(identity)) => match TlsAdminListener::new(l, identity, handshake_timeout) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(error = %e, "TLS admin port not served");
+                None
+            }
+        },
+        _ => None,
+    };
+    let cleartext = axum::serve(listener, app.clone());
+    let served = match secure {
+        Some(l) => {
+            let (a, b) = tokio::join!(cleartext, axum::serve(l, app));
+            a.and(b)
+        }
+        None => cleartext.await,
+    };
+    if let Err(e) = served {
         tracing::error!(error = %e, "admin HTTP server stopped");
     }
 }

@@ -232,6 +232,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 kv_port: 11210 + id.0 as u16,
                 admin_port: 8091 + id.0 as u16,
+                tls: None,
             })
             .collect();
         ClusterMap::new(nodes, place(&ids, 16, 1).unwrap()).unwrap()

@@ -77,9 +77,14 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
     // and no KV request is taken before the node serves the cluster's map.
     let planned = membership::plan(&node).await?;
     let meta = membership::start_meta(&node, &planned).await?;
+    let (kv_tls, admin_tls) = match listeners.tls {
+        Some(t) => (Some(t.kv), Some(t.admin)),
+        None => (None, None),
+    };
     let mut tasks = vec![tokio::spawn(admin::serve(
         control.clone(),
         listeners.admin,
+        admin_tls,
         meta.clone(),
     ))];
     if let Err(e) = membership::complete(&node, &meta, &planned.plan).await {
@@ -127,7 +132,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         .then(|| cluster_agent::ClusterAgent::start(control.clone()));
 
     tasks.extend(
-        sluice_server::serve(node.clone(), listeners.kv, listeners.memcached)
+        sluice_server::serve(node.clone(), listeners.kv, kv_tls, listeners.memcached)
             .map_err(NodeError::Serve)?,
     );
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,

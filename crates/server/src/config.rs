@@ -32,6 +32,12 @@ pub struct ServerConfig {
     pub admin_port: u16,
     /// Unauthenticated memcached-binary listener bound to the bucket (off when `None`).
     pub memcached_port: Option<u16>,
+    /// The node's TLS certificate and key: with them, the TLS KV and admin ports serve.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// The KV port over TLS (only with `tls`).
+    pub kv_tls_port: u16,
+    /// The admin port over TLS (only with `tls`).
+    pub admin_tls_port: u16,
     pub bucket: String,
     pub bucket_type: BucketType,
     pub memory_quota_mb: u64,
@@ -96,6 +102,9 @@ impl ServerConfig {
             kv_port: 11210,
             admin_port: 8091,
             memcached_port: None,
+            tls: None,
+            kv_tls_port: 11207,
+            admin_tls_port: 18091,
             bucket: "default".into(),
             bucket_type: BucketType::Couchbase,
             memory_quota_mb: 256,

@@ -28,7 +28,7 @@ use sluice_proto::{decode_frame, Decoded, Feature};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
@@ -65,9 +65,39 @@ async fn wait_for_room(node: &Node, deadline: tokio::time::Instant) -> bool {
 
 pub async fn handle(node: Arc<Node>, stream: TcpStream, port: Port, system_only: bool) {
     let peer = stream.peer_addr().ok();
-    if let Err(e) = serve(node, stream, port, system_only).await {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(?peer, error = %e, "connection closed");
+        return;
+    }
+    let (rd, wr) = stream.into_split();
+    if let Err(e) = serve(node, rd, wr, port, false, system_only).await {
         tracing::debug!(?peer, error = %e, "connection closed");
     }
+}
+
+/// A connection to the TLS KV port: the handshake (within the auth timeout), then the same
+/// protocol inside it.
+pub async fn handle_tls(node: Arc<Node>, stream: TcpStream, port: Port, system_only: bool) {
+    let peer = stream.peer_addr().ok();
+    let Some(tls) = node.tls.clone() else {
+        return;
+    };
+    let served = async {
+        stream.set_nodelay(true)?;
+        let stream = tls.accept(stream, node.config.auth_timeout).await?;
+        let (rd, wr) = tokio::io::split(stream);
+        serve(node, rd, wr, port, true, system_only).await
+    };
+    if let Err(e) = served.await {
+        tracing::debug!(?peer, error = %e, "TLS connection closed");
+    }
+}
+
+/// Writes `out` and flushes it: a TLS stream may hold records back until flushed (a socket
+/// flushes at once).
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, out: &[u8]) -> std::io::Result<()> {
+    wr.write_all(out).await?;
+    wr.flush().await
 }
 
 /// When the connection is closed for want of authentication or of activity, if nothing
@@ -89,15 +119,16 @@ fn quiet_deadline(
     }
 }
 
-async fn serve(
+async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     node: Arc<Node>,
-    stream: TcpStream,
+    mut rd: R,
+    mut wr: W,
     port: Port,
+    tls: bool,
     system_only: bool,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (mut rd, mut wr) = stream.into_split();
     let mut session = Session::new(port, node.config.value_bytes_max);
+    session.tls = tls;
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut maps = node.watch_cluster_map();
@@ -119,7 +150,7 @@ async fn serve(
             let (used, next) = match decode_frame(&inbuf, body_max) {
                 Err(e) => {
                     tracing::debug!(error = %e, "protocol error: disconnecting");
-                    wr.write_all(&out).await?;
+                    send(&mut wr, &out).await?;
                     return Ok(());
                 }
                 Ok(Decoded::Incomplete { needed }) => {
@@ -138,7 +169,7 @@ async fn serve(
                             "a connection in the cluster's reserve logged in as a user: closed");
                         node.connections_rejected.fetch_add(1, Ordering::Relaxed);
                         out.truncate(answered);
-                        wr.write_all(&out).await?;
+                        send(&mut wr, &out).await?;
                         return Ok(());
                     }
                     let mut fetches = 1;
@@ -161,7 +192,7 @@ async fn serve(
                                     Some(d) => d,
                                     None => {
                                         // Answers before this one go out now; this one waits.
-                                        wr.write_all(&out).await?;
+                                        send(&mut wr, &out).await?;
                                         out.clear();
                                         let d =
                                             tokio::time::Instant::now() + node.config.write_stall;
@@ -209,7 +240,7 @@ async fn serve(
             match next {
                 Next::Continue => {}
                 Next::Close => {
-                    wr.write_all(&out).await?;
+                    send(&mut wr, &out).await?;
                     return Ok(());
                 }
                 Next::Fetch { .. } | Next::Stall => unreachable!("answered above"),
@@ -220,14 +251,14 @@ async fn serve(
                         waits.spawn(answer);
                     } else {
                         // Answers before this one go out now; this one waits its turn.
-                        wr.write_all(&out).await?;
+                        send(&mut wr, &out).await?;
                         out.clear();
                         out.extend_from_slice(&answer.await);
                     }
                 }
                 Next::DcpProducer { name, flags } => {
                     drain(&mut waits, &mut out).await;
-                    wr.write_all(&out).await?;
+                    send(&mut wr, &out).await?;
                     return crate::dcp::producer::run(node, session, rd, wr, inbuf, name, flags)
                         .await;
                 }
@@ -240,12 +271,12 @@ async fn serve(
                 }
             }
             if out.len() >= OUT_FLUSH_BYTES {
-                wr.write_all(&out).await?;
+                send(&mut wr, &out).await?;
                 out.clear();
             }
         }
         if !out.is_empty() {
-            wr.write_all(&out).await?;
+            send(&mut wr, &out).await?;
             out.clear();
             if out.capacity() > 4 * OUT_FLUSH_BYTES {
                 out.shrink_to(READ_CHUNK_BYTES);
@@ -344,15 +375,15 @@ async fn drain(waits: &mut JoinSet<Vec<u8>>, out: &mut Vec<u8>) {
 
 /// Keeps the unordered waits under their bound: at the bound, what is answered goes out and
 /// the next wait to finish is awaited.
-async fn make_room(
+async fn make_room<W: AsyncWrite + Unpin>(
     waits: &mut JoinSet<Vec<u8>>,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    wr: &mut W,
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     if waits.len() < UNORDERED_WAITS_MAX {
         return Ok(());
     }
-    wr.write_all(out).await?;
+    send(wr, out).await?;
     out.clear();
     if let Some(done) = waits.join_next().await {
         collect(done, out);

@@ -39,6 +39,7 @@ mod node;
 mod node_error;
 mod placement;
 mod session;
+pub mod tls;
 mod workers;
 
 pub use admin::router as admin_router;
@@ -59,14 +60,23 @@ pub use placement::Placement;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// A node's listeners, bound: KV, admin HTTP, and the optional memcached port.
+/// A node's listeners, bound: KV, admin HTTP, their TLS twins when the node has a
+/// certificate, and the optional memcached port.
 pub struct Listeners {
     pub kv: TcpListener,
     pub admin: TcpListener,
     pub memcached: Option<TcpListener>,
+    /// The KV and admin ports over TLS.
+    pub tls: Option<TlsListeners>,
     pub kv_addr: std::net::SocketAddr,
     pub admin_addr: std::net::SocketAddr,
     pub memcached_addr: Option<std::net::SocketAddr>,
+}
+
+pub struct TlsListeners {
+    pub kv: TcpListener,
+    pub admin: TcpListener,
+    pub ports: sluice_cluster::TlsPorts,
 }
 
 /// Binds every port of `node`'s config (a port of 0 takes any) and records the ports bound,
@@ -80,14 +90,31 @@ pub async fn bind(node: &Node) -> std::io::Result<Listeners> {
         Some(port) => Some(TcpListener::bind((host, port)).await?),
         None => None,
     };
+    let tls = match node.tls {
+        Some(_) => {
+            let kv = TcpListener::bind((host, cfg.kv_tls_port)).await?;
+            let admin = TcpListener::bind((host, cfg.admin_tls_port)).await?;
+            let ports = sluice_cluster::TlsPorts {
+                kv: kv.local_addr()?.port(),
+                admin: admin.local_addr()?.port(),
+            };
+            Some(TlsListeners { kv, admin, ports })
+        }
+        None => None,
+    };
     let kv_addr = kv.local_addr()?;
     let admin_addr = admin.local_addr()?;
     let memcached_addr = memcached.as_ref().map(|l| l.local_addr()).transpose()?;
-    node.set_bound_ports(kv_addr.port(), admin_addr.port());
+    node.set_bound_ports(
+        kv_addr.port(),
+        admin_addr.port(),
+        tls.as_ref().map(|t| t.ports),
+    );
     Ok(Listeners {
         kv,
         admin,
         memcached,
+        tls,
         kv_addr,
         admin_addr,
         memcached_addr,
@@ -99,6 +126,7 @@ pub async fn bind(node: &Node) -> std::io::Result<Listeners> {
 pub fn serve(
     node: Arc<Node>,
     kv: TcpListener,
+    kv_tls: Option<TcpListener>,
     memcached: Option<TcpListener>,
 ) -> std::io::Result<Vec<tokio::task::JoinHandle<()>>> {
     let workers = Arc::new(workers::Workers::start(node.clone())?);
@@ -107,13 +135,24 @@ pub fn serve(
         node.clone(),
         kv,
         listener::Port::Kv,
+        false,
         workers.clone(),
     )));
+    if let Some(l) = kv_tls {
+        tasks.push(tokio::spawn(listener::serve(
+            node.clone(),
+            l,
+            listener::Port::Kv,
+            true,
+            workers.clone(),
+        )));
+    }
     if let Some(l) = memcached {
         tasks.push(tokio::spawn(listener::serve(
             node,
             l,
             listener::Port::Memcached,
+            false,
             workers,
         )));
     }

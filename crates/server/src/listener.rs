@@ -18,7 +18,14 @@ pub struct Slot {
     pub system_only: bool,
 }
 
-pub async fn serve(node: Arc<Node>, listener: TcpListener, port: Port, workers: Arc<Workers>) {
+/// `tls`: each connection starts with a TLS handshake (the TLS KV port).
+pub async fn serve(
+    node: Arc<Node>,
+    listener: TcpListener,
+    port: Port,
+    tls: bool,
+    workers: Arc<Workers>,
+) {
     let slots = Arc::new(Semaphore::new(node.config.connections_max));
     let reserve = match port {
         Port::Kv => node.config.system_connections,
@@ -54,6 +61,6 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, port: Port, workers: 
         };
         node.connections_total.fetch_add(1, Ordering::Relaxed);
         node.connections_current.fetch_add(1, Ordering::Relaxed);
-        workers.hand_off(stream, port, slot).await;
+        workers.hand_off(stream, port, tls, slot).await;
     }
 }

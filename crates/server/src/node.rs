@@ -4,7 +4,7 @@ use crate::cluster_map::{self, BucketFacts, MapView};
 use crate::config::ServerConfig;
 use crate::node_error::OpenError;
 use serde::{Deserialize, Serialize};
-use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
+use sluice_cluster::{ClusterMap, NodeId, NodeInfo, TlsPorts};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_storage::{FjallStore, StoreMemory};
 use std::path::Path;
@@ -41,6 +41,11 @@ pub struct Node {
     pub durability: crate::durability::DurabilityMonitor,
     kv_port: AtomicU16,
     admin_port: AtomicU16,
+    /// The TLS ports bound (0 until bound, and without TLS).
+    kv_tls_port: AtomicU16,
+    admin_tls_port: AtomicU16,
+    /// The TLS identity both TLS listeners serve with (`None`: no TLS ports).
+    pub tls: Option<crate::tls::Tls>,
     /// The cluster map this node serves, rendered for it; the cluster agent follows it.
     map: tokio::sync::watch::Sender<Arc<MapView>>,
     /// Cut off from a majority of the cluster's voters (set by the manager's fencing):
@@ -67,6 +72,13 @@ impl Node {
     }
     /// Opens (or creates) the bucket under the data directory and warms it up. Blocking.
     pub fn open(config: ServerConfig) -> Result<Node, OpenError> {
+        // First: a broken certificate stops the start before any warmup.
+        let tls = config
+            .tls
+            .as_ref()
+            .map(crate::tls::Tls::load)
+            .transpose()
+            .map_err(OpenError::Tls)?;
         let bucket_dir = config.data_dir.join(&config.bucket);
         std::fs::create_dir_all(&bucket_dir).map_err(|source| OpenError::Io {
             what: "creating data directory",
@@ -109,6 +121,7 @@ impl Node {
             host: config.advertise_host.clone(),
             kv_port: config.kv_port,
             admin_port: config.admin_port,
+            tls: None,
         };
         let facts = BucketFacts {
             name: &config.bucket,
@@ -126,6 +139,9 @@ impl Node {
         Ok(Node {
             kv_port: AtomicU16::new(config.kv_port),
             admin_port: AtomicU16::new(config.admin_port),
+            kv_tls_port: AtomicU16::new(0),
+            admin_tls_port: AtomicU16::new(0),
+            tls,
             config,
             bucket,
             bucket_uuid: identity.uuid,
@@ -158,9 +174,13 @@ impl Node {
 
     /// Records the ports actually bound (0 in the config means "any") and, while the node is
     /// not part of a cluster, serves the map of itself alone on them.
-    pub fn set_bound_ports(&self, kv: u16, admin: u16) {
+    pub fn set_bound_ports(&self, kv: u16, admin: u16, tls: Option<TlsPorts>) {
         self.kv_port.store(kv, Ordering::Relaxed);
         self.admin_port.store(admin, Ordering::Relaxed);
+        if let Some(t) = tls {
+            self.kv_tls_port.store(t.kv, Ordering::Relaxed);
+            self.admin_tls_port.store(t.admin, Ordering::Relaxed);
+        }
         let alone = self.cluster_map().map.nodes().len() == 1;
         if alone {
             let me = self.node_info(SOLO_NODE);
@@ -182,6 +202,7 @@ impl Node {
             host: self.config.advertise_host.clone(),
             kv_port: self.kv_port(),
             admin_port: self.admin_port(),
+            tls: self.tls_ports(),
         }
     }
 
@@ -212,6 +233,13 @@ impl Node {
             *current = view;
             true
         });
+    }
+
+    /// The TLS ports bound, if the node serves TLS.
+    pub fn tls_ports(&self) -> Option<TlsPorts> {
+        let kv = self.kv_tls_port.load(Ordering::Relaxed);
+        let admin = self.admin_tls_port.load(Ordering::Relaxed);
+        (self.tls.is_some() && kv != 0).then_some(TlsPorts { kv, admin })
     }
 
     pub fn kv_port(&self) -> u16 {

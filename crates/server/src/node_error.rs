@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    #[error("TLS: {0}")]
+    Tls(#[source] crate::tls::TlsError),
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,

@@ -38,6 +38,8 @@ pub struct Session {
     pub map_sent: Option<MapVersion>,
     /// What the user's roles allow on the selected bucket (see `exec::access`).
     pub access: crate::exec::access::BucketAccess,
+    /// The connection came in on the TLS KV port: SASL PLAIN is offered.
+    pub tls: bool,
 }
 
 impl Session {
@@ -56,6 +58,7 @@ impl Session {
                 true => crate::exec::access::BucketAccess::ALL,
                 false => Default::default(),
             },
+            tls: false,
         }
     }
 

@@ -14,8 +14,17 @@ use tokio::sync::mpsc;
 /// Connections waiting to be picked up by one worker; the acceptor blocks beyond this.
 const HANDOFF_QUEUE_MAX: usize = 1024;
 
+/// An accepted connection on its way to a worker.
+struct Accepted {
+    stream: std::net::TcpStream,
+    port: Port,
+    /// Starts with a TLS handshake.
+    tls: bool,
+    slot: crate::listener::Slot,
+}
+
 pub struct Workers {
-    senders: Vec<mpsc::Sender<(std::net::TcpStream, Port, crate::listener::Slot)>>,
+    senders: Vec<mpsc::Sender<Accepted>>,
     node: Arc<Node>,
 }
 
@@ -25,9 +34,7 @@ impl Workers {
         let mut senders = Vec::new();
         for i in 0..node.placer.threads() {
             let pin = node.placer.pin_of(i);
-            let (tx, mut rx) = mpsc::channel::<(std::net::TcpStream, Port, crate::listener::Slot)>(
-                HANDOFF_QUEUE_MAX,
-            );
+            let (tx, mut rx) = mpsc::channel::<Accepted>(HANDOFF_QUEUE_MAX);
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -40,14 +47,33 @@ impl Workers {
                     }
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&rt, async move {
-                        while let Some((stream, port, slot)) = rx.recv().await {
+                        while let Some(a) = rx.recv().await {
                             let node = node.clone();
                             tokio::task::spawn_local(async move {
-                                if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                                    let system_only = slot.system_only;
-                                    connection::handle(node.clone(), stream, port, system_only)
-                                        .await;
+                                if let Ok(stream) = tokio::net::TcpStream::from_std(a.stream) {
+                                    let system_only = a.slot.system_only;
+                                    match a.tls {
+                                        false => {
+                                            connection::handle(
+                                                node.clone(),
+                                                stream,
+                                                a.port,
+                                                system_only,
+                                            )
+                                            .await
+                                        }
+                                        true => {
+                                            connection::handle_tls(
+                                                node.clone(),
+                                                stream,
+                                                a.port,
+                                                system_only,
+                                            )
+                                            .await
+                                        }
+                                    }
                                 }
+                                let slot = a.slot;
                                 node.connections_current.fetch_sub(1, Ordering::Relaxed);
                                 node.placer.closed(i);
                                 drop(slot);
@@ -65,6 +91,7 @@ impl Workers {
         &self,
         stream: tokio::net::TcpStream,
         port: Port,
+        tls: bool,
         slot: crate::listener::Slot,
     ) {
         let Ok(stream) = stream.into_std() else {
@@ -74,7 +101,13 @@ impl Workers {
             return;
         };
         let i = self.node.placer.place(placement::incoming_cpu(&stream));
-        if self.senders[i].send((stream, port, slot)).await.is_err() {
+        let accepted = Accepted {
+            stream,
+            port,
+            tls,
+            slot,
+        };
+        if self.senders[i].send(accepted).await.is_err() {
             // The thread is gone (shutting down): the connection closed unserved.
             self.node
                 .connections_current

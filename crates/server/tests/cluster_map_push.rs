@@ -159,6 +159,7 @@ async fn not_my_vbucket_leaves_out_a_map_the_client_has() {
         host: "127.0.0.1".into(),
         kv_port: 1,
         admin_port: 1,
+        tls: None,
     };
     let ids = [view.this, other.id];
     let map = view

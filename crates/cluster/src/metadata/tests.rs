@@ -13,6 +13,7 @@ fn info(id: u32) -> NodeInfo {
         host: "127.0.0.1".to_string(),
         kv_port: 11000 + id as u16,
         admin_port: 9000 + id as u16,
+        tls: None,
     }
 }
 

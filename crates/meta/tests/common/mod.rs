@@ -168,6 +168,7 @@ pub fn node_info(id: u32) -> NodeInfo {
         host: "127.0.0.1".to_string(),
         kv_port: 11210 + id as u16,
         admin_port: 8091 + id as u16,
+        tls: None,
     }
 }
 

@@ -74,9 +74,12 @@ pub fn execute(
             r.send(p);
         }
         SessionCommand::SaslListMechs => {
-            let p = r
-                .packet(Status::Success)
-                .value(sluice_sasl::mechanisms_list_cleartext().as_bytes());
+            // PLAIN only where the password is not in the clear.
+            let list = match session.tls {
+                true => sluice_sasl::mechanisms_list(),
+                false => sluice_sasl::mechanisms_list_cleartext(),
+            };
+            let p = r.packet(Status::Success).value(list.as_bytes());
             r.send(p);
         }
         SessionCommand::SaslAuth { mechanism, data } => {

@@ -46,8 +46,8 @@ use sluice_types::VbId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::task::JoinSet;
 
 /// One backfill read returns about this much.
@@ -103,11 +103,11 @@ struct Conn {
     snappy: bool,
 }
 
-pub async fn run(
+pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     node: Arc<Node>,
     session: Session,
-    mut rd: OwnedReadHalf,
-    mut wr: OwnedWriteHalf,
+    mut rd: R,
+    mut wr: W,
     mut inbuf: BytesMut,
     name: String,
     flags: OpenFlags,
@@ -144,10 +144,10 @@ pub async fn run(
 }
 
 impl Conn {
-    async fn serve(
+    async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &mut self,
-        rd: &mut OwnedReadHalf,
-        wr: &mut OwnedWriteHalf,
+        rd: &mut R,
+        wr: &mut W,
         inbuf: &mut BytesMut,
     ) -> std::io::Result<()> {
         let mut out: Vec<u8> = Vec::with_capacity(OUT_HIGH_BYTES);
@@ -159,11 +159,15 @@ impl Conn {
         let kicked = shared.kick.notified();
         tokio::pin!(kicked);
         let mut next_stats = Instant::now();
+        // Written but maybe not sent: a TLS stream buffers records it could not send yet,
+        // and sends them only when written to or flushed again (a socket is always flushed).
+        let mut unflushed = false;
         loop {
             // Requests read already (with DCP_OPEN, or held back while the output was full)
             // are answered while there is room for their answers.
             if !self.handle_input(inbuf, &mut out, written + UNSENT_BYTES_MAX) {
                 wr.write_all(&out[written..]).await?;
+                wr.flush().await?;
                 return Ok(());
             }
             self.pump(&mut out);
@@ -184,8 +188,11 @@ impl Conn {
                         return Ok(());
                     }
                 }
-                n = wr.write(&out[written..]), if written < out.len() => {
-                    written += n?;
+                // One cancel-safe step: a write while output is unsent, then a flush.
+                n = write_or_flush(wr, &out[written..]), if written < out.len() || unflushed => {
+                    let n = n?;
+                    unflushed = n > 0;
+                    written += n;
                     if written == out.len() {
                         out.clear();
                         written = 0;
@@ -214,4 +221,17 @@ impl Conn {
             }
         }
     }
+}
+
+/// Writes from `buf` (the bytes taken), or with `buf` empty flushes (0). Either is one poll
+/// of the stream, so a `select!` that drops it loses nothing.
+async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, buf: &[u8]) -> std::io::Result<usize> {
+    std::future::poll_fn(|cx| {
+        let wr = std::pin::Pin::new(&mut *wr);
+        match buf.is_empty() {
+            false => wr.poll_write(cx, buf),
+            true => wr.poll_flush(cx).map_ok(|()| 0),
+        }
+    })
+    .await
 }
