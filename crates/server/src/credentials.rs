@@ -72,6 +72,9 @@ pub struct NodeCredentials {
     admin: String,
     replicated: RwLock<HashMap<String, KnownUser>>,
     cluster: OnceLock<(String, Arc<UserCredentials>)>,
+    /// Bumped each time the users change: a connection whose access was worked out under
+    /// an older one works it out again before its next command (`Session::access_generation`).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl NodeCredentials {
@@ -88,6 +91,7 @@ impl NodeCredentials {
             admin: username.to_string(),
             replicated: RwLock::new(HashMap::new()),
             cluster: OnceLock::new(),
+            generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -106,6 +110,13 @@ impl NodeCredentials {
             }
         }
         *self.replicated.write() = known;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// How many times the users changed (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The roles of whoever `caller` is (none for a user that no longer exists).

@@ -40,6 +40,8 @@ pub struct Session {
     pub access: crate::exec::access::BucketAccess,
     /// The connection came in on the TLS KV port: SASL PLAIN is offered.
     pub tls: bool,
+    /// The users' generation `access` was worked out under (`NodeCredentials::generation`).
+    pub access_generation: u64,
 }
 
 impl Session {
@@ -59,6 +61,7 @@ impl Session {
                 false => Default::default(),
             },
             tls: false,
+            access_generation: 0,
         }
     }
 

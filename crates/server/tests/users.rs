@@ -182,7 +182,30 @@ async fn users_get_what_their_roles_allow_on_every_node() {
     assert_eq!(listed.body[0]["roles"][0]["role"], "data_reader");
     assert_eq!(listed.body[0]["roles"][0]["bucket_name"], "other");
 
-    // A deleted user logs in nowhere.
+    // Roles changed under an open connection apply from its next command: the writer made
+    // a reader reads and no longer writes, on the connection it opened as a writer.
+    assert_eq!(
+        put_user(b.admin_addr, &admin(), "writer", "data_reader[default]").await,
+        200
+    );
+    until("node 0 knows the writer's new role", || {
+        a.node
+            .credentials
+            .roles_of("writer")
+            .iter()
+            .any(|r| r.name() == "data_reader")
+    })
+    .await;
+    assert_eq!(&w.get(key).await.unwrap().value[..], b"v");
+    let denied = w.set(key, b"x", StoreOptions::default()).await.unwrap_err();
+    assert_eq!(
+        denied.status(),
+        Some(Status::Eaccess),
+        "a revoked writer writes"
+    );
+
+    // A deleted user logs in nowhere, and its open connections can do nothing more.
+    assert_eq!(&r.get(key).await.unwrap().value[..], b"v");
     let path = "/settings/rbac/users/local/reader";
     let gone = admin_http::send(
         None,
@@ -202,6 +225,12 @@ async fn users_get_what_their_roles_allow_on_every_node() {
     .await;
     let refused = client(kv, "reader").await.err().unwrap();
     assert_eq!(refused.status(), Some(Status::AuthError), "{refused}");
+    let denied = r.get(key).await.unwrap_err();
+    assert_eq!(
+        denied.status(),
+        Some(Status::Eaccess),
+        "a deleted user's connection reads"
+    );
     assert_eq!(
         status(
             a.admin_addr,

@@ -101,6 +101,14 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         r.error(Status::Eaccess, "authenticate first");
         return Next::Continue;
     }
+    // Roles changed (or the user was deleted) since this connection's access was worked
+    // out: it is worked out again, so a revoked role stops at the next command.
+    if session.port == Port::Kv
+        && session.user.is_some()
+        && session.access_generation != node.credentials.generation()
+    {
+        session_ops::recompute_access(node, session);
+    }
     if needs_bucket(&req.command) && !session.bucket_selected {
         r.error(Status::NoBucket, "select a bucket first");
         return Next::Continue;

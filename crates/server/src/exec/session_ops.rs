@@ -122,6 +122,7 @@ pub fn execute(
                 r.send(p);
             } else if *name == node.config.bucket.as_bytes() {
                 let access = bucket_access(node, session);
+                session.access_generation = node.credentials.generation();
                 if access.any {
                     session.access = access;
                     session.bucket_selected = true;
@@ -204,10 +205,18 @@ fn bucket_access(node: &Node, session: &Session) -> BucketAccess {
     }
 }
 
+/// The session's access worked out again from the user's roles as they are now (changed,
+/// or the user deleted): the bucket stays selected, and what the roles no longer allow is
+/// refused with EACCESS from the next command on.
+pub(crate) fn recompute_access(node: &Node, session: &mut Session) {
+    session.access_generation = node.credentials.generation();
+    session.access = bucket_access(node, session);
+}
+
 /// After a login (or a failed one): the access to a bucket selected before is the new
 /// user's, and a user with none on it has it deselected.
 fn refresh_access(node: &Node, session: &mut Session) {
-    session.access = bucket_access(node, session);
+    recompute_access(node, session);
     if session.port == Port::Kv && !session.access.any {
         session.bucket_selected = false;
     }
