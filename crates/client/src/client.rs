@@ -4,7 +4,7 @@
 use sluice_proto::encode::Packet;
 use sluice_proto::Feature;
 use sluice_types::{vbucket_of, VbId};
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::net::ToSocketAddrs;
 
 use crate::connection::Connection;
 use crate::error::ClientError;
@@ -45,6 +45,10 @@ impl Client {
         let stream = crate::net::connect_from(addr, options.source_ip).await?;
         // Requests are small and latency-bound; Nagle would hold them back.
         stream.set_nodelay(true)?;
+        let stream = match &options.tls {
+            Some(tls) => tls.handshake(stream).await?,
+            None => crate::stream::ClientStream::Plain(stream),
+        };
         let mut client = Client {
             conn: Connection::new(stream),
             next_opaque: 1,
@@ -142,7 +146,7 @@ impl Client {
 
     /// Gives up the connection after the bootstrap, for DCP, whose server-initiated
     /// requests the response-only reader here would reject.
-    pub(crate) fn into_parts(self) -> (TcpStream, bytes::BytesMut) {
+    pub(crate) fn into_parts(self) -> (crate::stream::ClientStream, bytes::BytesMut) {
         self.conn.into_parts()
     }
 

@@ -1,12 +1,12 @@
-//! Bytes ↔ frames on one TCP stream. Writes are buffered until [`Connection::flush`]; reads go
+//! Bytes ↔ frames on one TCP (or TLS) stream. Writes are buffered until [`Connection::flush`]; reads go
 //! through a buffer that never grows past one maximal packet plus one read chunk.
 
+use crate::stream::ClientStream;
 use bytes::BytesMut;
 use sluice_proto::encode::Packet;
 use sluice_proto::{decode_frame, Decoded, Magic, HEADER_LEN};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::error::ClientError;
 use crate::response::Response;
@@ -20,13 +20,13 @@ pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub const READ_BUFFER_BYTES_MAX: usize = HEADER_LEN + PACKET_BODY_BYTES_MAX + READ_CHUNK_BYTES;
 
 pub(crate) struct Connection {
-    stream: TcpStream,
+    stream: ClientStream,
     read_buf: BytesMut,
     write_buf: Vec<u8>,
 }
 
 impl Connection {
-    pub(crate) fn new(stream: TcpStream) -> Connection {
+    pub(crate) fn new(stream: ClientStream) -> Connection {
         Connection {
             stream,
             read_buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
@@ -36,7 +36,7 @@ impl Connection {
 
     /// The socket and any bytes already read past the last frame, for a protocol that takes
     /// the connection over after the bootstrap (DCP). Unsent writes are dropped: flush first.
-    pub(crate) fn into_parts(self) -> (TcpStream, BytesMut) {
+    pub(crate) fn into_parts(self) -> (ClientStream, BytesMut) {
         (self.stream, self.read_buf)
     }
 
@@ -48,6 +48,8 @@ impl Connection {
     pub(crate) async fn flush(&mut self) -> Result<(), ClientError> {
         if !self.write_buf.is_empty() {
             self.stream.write_all(&self.write_buf).await?;
+            // TLS holds records back until flushed; a socket flushes at once.
+            self.stream.flush().await?;
             self.write_buf.clear();
         }
         Ok(())

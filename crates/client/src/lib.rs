@@ -78,6 +78,7 @@ mod node_conn;
 mod options;
 mod response;
 mod results;
+mod stream;
 pub mod vbucket_map;
 
 pub use client::Client;
@@ -92,6 +93,7 @@ pub use results::{
     Durability, GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions,
 };
 pub use sluice_proto::DurabilityLevel;
+pub use stream::TlsConnect;
 pub use vbucket_map::{ClusterView, MapNode, MapVersion, VbChain, VbucketMap};
 
 // Re-exported so callers of the low-level API need not depend on the codec crate directly.

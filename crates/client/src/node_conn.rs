@@ -20,14 +20,15 @@
 //! When either task fails, the connection is dead: every waiter gets the error, later calls
 //! fail at once, and the owner replaces it. Dropping the last handle stops both tasks.
 
+use crate::stream::ClientStream;
 use bytes::BytesMut;
 use sluice_proto::encode::Packet;
 use sluice_proto::Feature;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -111,11 +112,25 @@ impl NodeConn {
         );
         let seqno_tokens = client.has_feature(Feature::MutationSeqno);
         let (stream, read_buf) = client.into_parts();
-        let (rd, wr) = stream.into_split();
         let (submit, queue) = mpsc::channel(in_flight_max);
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let reader = tokio::spawn(read_loop(rd, read_buf, pending.clone()));
-        let writer = tokio::spawn(write_loop(wr, queue, pending.clone()));
+        // A socket splits into owned halves; TLS shares one stream between its halves.
+        let (reader, writer) = match stream {
+            ClientStream::Plain(s) => {
+                let (rd, wr) = s.into_split();
+                (
+                    tokio::spawn(read_loop(rd, read_buf, pending.clone())),
+                    tokio::spawn(write_loop(wr, queue, pending.clone())),
+                )
+            }
+            ClientStream::Tls(s) => {
+                let (rd, wr) = tokio::io::split(*s);
+                (
+                    tokio::spawn(read_loop(rd, read_buf, pending.clone())),
+                    tokio::spawn(write_loop(wr, queue, pending.clone())),
+                )
+            }
+        };
         NodeConn {
             addr,
             submit,
@@ -198,8 +213,8 @@ fn kill(pending: &Mutex<Pending>, error: ClientError) {
     }
 }
 
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut queue: mpsc::Receiver<Submit>,
     pending: Arc<Mutex<Pending>>,
 ) {
@@ -227,7 +242,8 @@ async fn write_loop(
         if buf.is_empty() {
             continue;
         }
-        if let Err(e) = wr.write_all(&buf).await {
+        // Flushed too: TLS holds records back until then (a socket flushes at once).
+        if let Err(e) = send(&mut wr, &buf).await {
             kill(&pending, ClientError::Io(e));
             return;
         }
@@ -238,7 +254,16 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(mut rd: OwnedReadHalf, mut buf: BytesMut, pending: Arc<Mutex<Pending>>) {
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, buf: &[u8]) -> std::io::Result<()> {
+    wr.write_all(buf).await?;
+    wr.flush().await
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut rd: R,
+    mut buf: BytesMut,
+    pending: Arc<Mutex<Pending>>,
+) {
     buf.reserve(READ_CHUNK_BYTES);
     let error = loop {
         match take_response(&mut buf) {

@@ -34,6 +34,9 @@ pub struct ConnectOptions {
     pub features: Vec<Feature>,
     /// Source address of the connection (`None`: the OS chooses); see [`crate::net`].
     pub source_ip: Option<std::net::IpAddr>,
+    /// TLS over the connection (`None`: cleartext). For [`Client`](crate::Client) alone: the
+    /// cluster client's node connections and DCP refuse it for now.
+    pub tls: Option<std::sync::Arc<crate::stream::TlsConnect>>,
 }
 
 impl ConnectOptions {
@@ -44,6 +47,7 @@ impl ConnectOptions {
             bucket: Some(bucket.to_string()),
             features: DEFAULT_FEATURES.to_vec(),
             source_ip: None,
+            tls: None,
         }
     }
 
@@ -54,6 +58,7 @@ impl ConnectOptions {
             bucket: None,
             features: Vec::new(),
             source_ip: None,
+            tls: None,
         }
     }
 }
@@ -65,6 +70,7 @@ impl Default for ConnectOptions {
             bucket: None,
             features: DEFAULT_FEATURES.to_vec(),
             source_ip: None,
+            tls: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - `node_probe`    — STAT figures summed over the nodes, and their CPU, around a phase;
 //! - `settle`        — waiting for the flusher and for a quiet server.
 
+pub mod certs;
 pub mod cluster_args;
 pub mod local_cluster;
 pub mod login_args;

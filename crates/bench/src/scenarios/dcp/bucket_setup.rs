@@ -112,6 +112,7 @@ impl LoadedBucket {
             vbuckets: args.vbuckets,
             username: args.login.username.clone(),
             password: args.login.password.clone(),
+            tls: false,
         })
         .await?;
         let pid = target.pid().expect("the bench started this server");

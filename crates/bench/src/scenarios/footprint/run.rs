@@ -149,6 +149,7 @@ async fn socket_row(
         vbuckets: args.vbuckets,
         username: args.login.username.clone(),
         password: args.login.password.clone(),
+        tls: false,
     })
     .await
     .context("starting sluice server")?;

@@ -86,6 +86,13 @@ pub struct KvArgs {
     #[arg(long, default_value = "memcached", value_name = "PATH")]
     pub memcached_bin: PathBuf,
 
+    /// Every connection over TLS: the bench makes a CA and a certificate for 127.0.0.1,
+    /// starts Sluice with its TLS KV port (and memcached with `-Z`) and connects there.
+    /// Only with servers the bench starts.
+    #[arg(long, conflicts_with_all = ["connect", "target_memcached", "in_process"])]
+    #[serde(default)]
+    pub tls: bool,
+
     /// No sockets: call the engine directly from --threads threads, on an ephemeral and a
     /// couchbase bucket (FjallStore in a temporary directory); reports ops/s.
     #[arg(long, conflicts_with_all = ["connect", "target_memcached", "vs"])]

@@ -1,10 +1,11 @@
 //! Where the load goes. A [`Target`] is an address plus how to bootstrap a connection there,
 //! and owns the process behind it when the bench started one.
 
-use sluice_client::{Client, ConnectOptions};
+use sluice_client::{Client, ConnectOptions, TlsConnect};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -33,6 +34,8 @@ pub struct ServerSpec {
     pub vbuckets: u16,
     pub username: String,
     pub password: String,
+    /// Serve (and connect) over TLS with a certificate the bench makes.
+    pub tls: bool,
 }
 
 impl Target {
@@ -91,6 +94,7 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
         vbuckets: args.vbuckets,
         username: args.login.username.clone(),
         password: args.login.password.clone(),
+        tls: args.tls,
     })
     .await
 }
@@ -98,14 +102,33 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
 /// Starts `sluice server` (this executable) on free loopback ports, in a temporary data
 /// directory, and waits until a full bootstrap works.
 pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
-    let options = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
+    let mut options = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
     let dir = tempfile::Builder::new().prefix("sluice-bench-").tempdir()?;
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir)?;
     let (kv_port, admin_port) = (free_port()?, free_port()?);
     let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.arg("server")
-        .arg("--data-dir")
+    // Over TLS the load goes to the TLS KV port; the cleartext one stays for nothing else.
+    let load_port = match spec.tls {
+        true => {
+            let certs = crate::harness::certs::make(dir.path())?;
+            let tls_port = free_port()?;
+            cmd.arg("server")
+                .arg("--tls-cert")
+                .arg(&certs.cert)
+                .arg("--tls-key")
+                .arg(&certs.key)
+                .args(["--kv-tls-port", &tls_port.to_string()])
+                .args(["--admin-tls-port", &free_port()?.to_string()]);
+            options.tls = Some(Arc::new(TlsConnect::with_ca_file(&certs.ca, "127.0.0.1")?));
+            tls_port
+        }
+        false => {
+            cmd.arg("server");
+            kv_port
+        }
+    };
+    cmd.arg("--data-dir")
         .arg(&data_dir)
         .args(["--kv-port", &kv_port.to_string()])
         .args(["--admin-port", &admin_port.to_string()])
@@ -117,7 +140,7 @@ pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
         .env("SLUICE_USERNAME", &spec.username)
         .env("SLUICE_PASSWORD", &spec.password);
     let mut process = ChildProcess::spawn("sluice server", cmd, &dir.path().join("server.log"))?;
-    let addr: SocketAddr = ([127, 0, 0, 1], kv_port).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], load_port).into();
     process.wait_for_port(addr, READY_TIMEOUT).await?;
     // The port may open before the bucket is served: ready means a full bootstrap works.
     let deadline = Instant::now() + READY_TIMEOUT;
@@ -138,7 +161,7 @@ pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
         }
     }
     Ok(Target {
-        name: "sluice",
+        name: if spec.tls { "sluice (TLS)" } else { "sluice" },
         addr,
         options,
         owned: Some((process, dir)),
@@ -157,16 +180,35 @@ pub fn existing_memcached(addr: &str) -> Result<Target, BenchError> {
 
 /// A memcached started like the baseline's: `-t 2 -m 2048 -c 1024 -U 0` on loopback.
 pub async fn start_memcached(args: &KvArgs) -> Result<Target, BenchError> {
-    start_memcached_with(&args.memcached_bin, 2048).await
+    start_memcached_tls(&args.memcached_bin, 2048, args.tls).await
 }
 
 /// memcached as the baselines run it (2 threads, 1024 connections), with `-m memory_mb`.
 pub async fn start_memcached_with(bin: &Path, memory_mb: u64) -> Result<Target, BenchError> {
+    start_memcached_tls(bin, memory_mb, false).await
+}
+
+/// [`start_memcached_with`], over TLS (`-Z`, with a certificate the bench makes) if `tls`.
+async fn start_memcached_tls(bin: &Path, memory_mb: u64, tls: bool) -> Result<Target, BenchError> {
     let dir = tempfile::Builder::new()
         .prefix("sluice-bench-mc-")
         .tempdir()?;
     let port = free_port()?;
     let mut cmd = Command::new(bin);
+    let mut options = ConnectOptions::plain();
+    if tls {
+        let certs = crate::harness::certs::make(dir.path())?;
+        let pem = |p: &Path| p.to_string_lossy().into_owned();
+        cmd.arg("-Z").args([
+            "-o",
+            &format!(
+                "ssl_chain_cert={},ssl_key={}",
+                pem(&certs.cert),
+                pem(&certs.key)
+            ),
+        ]);
+        options.tls = Some(Arc::new(TlsConnect::with_ca_file(&certs.ca, "127.0.0.1")?));
+    }
     cmd.args(["-u", "root", "-l", "127.0.0.1", "-p", &port.to_string()])
         .args([
             "-t",
@@ -182,9 +224,9 @@ pub async fn start_memcached_with(bin: &Path, memory_mb: u64) -> Result<Target, 
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     process.wait_for_port(addr, READY_TIMEOUT).await?;
     Ok(Target {
-        name: "memcached",
+        name: if tls { "memcached (TLS)" } else { "memcached" },
         addr,
-        options: ConnectOptions::plain(),
+        options,
         owned: Some((process, dir)),
     })
 }

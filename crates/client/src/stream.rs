@@ -1,0 +1,113 @@
+//! The byte stream under a [`Client`](crate::Client): a TCP socket, or TLS over one (a node's
+//! TLS KV port, or memcached started with `-Z`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// How to open TLS over a connection: the client configuration (what it trusts) and the
+/// name the server's certificate must carry.
+#[derive(Clone, Debug)]
+pub struct TlsConnect {
+    pub config: Arc<rustls::ClientConfig>,
+    pub server_name: rustls::pki_types::ServerName<'static>,
+}
+
+impl TlsConnect {
+    /// Trusts the certificates of `ca_pem` (a PEM file) for a server named `server_name` (a
+    /// host name or an IP address, as its certificate names it).
+    pub fn with_ca_file(
+        ca_pem: &std::path::Path,
+        server_name: &str,
+    ) -> Result<TlsConnect, std::io::Error> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+        let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| bad(e.to_string()))? {
+            roots
+                .add(cert.map_err(|e| bad(e.to_string()))?)
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(TlsConnect {
+            config: Arc::new(config),
+            server_name,
+        })
+    }
+
+    /// The client side of the handshake over `tcp`.
+    pub(crate) async fn handshake(&self, tcp: TcpStream) -> std::io::Result<ClientStream> {
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        let tls = connector.connect(self.server_name.clone(), tcp).await?;
+        Ok(ClientStream::Tls(Box::new(tls)))
+    }
+}
+
+pub enum ClientStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl ClientStream {
+    /// The socket, for the protocols that take a connection over after its bootstrap (the
+    /// cluster client's node connections, DCP), which run over plain TCP only for now.
+    pub(crate) fn into_tcp(self) -> std::io::Result<TcpStream> {
+        match self {
+            ClientStream::Plain(s) => Ok(s),
+            ClientStream::Tls(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "node connections and DCP run over plain TCP only",
+            )),
+        }
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
