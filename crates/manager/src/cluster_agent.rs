@@ -202,6 +202,7 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
         );
         feeds.insert(id, Feed { spec, replication });
     }
+    control.set_applied(view.rev());
     tracing::info!(rev = view.rev().0, node = %view.this, feeds = feeds.len(),
         "cluster map applied");
 }

@@ -21,6 +21,8 @@ pub struct Control {
     pub rebalance: SharedStatus,
     /// The vbuckets a restart that lost data holds back (`restart_hold`).
     pub(crate) held: Held,
+    /// The map revision the cluster agent last applied (vbucket states and feeds).
+    applied: Mutex<Option<sluice_cluster::Rev>>,
 }
 
 impl Control {
@@ -31,7 +33,18 @@ impl Control {
             agent_takeovers: Mutex::new(None),
             rebalance: SharedStatus::default(),
             held: Held::default(),
+            applied: Mutex::new(None),
         }
+    }
+
+    /// The map revision the cluster agent last made this node follow (`None` before its
+    /// first, or without an agent): until then the vbucket states are warmup's.
+    pub fn applied_rev(&self) -> Option<sluice_cluster::Rev> {
+        *self.applied.lock()
+    }
+
+    pub(crate) fn set_applied(&self, rev: sluice_cluster::Rev) {
+        *self.applied.lock() = Some(rev);
     }
 
     /// Asks whichever replication follows replica `vb` here (a rebalance build, or the

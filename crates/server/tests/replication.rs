@@ -39,6 +39,21 @@ fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Waits until the node's cluster agent has made it what its own map says (active
+/// everywhere, for a node alone), which happens once after the start returns: states set by
+/// hand before that would be undone.
+async fn agent_applied(node: &sluice_manager::Running) {
+    let rev = node.node.cluster_map().rev();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while node.control.applied_rev() != Some(rev) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent applied its map"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Waits until the replica's high seqno equals the active's for every vbucket alive on the
 /// active (one it gave away in a takeover is left out).
 async fn caught_up(active: &sluice_manager::Running, replica: &sluice_manager::Running) {
@@ -146,6 +161,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     // the active's cluster identity: a node of its own whose vbuckets are all replicas, fed
     // by a replication started by hand (a `--replica-of` node follows as the administrator).
     let replica = node(db.path(), None).await;
+    agent_applied(&replica).await;
     for vb in 0..VBS {
         replica
             .node
@@ -256,6 +272,7 @@ async fn a_replica_waits_for_vbuckets_its_producer_activates_late() {
     };
     // The producer does not serve these vbuckets yet (a new map not applied there yet):
     // every stream request is refused at first.
+    agent_applied(&active).await;
     set_all(VbState::Dead);
     let replica = node(db.path(), Some(active.kv_addr)).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
