@@ -47,8 +47,8 @@ pub struct Held {
 }
 
 impl Held {
-    /// Whether `vb` is held. The agent applies a map's states under this lock
-    /// ([`Held::lock`]), so a release never races a state being set from an older map.
+    /// The held set, locked. The agent applies a map's states under this lock, so a release
+    /// never races a state being set from an older map.
     pub fn lock(&self) -> parking_lot::MutexGuard<'_, BTreeSet<VbId>> {
         self.vbs.lock()
     }

@@ -160,8 +160,10 @@ impl Conn {
         tokio::pin!(kicked);
         let mut next_stats = Instant::now();
         // Written but maybe not sent: a TLS stream buffers records it could not send yet,
-        // and sends them only when written to or flushed again (a socket is always flushed).
+        // and sends them only when written to or flushed again. A socket is always flushed,
+        // so on cleartext this stays false and costs no extra turn of the loop.
         let mut unflushed = false;
+        let buffers = self.session.tls;
         loop {
             // Requests read already (with DCP_OPEN, or held back while the output was full)
             // are answered while there is room for their answers.
@@ -191,7 +193,7 @@ impl Conn {
                 // One cancel-safe step: a write while output is unsent, then a flush.
                 n = write_or_flush(wr, &out[written..]), if written < out.len() || unflushed => {
                     let n = n?;
-                    unflushed = n > 0;
+                    unflushed = buffers && n > 0;
                     written += n;
                     if written == out.len() {
                         out.clear();
