@@ -51,6 +51,29 @@ def wait_health(port: int, proc: subprocess.Popen, timeout_s: float = 60) -> Non
             time.sleep(0.2)
 
 
+def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
+                auto_failover_s: int = 0) -> subprocess.Popen:
+    """Starts node 3 (KV on base+30, admin on base+31) joining through `join_port`, and
+    waits until it answers and nodes 0-2 all list it (its admin port answers before the
+    join is done, and a rebalance planned without it would have nothing to do)."""
+    node3 = data_dir / "node-3"
+    node3.mkdir()
+    log = open(node3 / "server.log", "w")
+    proc = subprocess.Popen(
+        [str(sluice_binary()), "server", "--data-dir", str(node3),
+         "--kv-port", str(base + 30), "--admin-port", str(base + 31),
+         "--join", f"127.0.0.1:{join_port}", "--vbuckets", str(vbuckets),
+         "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    wait_health(base + 31, proc)
+    deadline = time.monotonic() + 60
+    for port in (base + 1, base + 11, base + 21):
+        while 3 not in [n["id"] for n in cluster_view(port)["nodes"]]:
+            assert time.monotonic() < deadline, f"node 3 never listed by :{port}"
+            time.sleep(0.1)
+    return proc
+
+
 @pytest.mark.timeout(420)
 def test_rebalance_in_and_out_under_durable_load(tmp_path):
     base = free_base()
@@ -63,16 +86,7 @@ def test_rebalance_in_and_out_under_durable_load(tmp_path):
         writer.start()
         writer.wait_acked(300)
 
-        node3 = tmp_path / "node-3"
-        node3.mkdir()
-        log = open(node3 / "server.log", "w")
-        fourth = subprocess.Popen(
-            [str(sluice_binary()), "server", "--data-dir", str(node3),
-             "--kv-port", str(base + 30), "--admin-port", str(base + 31),
-             "--join", f"127.0.0.1:{base + 1}", "--vbuckets", "64",
-             "--memory-quota-mb", "128", "--auto-failover-timeout", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-        wait_health(base + 31, fourth)
+        fourth = join_fourth(tmp_path, base, join_port=base + 1, vbuckets=64)
 
         print(rebalance(base + 1))
         assert cluster_view(base + 1)["map_nodes"] == [0, 1, 2, 3]

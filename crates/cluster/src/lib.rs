@@ -19,6 +19,8 @@
 //!   what had no safe copy; `fail_over`: the same with the first live replica;
 //! - `auto_failover` — when a node down long enough is failed over without an operator;
 //! - `fencing` — when a node cut off from a majority of the voters stops serving its actives;
+//! - `janitor` — what the leader repairs when the nodes' copies disagree with the map (a
+//!   takeover the map missed, one cut short, copies a move never dropped);
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
 //! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
 //!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
@@ -30,6 +32,7 @@ pub mod balance;
 pub mod cluster_map;
 pub mod failover;
 pub mod fencing;
+pub mod janitor;
 pub mod limits;
 pub mod metadata;
 pub mod node;

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// One vbucket's copies: the active, then the replica slots in promotion order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(into = "Vec<Option<NodeId>>", try_from = "Vec<Option<NodeId>>")]
 pub struct Chain {
     pub active: Option<NodeId>,

@@ -17,14 +17,10 @@
 //!   unless `allow_data_loss`, if some vbucket has no copy elsewhere or no replica known to
 //!   be complete (its node did not answer, or it is inside a disk snapshot); 503 without a quorum.
 //!
-//! - `POST /api/v1/cluster/rebalance` — body `{"eject": [ID, ...]}` (optional): rebalances
-//!   the bucket onto every active or joining node but the ejected ones, moving data (see
-//!   `rebalance`). 202 once started; 409 if one runs. `GET` on the same path reports its
-//!   progress; `POST /api/v1/cluster/rebalance/abort` clears a rebalance whose orchestrator
-//!   stopped.
-//!
-//! Plus `/internal/rebalance/...` (a rebalance's builds, takeovers, drops and vbucket
-//! progress on this node), and `/internal/...`: the meta node's Raft and join routes (`sluice_meta::http`).
+//! Plus the rebalance's routes (`rebalance::routes`: `/api/v1/cluster/rebalance...`,
+//! answered by the leader, and `/internal/rebalance/...`), the janitor's
+//! (`janitor::routes`), and `/internal/...`: the meta node's Raft and join routes
+//! (`sluice_meta::http`).
 //!
 //! Plus the users' routes (`users_api`: `/settings/rbac/users...`).
 //!
@@ -33,7 +29,7 @@
 //! only.
 
 use crate::control::Control;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -64,22 +60,16 @@ pub async fn serve(
     let node = control.node.clone();
     let (identity, handshake_timeout) = (node.tls.clone(), node.config.auth_timeout);
     let users = crate::users_api::router(node.clone(), meta.clone());
+    let rebalance = crate::rebalance::routes::router(control.clone(), meta.clone());
+    let janitor = crate::janitor::routes::router(control.clone());
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
         .route("/api/v1/cluster/place", post(place_fresh))
         .route("/api/v1/cluster/failover", post(failover))
-        .route(
-            "/api/v1/cluster/rebalance",
-            post(rebalance_start).get(rebalance_status),
-        )
-        .route("/api/v1/cluster/rebalance/abort", post(rebalance_abort))
-        .route("/internal/rebalance/build", post(build_start))
-        .route("/internal/rebalance/takeover", post(takeover))
-        .route("/internal/rebalance/drop", post(drop_copy))
-        .route("/internal/rebalance/vb/{vb}", get(vb_status))
-        .route("/internal/rebalance/map_rev", get(map_rev))
         .with_state(state)
+        .merge(rebalance)
+        .merge(janitor)
         .merge(data)
         .merge(users)
         .merge(internal)
@@ -141,7 +131,7 @@ async fn cluster_view(State(s): State<AppState>) -> Response {
     .into_response()
 }
 
-fn conflict(reason: String) -> Response {
+pub(crate) fn conflict(reason: String) -> Response {
     (StatusCode::CONFLICT, Json(json!({ "error": reason }))).into_response()
 }
 
@@ -206,7 +196,7 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
 }
 
 /// Proposes `cmd`: 200 with `ok(applied)`, 409 with the rejection, or 503 without a quorum.
-async fn propose_answer(
+pub(crate) async fn propose_answer(
     meta: &MetaNode,
     cmd: MetaCommand,
     ok: impl FnOnce(sluice_cluster::Applied) -> serde_json::Value,
@@ -256,126 +246,4 @@ async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -
                 .into_response()
         }
     }
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-struct RebalanceRequest {
-    #[serde(default)]
-    eject: Vec<u32>,
-}
-
-async fn rebalance_start(
-    State(s): State<AppState>,
-    body: Option<Json<RebalanceRequest>>,
-) -> Response {
-    let eject = body
-        .map(|Json(b)| b.eject)
-        .unwrap_or_default()
-        .into_iter()
-        .map(sluice_cluster::NodeId)
-        .collect();
-    match crate::rebalance::start(s.meta.clone(), s.control.rebalance.clone(), eject) {
-        Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "started": true }))).into_response(),
-        Err(why) => conflict(why.to_string()),
-    }
-}
-
-async fn rebalance_status(State(s): State<AppState>) -> Response {
-    let status = s.control.rebalance.lock().clone();
-    Json(status).into_response()
-}
-
-async fn rebalance_abort(State(s): State<AppState>) -> Response {
-    if s.control.rebalance.lock().running {
-        return conflict("the rebalance runs on this node; it aborts itself on error".into());
-    }
-    propose_answer(
-        &s.meta,
-        MetaCommand::AbortRebalance,
-        |_| json!({ "aborted": true }),
-    )
-    .await
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct BuildRequest {
-    vb: u16,
-    /// The active's KV address (host:port).
-    source: String,
-}
-
-async fn build_start(State(s): State<AppState>, Json(req): Json<BuildRequest>) -> Response {
-    let vb = sluice_types::VbId(req.vb);
-    if req.vb >= s.control.node.bucket.num_vbuckets() {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({ "error": "no such vbucket" })),
-        )
-            .into_response();
-    }
-    match s.control.builds.start(&s.control.node, vb, &req.source) {
-        Ok(()) => Json(json!({ "building": req.vb })).into_response(),
-        Err(e) => conflict(e.to_string()),
-    }
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct TakeoverRequest {
-    vb: u16,
-}
-
-async fn takeover(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -> Response {
-    if s.control.request_takeover(sluice_types::VbId(req.vb)) {
-        Json(json!({ "takeover": req.vb })).into_response()
-    } else {
-        conflict(format!("vb:{} is followed by no replication here", req.vb))
-    }
-}
-
-/// A rebalance's drop: the vbucket moved away, delete this node's copy. Only a dead copy
-/// that the map this node serves leaves out of the vbucket's chain (409 otherwise: the map
-/// is not applied here yet, or the copy is in use).
-async fn drop_copy(State(s): State<AppState>, Json(req): Json<TakeoverRequest>) -> Response {
-    let vb = sluice_types::VbId(req.vb);
-    let node = s.control.node.clone();
-    let view = node.cluster_map();
-    let chained = view
-        .map
-        .vbmap()
-        .chain(vb)
-        .is_some_and(|c| c.nodes().any(|n| n == view.this));
-    if chained || s.control.builds.contains(vb) {
-        return conflict(format!("vb:{} is still in use here", req.vb));
-    }
-    match tokio::task::spawn_blocking(move || node.bucket.drop_vbucket(vb)).await {
-        Ok(Ok(dropped)) => Json(json!({ "vb": req.vb, "dropped": dropped })).into_response(),
-        Ok(Err(e)) => conflict(format!("vb:{} cannot be dropped: {e}", req.vb)),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
-        )
-            .into_response(),
-    }
-}
-
-async fn vb_status(State(s): State<AppState>, Path(vb): Path<u16>) -> Response {
-    let vb = sluice_types::VbId(vb);
-    match s.control.node.bucket.vb_state_and_high(vb) {
-        Ok((state, high)) => Json(json!({
-            "state": state.as_str(),
-            "high_seqno": high.0,
-            "building": s.control.builds.contains(vb),
-        }))
-        .into_response(),
-        Err(_) => (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": "no such vbucket" })),
-        )
-            .into_response(),
-    }
-}
-
-/// The map revision this node serves (a rebalance waits for every node to apply a step).
-async fn map_rev(State(s): State<AppState>) -> Response {
-    Json(json!({ "map_rev": s.control.node.cluster_map().rev().0 })).into_response()
 }

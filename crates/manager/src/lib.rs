@@ -14,8 +14,12 @@
 //! - `fencing`     — every node's probes of the voters; cut off, it stops serving its actives;
 //! - `restart_hold` — after a restart that lost data, the actives wait until no replica is
 //!   found ahead (or are handed to the one that is);
-//! - `rebalance`   — the orchestrator: a plan's moves carried out with data (builds,
-//!   takeovers, chains); `builds` — the copies it builds on this node;
+//! - `rebalance`   — the orchestrator, on the metadata leader: a plan's moves carried out
+//!   with data (builds, takeovers, chains), resumed by a new leader; `builds` — the copies
+//!   it builds on this node;
+//! - `janitor`     — the leader's repairs when copies and map disagree (a takeover whose
+//!   chain was never published, one cut short, copies never dropped);
+//! - `peer`        — calls to another member's admin port, as the cluster identity;
 //! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's;
 //!   `admin_auth` — who may call which of them (HTTP Basic, the callers' roles);
 //!   `users_api` — users and their roles (`/settings/rbac/users`).
@@ -29,8 +33,10 @@ mod control;
 mod error;
 mod failover;
 pub mod fencing;
+mod janitor;
 mod membership;
 mod membership_error;
+mod peer;
 mod rebalance;
 mod restart_hold;
 mod users_api;
@@ -130,6 +136,10 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
     let agent = replication
         .is_none()
         .then(|| cluster_agent::ClusterAgent::start(control.clone()));
+    if agent.is_some() {
+        // It repairs what the agents cannot see alone; a hand-set replica has no agent.
+        tasks.push(tokio::spawn(janitor::run(meta.clone(), control.clone())));
+    }
 
     tasks.extend(
         sluice_server::serve(node.clone(), listeners.kv, kv_tls, listeners.memcached)

@@ -26,6 +26,18 @@ impl VbState {
         }
     }
 
+    /// The state [`VbState::as_str`] names.
+    pub fn from_name(name: &str) -> Option<VbState> {
+        [
+            VbState::Active,
+            VbState::Replica,
+            VbState::Pending,
+            VbState::Dead,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             VbState::Active => "active",

@@ -16,6 +16,13 @@ pub enum RebalanceError {
          POST /api/v1/cluster/rebalance/abort first"
     )]
     RecordedInProgress,
+    #[error("no rebalance is recorded to resume")]
+    NothingToResume,
+    #[error(
+        "this node does not lead the cluster metadata (any more): rebalances run on the \
+         leader, which resumes a recorded one from where it stands"
+    )]
+    NotLeader,
     #[error("the cluster has no bucket yet")]
     NoBucket,
     #[error("the cluster has no map")]

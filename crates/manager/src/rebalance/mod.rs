@@ -20,17 +20,30 @@
 //! A client writing to the old active between the takeover and the new map gets
 //! NOT_MY_VBUCKET with the map it must retry with; nothing else changes for it. On an error
 //! the rebalance is aborted where it stands: every map published so far is consistent, and
-//! a new rebalance plans again from it. The orchestrator runs on the node that was asked;
-//! the metadata commands go to the leader, compare-and-set on the map revision.
+//! a new rebalance plans again from it. Its metadata commands are compare-and-set on the
+//! map revision.
+//!
+//! The orchestrator runs on the metadata leader (`routes` forwards a request made to
+//! another node). It checks that it still leads before each step and while it waits, and
+//! stops without aborting when it does not: the rebalance stays recorded, and the new
+//! leader's janitor first repairs what the stop left (a takeover whose chain was never
+//! published) and then resumes it (`resume`: the moves still needed, planned from the
+//! map as it stands, onto the recorded target).
+//!
+//! Fault injection for the tests: with `SLUICE_FAILPOINT=rebalance-after-takeover` in its
+//! environment, the orchestrator aborts its process right after the first takeover between
+//! two other nodes, before the chain that records it (`failpoint`).
 
 mod error;
+mod failpoint;
+pub(crate) mod routes;
 
 pub use error::RebalanceError;
 
+use crate::peer;
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::json;
-use sluice_client::admin_http;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, VbMove};
 use sluice_meta::MetaNode;
@@ -43,6 +56,9 @@ const MOVE_TIMEOUT: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(20);
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The route that deletes a moved-out copy (also the janitor's).
+pub(crate) const DROP_PATH: &str = "/internal/rebalance/drop";
+
 /// What `GET /api/v1/cluster/rebalance` reports.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RebalanceStatus {
@@ -52,37 +68,73 @@ pub struct RebalanceStatus {
     pub moves_done: usize,
     /// Why the last rebalance stopped, if it failed.
     pub error: Option<String>,
+    /// Resumed here after the leader that started it stopped.
+    pub resumed: bool,
     pub elapsed_ms: u64,
 }
 
 pub type SharedStatus = Arc<Mutex<RebalanceStatus>>;
 
+/// Where a run starts from.
+enum Origin {
+    /// A new rebalance onto every active or joining node but these.
+    Fresh { eject: Vec<NodeId> },
+    /// The rebalance the metadata records, whose orchestrator stopped.
+    Resume,
+}
+
 /// Starts a rebalance onto every active or joining node except `eject`, in the background.
-/// Refused if one runs already (here, or recorded in the cluster state).
+/// Refused if one runs already (here, or recorded in the cluster state), or if this node
+/// does not lead the metadata.
 pub fn start(
     meta: MetaNode,
     status: SharedStatus,
     eject: Vec<NodeId>,
 ) -> Result<(), RebalanceError> {
+    if meta.state().borrow().rebalance().is_some() {
+        return Err(RebalanceError::RecordedInProgress);
+    }
+    spawn(meta, status, Origin::Fresh { eject })
+}
+
+/// Resumes the rebalance the metadata records, in the background (the janitor's call, on
+/// the leader, once the map and the copies agree).
+pub fn resume(meta: MetaNode, status: SharedStatus) -> Result<(), RebalanceError> {
+    if meta.state().borrow().rebalance().is_none() {
+        return Err(RebalanceError::NothingToResume);
+    }
+    spawn(meta, status, Origin::Resume)
+}
+
+fn spawn(meta: MetaNode, status: SharedStatus, origin: Origin) -> Result<(), RebalanceError> {
+    if !peer::leading(&meta) {
+        return Err(RebalanceError::NotLeader);
+    }
     {
         let mut s = status.lock();
         if s.running {
             return Err(RebalanceError::Running);
         }
-        if meta.state().borrow().rebalance().is_some() {
-            return Err(RebalanceError::RecordedInProgress);
-        }
         *s = RebalanceStatus {
             running: true,
+            resumed: matches!(origin, Origin::Resume),
             ..Default::default()
         };
     }
     tokio::spawn(async move {
         let began = Instant::now();
-        let outcome = run(&meta, &status, &eject).await;
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e, "rebalance failed; aborting it where it stands");
-            let _ = meta.propose(MetaCommand::AbortRebalance).await;
+        let outcome = run(&meta, &status, origin).await;
+        match &outcome {
+            Ok(()) => {}
+            // Leadership moved (the step may have failed because of it: a proposal refused
+            // by the new term, say). Still recorded: the new leader's janitor resumes it.
+            Err(e) if !peer::leading(&meta) => {
+                tracing::warn!(error = %e, "rebalance: this node no longer leads; stopped, left to the new leader")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "rebalance failed; aborting it where it stands");
+                let _ = meta.propose(MetaCommand::AbortRebalance).await;
+            }
         }
         let mut s = status.lock();
         s.running = false;
@@ -92,23 +144,38 @@ pub fn start(
     Ok(())
 }
 
-async fn run(
-    meta: &MetaNode,
-    status: &SharedStatus,
-    eject: &[NodeId],
-) -> Result<(), RebalanceError> {
+/// Stops the run when this node no longer leads.
+fn still_leading(meta: &MetaNode) -> Result<(), RebalanceError> {
+    if peer::leading(meta) {
+        Ok(())
+    } else {
+        Err(RebalanceError::NotLeader)
+    }
+}
+
+async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(), RebalanceError> {
     let state = meta.state().borrow().clone();
     let (Some(map), Some(bucket)) = (state.map().cloned(), state.bucket().cloned()) else {
         return Err(RebalanceError::NoBucket);
     };
-    let mut target: Vec<NodeId> = state
-        .nodes()
-        .values()
-        .filter(|n| matches!(n.status, NodeStatus::Active | NodeStatus::Joining))
-        .map(|n| n.info.id)
-        .filter(|id| !eject.contains(id))
-        .collect();
-    target.sort();
+    let target: Vec<NodeId> = match &origin {
+        Origin::Fresh { eject } => {
+            let mut target: Vec<NodeId> = state
+                .nodes()
+                .values()
+                .filter(|n| matches!(n.status, NodeStatus::Active | NodeStatus::Joining))
+                .map(|n| n.info.id)
+                .filter(|id| !eject.contains(id))
+                .collect();
+            target.sort();
+            target
+        }
+        Origin::Resume => state
+            .rebalance()
+            .ok_or(RebalanceError::NothingToResume)?
+            .target
+            .clone(),
+    };
     let plan = plan_rebalance(map.vbmap(), &target, bucket.replicas)?;
     {
         let mut s = status.lock();
@@ -117,14 +184,16 @@ async fn run(
     }
     tracing::info!(target = ?target, moves = plan.moves().len(), copies = plan.copies_built(),
         takeovers = plan.takeovers(), method = ?plan.method(), "rebalance starting");
-    propose(
-        meta,
-        MetaCommand::StartRebalance {
-            target: target.clone(),
-            expected_rev: Some(map.rev()),
-        },
-    )
-    .await?;
+    if let Origin::Fresh { .. } = origin {
+        propose(
+            meta,
+            MetaCommand::StartRebalance {
+                target: target.clone(),
+                expected_rev: Some(map.rev()),
+            },
+        )
+        .await?;
+    }
     // The map lists the new nodes before any chain names them.
     let mut listed: Vec<NodeId> = map.nodes().iter().map(|n| n.id).collect();
     let joining: Vec<NodeId> = target
@@ -145,6 +214,7 @@ async fn run(
         .await?;
     }
     for mv in plan.moves() {
+        still_leading(meta)?;
         carry_out(meta, mv).await?;
         status.lock().moves_done += 1;
     }
@@ -167,6 +237,7 @@ async fn run(
         )
         .await?;
     }
+    still_leading(meta)?;
     let rev = current_map(meta)?.rev();
     let applied = meta
         .propose(MetaCommand::FinishRebalance {
@@ -219,12 +290,14 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
         let wanted = vb_status(meta, &src, vb).await?.high_seqno;
         for &b in &builds {
             let node = info(b)?;
-            wait_for(&format!("{vb} built on node {b}"), || async {
+            wait_for(meta, &format!("{vb} built on node {b}"), || async {
                 Ok(vb_status(meta, &node, vb).await?.high_seqno >= wanted)
             })
             .await?;
         }
         if let Some(t) = mv.takeover() {
+            // The one step that cannot be left half done by two orchestrators at once.
+            still_leading(meta)?;
             let to = info(t.to)?;
             call(
                 meta,
@@ -233,10 +306,13 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
                 Some(&json!({ "vb": vb.0 })),
             )
             .await?;
-            wait_for(&format!("{vb} taken over by node {}", t.to), || async {
-                Ok(vb_status(meta, &to, vb).await?.state == "active")
-            })
+            wait_for(
+                meta,
+                &format!("{vb} taken over by node {}", t.to),
+                || async { Ok(vb_status(meta, &to, vb).await?.state == "active") },
+            )
             .await?;
+            failpoint::after_takeover(meta.id(), source, t.to, vb);
         }
     }
     propose(
@@ -252,7 +328,7 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
     // map: it is logged and the rebalance goes on.
     for id in mv.drops() {
         let body = json!({ "vb": vb.0 });
-        if let Err(e) = call(meta, &info(id)?, "/internal/rebalance/drop", Some(&body)).await {
+        if let Err(e) = call(meta, &info(id)?, DROP_PATH, Some(&body)).await {
             tracing::warn!(%vb, node = %id, error = %e, "dropping a moved-out copy failed");
         }
     }
@@ -290,6 +366,7 @@ async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), RebalanceError
         // revision still names it), and both copies would take writes.
         for node in current_map(meta)?.nodes() {
             wait_for(
+                meta,
                 &format!("node {} serving map rev {}", node.id, rev.0),
                 || async {
                     let answer = call(meta, node, "/internal/rebalance/map_rev", None).await?;
@@ -329,10 +406,7 @@ async fn call(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> Result<serde_json::Value, RebalanceError> {
-    let addr = format!("{}:{}", node.host, node.admin_port);
-    let source = meta.config().source_ip;
-    let who = meta.config().secret.credentials();
-    let answer = admin_http::call_from(source, &addr, &who, path, body, HTTP_TIMEOUT)
+    let answer = peer::call(meta, node, path, body, HTTP_TIMEOUT)
         .await
         .map_err(|source| RebalanceError::Http {
             node: node.id,
@@ -349,13 +423,14 @@ async fn call(
     Ok(answer.body)
 }
 
-async fn wait_for<F, Fut>(what: &str, mut done: F) -> Result<(), RebalanceError>
+async fn wait_for<F, Fut>(meta: &MetaNode, what: &str, mut done: F) -> Result<(), RebalanceError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, RebalanceError>>,
 {
     let deadline = Instant::now() + MOVE_TIMEOUT;
     loop {
+        still_leading(meta)?;
         if done().await? {
             return Ok(());
         }

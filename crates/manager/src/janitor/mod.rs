@@ -1,0 +1,186 @@
+//! The janitor, run by the metadata leader: every [`PERIOD`], it asks every node the map
+//! lists for its copies (`routes`), feeds the answers to `sluice_cluster::janitor`, and
+//! carries out the repairs it returns:
+//!
+//! - a takeover the map missed: one compare-and-set `SetChains` naming the copy that took
+//!   over (every node's agent then applies it: feeds follow the new active);
+//! - a takeover cut short with no copy active: `POST /internal/janitor/activate` on the map's
+//!   active;
+//! - a moved-out copy never dropped: the rebalance's own drop route on its node.
+//!
+//! Then, when the copies and the map agree and the metadata records a rebalance that no
+//! orchestrator runs here (its orchestrator was on a leader that died or stepped down), it
+//! resumes it from the map as it stands (`rebalance::resume`) once this node has led for
+//! [`RESUME_GRACE`]: a deposed orchestrator checks its leadership before each step and
+//! between polls, and stops within that time.
+//!
+//! Passes skip while this node orchestrates a rebalance itself: a running orchestrator's
+//! copies disagree with the map on purpose, between a takeover and the chain it publishes.
+//! Couchbase's janitor likewise runs on its orchestrator node only; the issue asked for one
+//! on every node, but a node alone cannot tell a finished takeover from a stale map, and
+//! each node's agent already makes it what every new map says.
+
+pub mod routes;
+
+use crate::control::Control;
+use crate::peer;
+use routes::{ActivateRequest, CopiesAnswer, ACTIVATE_PATH, COPIES_PATH};
+use serde_json::json;
+use sluice_cluster::janitor::{CopyReport, Janitor, NodeReport, Repair};
+use sluice_cluster::metadata::MetaCommand;
+use sluice_cluster::{ClusterMap, NodeId, NodeInfo, Rev};
+use sluice_meta::MetaNode;
+use sluice_types::{Seqno, VbId, VbState};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Between passes. A repair needs two passes that agree, so it lands within two periods.
+const PERIOD: Duration = Duration::from_secs(1);
+
+/// How long one node may take to list its copies.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long this node must have led before it resumes a rebalance another leader started.
+const RESUME_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs on every node; acts only while it leads. Never returns (aborted on shutdown).
+pub async fn run(meta: MetaNode, control: Arc<Control>) {
+    let mut core = Janitor::new();
+    let mut leading_since: Option<Instant> = None;
+    let mut ticks = tokio::time::interval(PERIOD);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_silent = Vec::new();
+    loop {
+        ticks.tick().await;
+        if !peer::leading(&meta) {
+            core.reset();
+            leading_since = None;
+            continue;
+        }
+        let since = *leading_since.get_or_insert_with(Instant::now);
+        if control.rebalance.lock().running {
+            core.reset();
+            continue;
+        }
+        let state = meta.state().borrow().clone();
+        let Some(map) = state.map().cloned() else {
+            continue;
+        };
+        let reports = ask_copies(&meta, &map).await;
+        let pass = core.pass(&map, &reports);
+        if pass.silent != last_silent {
+            if !pass.silent.is_empty() {
+                tracing::info!(silent = ?pass.silent, "janitor: nodes that did not list their copies");
+            }
+            last_silent = pass.silent.clone();
+        }
+        if !pass.repairs.is_empty() {
+            carry_out(&meta, &map, &pass.repairs).await;
+            continue;
+        }
+        if pass.settled && state.rebalance().is_some() && since.elapsed() >= RESUME_GRACE {
+            tracing::warn!(target = ?state.rebalance().map(|r| &r.target),
+                "janitor: a rebalance is recorded that no orchestrator runs; resuming it here");
+            if let Err(e) = crate::rebalance::resume(meta.clone(), control.rebalance.clone()) {
+                tracing::warn!(error = %e, "janitor: the recorded rebalance could not be resumed");
+            }
+        }
+    }
+}
+
+/// Every listed node's copies, asked all at once (`None`: no usable answer).
+async fn ask_copies(meta: &MetaNode, map: &ClusterMap) -> BTreeMap<NodeId, Option<NodeReport>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for info in map.nodes().iter().cloned() {
+        let meta = meta.clone();
+        calls.spawn(async move {
+            let answer = peer::call(&meta, &info, COPIES_PATH, None, ASK_TIMEOUT).await;
+            let report = match answer {
+                Ok(a) if a.ok() => serde_json::from_value::<CopiesAnswer>(a.body)
+                    .ok()
+                    .map(report_of),
+                _ => None,
+            };
+            (info.id, report)
+        });
+    }
+    let mut reports = BTreeMap::new();
+    while let Some(done) = calls.join_next().await {
+        if let Ok((id, report)) = done {
+            reports.insert(id, report);
+        }
+    }
+    reports
+}
+
+fn report_of(answer: CopiesAnswer) -> NodeReport {
+    let copies = answer
+        .vbuckets
+        .iter()
+        .filter_map(|c| {
+            let state = VbState::from_name(&c.state)?;
+            let report = CopyReport {
+                state,
+                high_seqno: Seqno(c.high_seqno),
+                held: c.held,
+            };
+            Some((VbId(c.vb), report))
+        })
+        .collect();
+    NodeReport {
+        map_rev: Rev(answer.map_rev),
+        copies,
+    }
+}
+
+async fn carry_out(meta: &MetaNode, map: &ClusterMap, repairs: &[Repair]) {
+    let info =
+        |id: NodeId| -> Option<NodeInfo> { map.nodes().iter().find(|n| n.id == id).cloned() };
+    let chains: Vec<(u16, sluice_cluster::Chain)> = repairs
+        .iter()
+        .filter_map(|r| match r {
+            Repair::FollowTakeover { vb, chain } => Some((vb.0, chain.clone())),
+            _ => None,
+        })
+        .collect();
+    if !chains.is_empty() {
+        let named: Vec<String> = chains
+            .iter()
+            .map(|(vb, c)| format!("vb:{vb} → {c}"))
+            .collect();
+        let cmd = MetaCommand::SetChains {
+            expected_rev: map.rev(),
+            chains,
+        };
+        match meta.propose(cmd).await {
+            Ok(Ok(_)) => tracing::warn!(chains = ?named,
+                "janitor: the map now follows takeovers it had missed (an orchestrator stopped between a takeover and its chain)"),
+            Ok(Err(why)) => tracing::info!(%why, "janitor: the map changed first; looking again"),
+            Err(e) => tracing::warn!(error = %e, "janitor: could not publish the repaired chains"),
+        }
+    }
+    for repair in repairs {
+        let (node, path, body) = match repair {
+            Repair::FollowTakeover { .. } => continue,
+            Repair::Reactivate { vb, node } => {
+                let req = ActivateRequest {
+                    vb: vb.0,
+                    rev: map.rev().0,
+                };
+                (*node, ACTIVATE_PATH, json!(req))
+            }
+            Repair::Drop { vb, node } => {
+                (*node, crate::rebalance::DROP_PATH, json!({ "vb": vb.0 }))
+            }
+        };
+        let Some(target) = info(node) else { continue };
+        match peer::call(meta, &target, path, Some(&body), ASK_TIMEOUT).await {
+            Ok(a) if a.ok() => tracing::info!(?repair, "janitor: repaired"),
+            Ok(a) => {
+                tracing::info!(?repair, status = a.status, answer = %a.body, "janitor: repair refused")
+            }
+            Err(e) => tracing::info!(?repair, error = %e, "janitor: repair not delivered"),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What a node tells the leader's janitor, and the one repair it carries out itself:
+//!
+//! - `GET /internal/janitor/copies` — the map revision the agent has applied, and every
+//!   vbucket copy here: state, high seqno, and whether a restart holds it back. Read between
+//!   two looks at the applied revision; 503 if the agent applied a map meanwhile;
+//! - `POST /internal/janitor/activate` — body `{"vb": N, "rev": R}`: makes the dead copy of
+//!   `vb` active again, only if this node serves and has applied revision R, that map makes
+//!   this node the vbucket's active, the copy is dead, no restart holds it and no rebalance
+//!   builds it (409 otherwise). The check and the change happen under the lock the agent
+//!   applies maps under, so neither races a map being applied.
+//!
+//! Both are internal (`/internal/`): the cluster identity only.
+
+use crate::control::Control;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sluice_types::{VbId, VbState};
+use std::sync::Arc;
+
+pub const COPIES_PATH: &str = "/internal/janitor/copies";
+pub const ACTIVATE_PATH: &str = "/internal/janitor/activate";
+
+/// `GET /internal/janitor/copies`'s answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CopiesAnswer {
+    pub map_rev: u64,
+    pub vbuckets: Vec<CopyEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CopyEntry {
+    pub vb: u16,
+    pub state: String,
+    pub high_seqno: u64,
+    pub held: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ActivateRequest {
+    pub vb: u16,
+    pub rev: u64,
+}
+
+pub fn router(control: Arc<Control>) -> Router {
+    Router::new()
+        .route(COPIES_PATH, get(copies))
+        .route(ACTIVATE_PATH, post(activate))
+        .with_state(control)
+}
+
+async fn copies(State(control): State<Arc<Control>>) -> Response {
+    let read = tokio::task::spawn_blocking(move || {
+        let before = control.applied_rev();
+        let bucket = &control.node.bucket;
+        let held = control.held.lock().clone();
+        let vbuckets: Vec<CopyEntry> = (0..bucket.num_vbuckets())
+            .filter_map(|vb| {
+                let (state, high) = bucket.vb_state_and_high(VbId(vb)).ok()?;
+                Some(CopyEntry {
+                    vb,
+                    state: state.as_str().to_string(),
+                    high_seqno: high.0,
+                    held: held.contains(&VbId(vb)),
+                })
+            })
+            .collect();
+        (before, control.applied_rev(), vbuckets)
+    });
+    match read.await {
+        Ok((Some(before), Some(after), vbuckets)) if before == after => Json(CopiesAnswer {
+            map_rev: before.0,
+            vbuckets,
+        })
+        .into_response(),
+        Ok(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": "the cluster agent is applying a map; ask again" })),
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn activate(
+    State(control): State<Arc<Control>>,
+    Json(req): Json<ActivateRequest>,
+) -> Response {
+    let vb = VbId(req.vb);
+    let done = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let held = control.held.lock();
+        let view = control.node.cluster_map();
+        if view.rev().0 != req.rev || control.applied_rev().map(|r| r.0) != Some(req.rev) {
+            return Err(format!(
+                "this node serves map revision {} (applied {:?}), not {}",
+                view.rev().0,
+                control.applied_rev().map(|r| r.0),
+                req.rev
+            ));
+        }
+        let chain = view.map.vbmap().chain(vb).ok_or("no such vbucket")?;
+        if chain.active != Some(view.this) {
+            return Err(format!("the map does not make this node {vb}'s active"));
+        }
+        if held.contains(&vb) {
+            return Err(format!("{vb} is held back by a restart"));
+        }
+        if control.builds.contains(vb) {
+            return Err(format!("{vb} is being built here"));
+        }
+        let bucket = &control.node.bucket;
+        match bucket.vb_state(vb) {
+            Ok(VbState::Dead) => {}
+            Ok(other) => return Err(format!("{vb} is {}, not dead", other.as_str())),
+            Err(e) => return Err(e.to_string()),
+        }
+        bucket
+            .set_vbucket_state(vb, VbState::Active)
+            .map_err(|e| e.to_string())?;
+        tracing::warn!(%vb, rev = req.rev,
+            "janitor: a takeover left no copy active; this node's copy, the map's active, serves again");
+        Ok(())
+    });
+    match done.await {
+        Ok(Ok(())) => Json(json!({ "activated": req.vb })).into_response(),
+        Ok(Err(why)) => (StatusCode::CONFLICT, Json(json!({ "error": why }))).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}

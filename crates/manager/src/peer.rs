@@ -1,0 +1,53 @@
+//! Calls from this node to another member's admin port: as the cluster identity, from this
+//! node's source address, within a timeout. The leader's work (rebalance, janitor, failover)
+//! and the routes a follower forwards to the leader go through here.
+
+use sluice_client::admin_http::{self, AdminAnswer, AdminHttpError};
+use sluice_cluster::{NodeId, NodeInfo};
+use sluice_meta::MetaNode;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PeerCallError {
+    #[error("no metadata leader is known (no quorum, or an election is under way)")]
+    NoLeader,
+    #[error("the leader, node {0}, is not in this node's node table yet")]
+    LeaderUnknown(NodeId),
+    #[error(transparent)]
+    Http(#[from] AdminHttpError),
+}
+
+/// GET `path` (no `body`) or POST `body` on `node`'s admin port.
+pub async fn call(
+    meta: &MetaNode,
+    node: &NodeInfo,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<AdminAnswer, AdminHttpError> {
+    let addr = format!("{}:{}", node.host, node.admin_port);
+    let who = meta.config().secret.credentials();
+    admin_http::call_from(meta.config().source_ip, &addr, &who, path, body, timeout).await
+}
+
+/// [`call`] on the metadata leader this node knows of.
+pub async fn call_leader(
+    meta: &MetaNode,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<AdminAnswer, PeerCallError> {
+    let leader = meta.leader().ok_or(PeerCallError::NoLeader)?;
+    let info = meta
+        .state()
+        .borrow()
+        .node(leader)
+        .map(|e| e.info.clone())
+        .ok_or(PeerCallError::LeaderUnknown(leader))?;
+    Ok(call(meta, &info, path, body, timeout).await?)
+}
+
+/// Whether this node is the metadata leader it knows of.
+pub fn leading(meta: &MetaNode) -> bool {
+    meta.leader() == Some(meta.id())
+}
