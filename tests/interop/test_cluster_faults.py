@@ -27,7 +27,7 @@ import threading
 import time
 from collections import Counter
 from datetime import timedelta
-from typing import Dict, List
+from typing import Dict, List, Optional, Set
 
 import pytest
 from couchbase.durability import DurabilityLevel, ServerDurability
@@ -78,9 +78,10 @@ class SdkWriter(threading.Thread):
     and every error by type. Errors are expected while a node is down (timeouts, ambiguous
     outcomes, durability impossible on vbuckets that lost their replica)."""
 
-    def __init__(self, col, prefix: str, durable: bool):
+    def __init__(self, col, prefix: str, durable: bool, vbuckets: Optional[Set[int]] = None):
         super().__init__(daemon=True)
         self.col, self.prefix, self.durable = col, prefix, durable
+        self.vbuckets = vbuckets  # only keys of these vbuckets (None: any)
         self.acked: Dict[str, dict] = {}
         self.attempted: List[str] = []
         self.errors: Counter = Counter()
@@ -95,6 +96,8 @@ class SdkWriter(threading.Thread):
         while not self.stop_ev.is_set():
             key, value = f"{self.prefix}{i}", {"n": i}
             i += 1
+            if self.vbuckets is not None and vbucket_of(key.encode(), VBS) not in self.vbuckets:
+                continue
             self.attempted.append(key)
             try:
                 self.col.upsert(key, value, opts)
@@ -213,6 +216,38 @@ def test_sigstop_node_answers_nothing_and_is_failed_over(tmp_path):
         stop(proc)
 
 
+def durable_writes_that_wait(col, vbuckets: List[int], count: int) -> List[str]:
+    """Durable (majority) upserts of `count` new keys in `vbuckets`, all at once, each with
+    a 2 s timeout; for vbuckets whose replica is frozen they wait as prepares and are
+    aborted. Returns the keys; fails if any was acknowledged."""
+    keys, n = [], 0
+    while len(keys) < count:
+        k = f"p{n}"
+        n += 1
+        if vbucket_of(k.encode(), VBS) in vbuckets:
+            keys.append(k)
+    opts = UpsertOptions(durability=ServerDurability(DurabilityLevel.MAJORITY),
+                         timeout=timedelta(seconds=2))
+    outcomes: Dict[str, str] = {}
+
+    def one(k: str) -> None:
+        try:
+            col.upsert(k, {"pending": k}, opts)
+            outcomes[k] = "acknowledged"
+        except CouchbaseException as e:
+            outcomes[k] = type(e).__name__
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    acked = [k for k, o in outcomes.items() if o == "acknowledged"]
+    assert not acked, f"durable writes acknowledged without their frozen replica: {acked}"
+    print("durable writes that waited on the frozen replica:", Counter(outcomes.values()))
+    return keys
+
+
 def vbucket_map(admin_port: int) -> List[List[int]]:
     """Each vbucket's chain as server indexes, from the map the admin port serves."""
     url = f"http://127.0.0.1:{admin_port}/pools/default/b/default"
@@ -227,7 +262,14 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
     DCP client receives them from node 1. Node 1 is then killed, node 2 thawed, and node 1
     failed over by hand (`sluice failover`): node 2's replicas, which never got all of those
     writes, become active on a new branch, so the client must roll back there, and only as
-    far as needed."""
+    far as needed.
+
+    With sync writes in flight: while node 2 is frozen, durable writes to those vbuckets
+    wait as prepares on node 1 (their majority needs node 2) until they time out and are
+    aborted; the client, streaming from node 1 meanwhile, must never see them, nor may
+    they exist afterwards. And a durable writer runs across the kill and the failover:
+    whatever it was told is safe reads back, and the client's final state matches the
+    cluster's key by key (no prepare or aborted write shows as a mutation)."""
     base = free_base()
     proc = cluster_up(tmp_path, base, auto_failover_s=0)
     frozen = None
@@ -262,9 +304,16 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
         # buffers hold, so node 2 cannot have them all when it wakes up.
         pad = "y" * 20_000
         col.upsert_multi({k: {"x": k, "pad": pad} for k in keys})
+        pending = durable_writes_that_wait(col, behind, 40)
         r1 = client.finish(p1, 120)
         expect_ok(r1, "first run")
         saved = client.state()
+        # Durable writes in flight when node 1 dies: to vbuckets node 1 and node 0 hold (node
+        # 2, frozen, would hold every write back), so node 0 holds prepares at the kill.
+        with_node0 = {vb for vb, c in enumerate(chains) if sorted(c) == sorted([base, node1])}
+        writer = SdkWriter(col, "q", durable=True, vbuckets=with_node0)
+        writer.start()
+        writer.wait_acked(100)
         os.kill(pid_of(info, 1), signal.SIGKILL)
         os.kill(frozen, signal.SIGCONT)
         frozen = None
@@ -275,6 +324,9 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
         assert "node 1 failed over" in out.stdout, out.stdout
         view = wait_failed_over(base + 1, 1)
         col.upsert_multi({f"b{i}": {"b": i} for i in range(500)})
+        # (Its vbuckets have no replica left now: durable writes to them are impossible.)
+        writer.finish()
+        fail_if(read_back(col, writer.acked), "durable writes across the failover")
 
         # Where every vbucket is now, and where each new active's history branched.
         ports = {0: base, 2: base + 20}
@@ -296,7 +348,12 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
         rolled = {rb["vb"] for rb in rp.rollbacks}
         assert rolled and rolled <= set(behind), (rolled, behind)
 
-        keys_all = ([f"a{i}" for i in range(3000)] + keys + [f"b{i}" for i in range(500)])
+        keys_all = ([f"a{i}" for i in range(3000)] + keys + [f"b{i}" for i in range(500)]
+                    + pending + writer.attempted)
+        # The prepares that waited on frozen node 2 were never visible: not to the client
+        # streaming from node 1 while they waited, nor after (aborted, so absent).
+        shown = sorted({e["key"] for e in client.events() if e.get("key") in set(pending)})
+        assert not shown, f"the DCP client saw writes that were never committed: {shown[:10]}"
         problems = []
         for k in keys_all:
             try:
@@ -309,6 +366,8 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
                     problems.append(f"{k}: cluster holds {truth}, client's last event {it}")
             elif it is not None and it.kind == "mutation":
                 problems.append(f"{k}: absent in the cluster, client's last event {it}")
+            if k in pending and truth is not None:
+                problems.append(f"{k}: a durable write aborted on node 1 exists: {truth}")
         fail_if(problems, "client state vs cluster after failover")
         print(f"failover: {len(rp.rollbacks)} rollbacks, {len(rolled)} of {len(behind)} "
               f"vbuckets replicated to the frozen node, "

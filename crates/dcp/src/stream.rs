@@ -39,10 +39,13 @@
 //!
 //! SyncWrites: a stream whose connection enabled sync writes sends PREPARE, COMMIT and ABORT
 //! and v2.0 markers. Any other stream sees a commit as the mutation or deletion it made and
-//! never sees prepares or aborts: `last_read` moves past them all the same. A memory
-//! snapshot's marker then ends at its last visible seqno (as Couchbase caps it at the
-//! max visible seqno); a disk snapshot, announced before its items are read, that ends on an
-//! invisible seqno is closed with SEQNO_ADVANCED(end), so the consumer knows it is complete.
+//! never sees prepares or aborts: `last_read` moves past them all the same. Its snapshot
+//! markers end at the last visible seqno they cover, as Couchbase caps them at the max
+//! visible seqno: a memory snapshot at its last visible item, a disk snapshot at the
+//! backfill's `max_visible` (known before its items are read); a snapshot with nothing
+//! visible sends no marker at all. No SEQNO_ADVANCED: Couchbase sends it only to
+//! collection-aware streams, and a client without collections (gocbcore's DCP agent among
+//! them) treats it as a protocol violation.
 
 use crate::change::{Change, ChangeKind};
 use bytes::Bytes;
@@ -143,8 +146,6 @@ pub struct ActiveStream {
     takeover: Option<Takeover>,
     /// Highest seqno queued that a non-sync consumer sees.
     last_visible: Seqno,
-    /// Non-sync streams: the snapshot being sent skipped a prepare or an abort.
-    skipped_invisible: bool,
     pub counters: StreamCounters,
 }
 
@@ -165,7 +166,6 @@ impl ActiveStream {
             ready_bytes: 0,
             takeover: None,
             last_visible: start,
-            skipped_invisible: false,
             counters: StreamCounters::default(),
         }
     }
@@ -281,7 +281,6 @@ impl ActiveStream {
             max_visible_seqno: max_visible,
             high_completed_seqno: Seqno::ZERO,
         });
-        self.skipped_invisible = false;
         self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
             start,
             end,
@@ -341,17 +340,28 @@ impl ActiveStream {
         }
     }
 
-    /// A backfill of `(last_read, end]` began: announce it as one disk snapshot.
-    pub fn on_backfill_begin(&mut self, end: Seqno) {
+    /// A backfill of `(last_read, end]` began, whose newest visible change is at
+    /// `max_visible` (`last_read` or below: none): announce it as one disk snapshot, ending
+    /// at `max_visible` for a consumer that sees no prepares or aborts.
+    pub fn on_backfill_begin(&mut self, end: Seqno, max_visible: Seqno) {
         if self.state != StreamState::Backfilling {
             return;
         }
         assert!(end >= self.last_read, "a backfill never goes backwards");
+        assert!(
+            max_visible <= end,
+            "the max visible seqno {max_visible} is past {end}"
+        );
         self.backfill_end = Some(end);
-        if end > self.last_read {
-            // Which seqnos of the range are visible is known only once they are read.
-            self.push_marker(self.last_read, end, SnapshotFlags::DISK, end);
-            self.snapshot_end = end;
+        let snap_end = if self.opts.sync_writes {
+            end
+        } else {
+            max_visible
+        };
+        if snap_end > self.last_read {
+            let max_visible = max_visible.max(self.last_visible);
+            self.push_marker(self.last_read, snap_end, SnapshotFlags::DISK, max_visible);
+            self.snapshot_end = snap_end;
             self.snapshot_checkpoint = None;
         }
     }
@@ -379,12 +389,6 @@ impl ActiveStream {
             return Vec::new();
         }
         let end = self.backfill_end.take().expect("begun");
-        if self.skipped_invisible && self.last_visible < end {
-            // The disk snapshot's last items were prepares or aborts this consumer does not
-            // see: tell it the snapshot is complete.
-            self.push(DcpMessage::SeqnoAdvanced(end));
-            self.skipped_invisible = false;
-        }
         // Deduplicated keys may leave the tail of the range empty: the snapshot still
         // covered it.
         self.last_read = self.last_read.max(end);
@@ -515,9 +519,14 @@ impl ActiveStream {
         debug_assert!(c.meta.seqno > self.last_read);
         self.last_read = c.meta.seqno;
         if !c.kind.visible() && !self.opts.sync_writes {
-            self.skipped_invisible = true;
             return;
         }
+        debug_assert!(
+            c.meta.seqno <= self.snapshot_end,
+            "{} sent outside its snapshot (ending {})",
+            c.meta.seqno,
+            self.snapshot_end
+        );
         if c.kind.visible() {
             self.last_visible = c.meta.seqno;
         }

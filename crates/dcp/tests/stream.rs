@@ -95,7 +95,8 @@ fn run(c: &Case) {
         match *ev {
             Ev::Start => actions.extend(s.start()),
             Ev::Cursor(ok) => actions.extend(s.on_cursor(ok)),
-            Ev::BackfillBegin(end) => s.on_backfill_begin(Seqno(end)),
+            // Every change in these tables is visible.
+            Ev::BackfillBegin(end) => s.on_backfill_begin(Seqno(end), Seqno(end)),
             Ev::BackfillItems(seqnos) => {
                 let items: Vec<Change> = seqnos.iter().map(|&n| ch(n)).collect();
                 s.on_backfill_items(&items);

@@ -66,14 +66,21 @@ fn sent(s: &mut ActiveStream) -> Vec<String> {
 }
 
 fn stream(sync_writes: bool, end: u64) -> ActiveStream {
+    stream_from(sync_writes, 0, end)
+}
+
+/// A started stream of `(start, end]`.
+fn stream_from(sync_writes: bool, start: u64, end: u64) -> ActiveStream {
     let opts = StreamOptions {
         sync_writes,
         ..Default::default()
     };
-    let mut s = ActiveStream::new(VbId(0), 1, Seqno(0), Seqno(end), opts);
+    let mut s = ActiveStream::new(VbId(0), 1, Seqno(start), Seqno(end), opts);
     assert_eq!(
         s.start(),
-        vec![StreamAction::RegisterCursor { after: Seqno(0) }]
+        vec![StreamAction::RegisterCursor {
+            after: Seqno(start)
+        }]
     );
     s
 }
@@ -148,17 +155,14 @@ fn a_durable_delete_commits_as_a_deletion() {
 }
 
 #[test]
-fn a_disk_snapshot_ending_on_an_invisible_seqno_is_closed_with_seqno_advanced() {
-    // (sync writes, what is sent)
+fn a_disk_snapshot_ends_at_its_max_visible_seqno_for_a_non_sync_consumer() {
+    // (sync writes, what is sent): seqnos 4 and 5 are a prepare and its abort.
     let rows: Vec<(bool, Vec<&str>)> = vec![
-        (
-            false,
-            vec!["marker 0..5", "mutation 1", "mutation 3", "advanced 5"],
-        ),
+        (false, vec!["marker 0..3", "mutation 1", "mutation 3"]),
         (
             true,
             vec![
-                "marker 0..5 visible 5",
+                "marker 0..5 visible 3",
                 "mutation 1",
                 "prepare 2",
                 "commit 3 of 2",
@@ -173,7 +177,7 @@ fn a_disk_snapshot_ending_on_an_invisible_seqno_is_closed_with_seqno_advanced() 
             s.on_cursor(false),
             vec![StreamAction::Backfill { after: Seqno(0) }]
         );
-        s.on_backfill_begin(Seqno(5));
+        s.on_backfill_begin(Seqno(5), Seqno(3));
         s.on_backfill_items(&history());
         assert_eq!(
             s.on_backfill_end(),
@@ -181,14 +185,29 @@ fn a_disk_snapshot_ending_on_an_invisible_seqno_is_closed_with_seqno_advanced() 
         );
         assert_eq!(sent(&mut s), want, "sync writes {sync}");
     }
-    // Ending on a visible seqno needs no SEQNO_ADVANCED.
+    // Ending on a visible seqno: the same snapshot for both.
     let mut s = stream(false, u64::MAX);
     s.on_cursor(false);
-    s.on_backfill_begin(Seqno(3));
+    s.on_backfill_begin(Seqno(3), Seqno(3));
     s.on_backfill_items(&history()[..3]);
     s.on_backfill_end();
     assert_eq!(
         sent(&mut s),
         vec!["marker 0..3", "mutation 1", "mutation 3"]
     );
+}
+
+#[test]
+fn a_disk_snapshot_with_nothing_visible_sends_nothing_to_a_non_sync_consumer() {
+    // After seqno 3, the backfill holds only the prepare at 4 and its abort at 5.
+    let mut s = stream_from(false, 3, 5);
+    assert_eq!(
+        s.on_cursor(false),
+        vec![StreamAction::Backfill { after: Seqno(3) }]
+    );
+    s.on_backfill_begin(Seqno(5), Seqno(3));
+    s.on_backfill_items(&history()[3..]);
+    // The end seqno (5, an abort) is reached: the stream ends with no snapshot sent.
+    assert_eq!(s.on_backfill_end(), vec![StreamAction::ReleaseCursor]);
+    assert_eq!(sent(&mut s), vec!["end ok"]);
 }

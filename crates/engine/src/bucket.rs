@@ -549,13 +549,28 @@ impl Bucket {
 
     /// (vb, high seqno) for every vbucket in `state` (None = any alive state).
     pub fn vb_seqnos(&self, state: Option<VbState>) -> Vec<(VbId, Seqno)> {
+        self.vb_seqnos_of(state, |inner| inner.high_seqno)
+    }
+
+    /// [`Self::vb_seqnos`] with each vbucket's max visible seqno: where a consumer that
+    /// sees no prepares or aborts is up to date.
+    pub fn vb_visible_seqnos(&self, state: Option<VbState>) -> Vec<(VbId, Seqno)> {
+        self.vb_seqnos_of(state, |inner| inner.max_visible_seqno)
+    }
+
+    /// `pick` of every vbucket in `state` (`None`: every vbucket but dead ones).
+    fn vb_seqnos_of(
+        &self,
+        state: Option<VbState>,
+        pick: impl Fn(&VbInner) -> Seqno,
+    ) -> Vec<(VbId, Seqno)> {
         self.vbuckets
             .iter()
             .filter_map(|v| {
                 let inner = v.inner.lock();
                 let alive = inner.state != VbState::Dead;
                 let wanted = state.map_or(alive, |s| inner.state == s);
-                wanted.then_some((v.id, inner.high_seqno))
+                wanted.then(|| (v.id, pick(&inner)))
             })
             .collect()
     }

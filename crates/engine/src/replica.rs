@@ -130,6 +130,7 @@ impl VbInner {
         }
         self.hlc.observe(meta.cas.0);
         self.high_seqno = seqno;
+        self.max_visible_seqno = seqno;
         self.queue_or_skip(QueuedItem {
             key: c.key,
             meta,
@@ -314,6 +315,7 @@ impl Bucket {
             inner.mem_delta += inner.prepares.clear();
             inner.checkpoint_delta += inner.checkpoints.reset(Seqno::ZERO);
             inner.high_seqno = Seqno::ZERO;
+            inner.max_visible_seqno = Seqno::ZERO;
             inner.purge_seqno = Seqno::ZERO;
             inner.num_items = 0;
             inner.max_deleted_rev = 0;

@@ -50,6 +50,9 @@ pub struct Backfill {
     pub vb: VbId,
     pub after: Seqno,
     pub end: Seqno,
+    /// The newest visible change in `(after, end]` (a mutation, deletion or commit), `after`
+    /// if none: a consumer that sees no prepares or aborts gets a snapshot ending there.
+    pub max_visible: Seqno,
     /// Next scan position: everything up to it was returned.
     pos: Seqno,
     source: Source,
@@ -194,6 +197,11 @@ impl Bucket {
                         }),
                 );
                 items.sort_unstable_by_key(|i| i.meta.seqno);
+                let max_visible = items
+                    .iter()
+                    .rev()
+                    .find(|i| i.op.visible())
+                    .map_or(after, |i| i.meta.seqno);
                 let cursor = inner
                     .checkpoints
                     .register_cursor_after(high)
@@ -202,6 +210,7 @@ impl Bucket {
                     vb,
                     after,
                     end: high,
+                    max_visible,
                     pos: after,
                     source: Source::Memory(items.into()),
                     cursor: Some(cursor),
@@ -221,10 +230,15 @@ impl Bucket {
             .high_seqno(vb)
             .map_err(|e| EngineError::Storage(e.to_string()))?;
         debug_assert!(end >= needed, "what was waited for is in the snapshot");
+        let max_visible = snapshot
+            .max_visible_seqno(vb, after, end)
+            .map_err(|e| EngineError::Storage(e.to_string()))?
+            .unwrap_or(after);
         Ok(Backfill {
             vb,
             after,
             end: end.max(after),
+            max_visible,
             pos: after,
             source: Source::Disk(snapshot),
             cursor: None,

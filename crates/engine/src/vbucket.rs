@@ -56,6 +56,10 @@ pub struct VbInner {
     pub state: VbState,
     pub ht: HashTable,
     pub high_seqno: Seqno,
+    /// The seqno of the newest change a consumer without sync writes sees (a mutation,
+    /// deletion, expiration or commit); above it are only prepares and aborts. What
+    /// GET_ALL_VB_SEQNOS answers such a client, as Couchbase does.
+    pub max_visible_seqno: Seqno,
     pub purge_seqno: Seqno,
     pub failover: FailoverLog,
     pub hlc: Hlc,
@@ -124,6 +128,8 @@ impl VbInner {
             state,
             ht: HashTable::default(),
             high_seqno,
+            // Warmup reads the real one from the records; a new vbucket has none.
+            max_visible_seqno: high_seqno,
             purge_seqno: Seqno::ZERO,
             failover,
             hlc: Hlc::starting_after(max_cas),
@@ -211,6 +217,9 @@ impl VbInner {
     fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
+        // Every version written here is visible (prepares and aborts have their own paths).
+        debug_assert!(v.op.visible(), "{:?} written as a visible version", v.op);
+        self.max_visible_seqno = seqno;
         let cas = v.cas.unwrap_or_else(|| self.hlc.next(ctx.now_unix_ns));
         let mut meta = ItemMeta {
             seqno,

@@ -107,10 +107,14 @@ pub fn warmup(
 
 fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result<(), EngineError> {
     let mut high = inner.high_seqno;
+    let mut visible = Seqno::ZERO;
     let mut pending: HashMap<Bytes, Prepare> = HashMap::new();
     for record in store.scan_vb(inner.id) {
         let r = record.map_err(|e| EngineError::Storage(e.to_string()))?;
         high = high.max(r.meta.seqno);
+        if r.kind == RecordKind::Committed {
+            visible = visible.max(r.meta.seqno);
+        }
         inner.hlc.observe(r.meta.cas.0);
         // Records come in seqno order: a later record of the key completes its prepare.
         match r.kind {
@@ -153,6 +157,7 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
         };
         memory.add(inner.ht.upsert(&r.key, sv));
     }
+    inner.max_visible_seqno = visible;
     load_prepares(store, inner, memory, pending)?;
     // vb_meta and the records are written in one batch, so they agree; trust the larger.
     if high != inner.high_seqno {

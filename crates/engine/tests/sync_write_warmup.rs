@@ -89,3 +89,42 @@ fn prepares_come_back_pending_and_completed_ones_do_not() {
     );
     assert_eq!(get(&b, b"pending").unwrap(), b"new");
 }
+
+#[test]
+fn the_max_visible_seqno_stays_below_prepares_and_aborts_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path(), config(64, 4));
+    let visible = |b: &Bucket, v| {
+        let all = b.vb_visible_seqnos(None);
+        all.iter().find(|(x, _)| *x == v).unwrap().1
+    };
+    let high = |b: &Bucket, v| b.vb_seqnos(None).iter().find(|(x, _)| *x == v).unwrap().1;
+    set(&b, b"k", b"v1");
+    let v = vb(&b, b"k");
+    let first = high(&b, v);
+    assert_eq!(visible(&b, v), first, "a mutation is visible");
+    let p = durable_set(&b, b"k", b"v2");
+    assert_eq!(
+        (high(&b, v), visible(&b, v)),
+        (p.seqno, first),
+        "a prepare is not"
+    );
+    let a = b.abort(v, p.seqno).unwrap();
+    assert_eq!((high(&b, v), visible(&b, v)), (a, first), "nor an abort");
+    let p = durable_set(&b, b"k", b"v3");
+    let c = b.commit(v, p.seqno).unwrap();
+    assert_eq!(visible(&b, v), c.seqno, "a commit is");
+    let pending = durable_set(&b, b"k2", b"x");
+    let pv = vb(&b, b"k2");
+    let before = visible(&b, pv);
+    persisted(&b, b"k2", pending.seqno);
+    persisted(&b, b"k", c.seqno);
+    b.shutdown().unwrap();
+    drop(b);
+
+    // Warmup reads it back from the records: the outstanding prepare is above it.
+    let b = open(dir.path(), config(64, 4));
+    assert_eq!(visible(&b, v), c.seqno);
+    assert_eq!(high(&b, pv), pending.seqno);
+    assert_eq!(visible(&b, pv), before);
+}

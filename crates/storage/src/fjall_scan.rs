@@ -62,6 +62,19 @@ impl StoreSnapshot for FjallSnapshot {
         }
     }
 
+    fn max_visible_seqno(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<Option<Seqno>> {
+        let Some(range) = seqno_range(vb, start, end) else {
+            return Ok(None);
+        };
+        for guard in self.snapshot.range(&self.by_seqno, range).rev() {
+            let record = decode_entry(guard, vb)?;
+            if record.kind == crate::RecordKind::Committed {
+                return Ok(Some(record.meta.seqno));
+            }
+        }
+        Ok(None)
+    }
+
     fn high_seqno(&self, vb: VbId) -> Result<Seqno> {
         match self
             .snapshot

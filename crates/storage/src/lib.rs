@@ -193,6 +193,12 @@ pub trait StoreSnapshot: Send {
     /// so its snapshot is the vbucket's state at that seqno: a key rewritten by a later
     /// commit is outside the snapshot, not missing from it.
     fn high_seqno(&self, vb: VbId) -> Result<Seqno>;
+
+    /// The seqno of the newest committed record of `vb` with `start < seqno <= end` (not a
+    /// prepare, not an abort), if any: where a backfill's snapshot ends for a consumer that
+    /// sees no prepares or aborts. Read from the end backwards; only outstanding prepares
+    /// and aborts not yet purged lie above it, so few records are read.
+    fn max_visible_seqno(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<Option<Seqno>>;
 }
 
 /// The durable store of one bucket.

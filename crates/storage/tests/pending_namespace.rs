@@ -323,3 +323,34 @@ fn a_purge_takes_the_completed_pending_record_with_it() {
     assert_eq!(pending_of(&store, 0, "b"), at(4, "P"), "in flight: kept");
     assert_eq!(entries(&scan(&store, 0)), [e("b", 4, "P")]);
 }
+
+#[test]
+fn a_snapshots_max_visible_seqno_skips_prepares_and_aborts() {
+    let (_dir, store) = temp_store();
+    commit_items(&store, vec![item(0, "a", 1, "v1"), item(1, "z", 1, "z1")]);
+    commit_items(&store, vec![prepare(0, "b", 2, "p"), item(0, "c", 3, "c1")]);
+    commit_items(&store, vec![prepare(0, "d", 4, "p"), abort(0, "d", 5, 4)]);
+    commit_items(&store, vec![prepare(0, "e", 6, "p")]);
+    let snap = store.snapshot();
+    let mv = |start: u64, end: u64| {
+        snap.max_visible_seqno(VbId(0), Seqno(start), Seqno(end))
+            .unwrap()
+            .map(|s| s.0)
+    };
+    // (start, end] → the newest committed record in it.
+    assert_eq!(
+        mv(0, 6),
+        Some(3),
+        "a prepare, an abort and a prepare above it"
+    );
+    assert_eq!(mv(0, 2), Some(1));
+    assert_eq!(mv(1, 2), None, "only a prepare");
+    assert_eq!(mv(3, 6), None, "only pending records");
+    assert_eq!(mv(6, 6), None, "an empty range");
+    assert_eq!(mv(0, 3), Some(3), "the end itself");
+    // Another vbucket's records are not read.
+    assert_eq!(
+        snap.max_visible_seqno(VbId(1), Seqno(0), Seqno(9)).unwrap(),
+        Some(Seqno(1))
+    );
+}

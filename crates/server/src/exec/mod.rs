@@ -120,7 +120,11 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     match &req.command {
         Command::Kv(cmd) => kv::execute(node, &req, cmd, r),
         Command::Session(cmd) => session_ops::execute(node, session, cmd, r),
-        Command::Vbucket(cmd) => vbucket_ops::execute(node, req.vb, cmd, r),
+        Command::Vbucket(cmd) => {
+            // A client that cannot see prepares and aborts is told the seqnos it can reach.
+            let sync_writes = session.has(sluice_proto::Feature::SyncReplication);
+            vbucket_ops::execute(node, req.vb, cmd, sync_writes, r)
+        }
         Command::Dcp(cmd) => dcp_ops::execute(cmd, r),
     }
 }

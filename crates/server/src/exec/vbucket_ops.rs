@@ -13,8 +13,15 @@ use std::time::Duration;
 /// How long SEQNO_PERSISTENCE waits before answering a temporary failure.
 const PERSISTENCE_WAIT_MAX: Duration = Duration::from_secs(30);
 
-/// Executes `cmd` on `vb`, the request's vbucket.
-pub fn execute(node: &Node, vb: VbId, cmd: &VbucketCommand, mut r: Responder<'_>) -> Next {
+/// Executes `cmd` on `vb`, the request's vbucket. `sync_writes`: the connection negotiated
+/// HELLO SyncReplication (it can see prepares and aborts).
+pub fn execute(
+    node: &Node,
+    vb: VbId,
+    cmd: &VbucketCommand,
+    sync_writes: bool,
+    mut r: Responder<'_>,
+) -> Next {
     let bucket = &node.bucket;
     let result = match cmd {
         VbucketCommand::GetAllVbSeqnos { state } => {
@@ -22,8 +29,16 @@ pub fn execute(node: &Node, vb: VbId, cmd: &VbucketCommand, mut r: Responder<'_>
                 None | Some(0) => None,
                 Some(s) => VbState::from_wire(*s),
             };
+            // As Couchbase answers a client without sync replication (or collections, which
+            // Sluice does not have yet): the max visible seqno, which its streams reach; the
+            // high seqno may be a prepare or an abort they never see.
+            let seqnos = if sync_writes {
+                bucket.vb_seqnos(filter)
+            } else {
+                bucket.vb_visible_seqnos(filter)
+            };
             let mut value = Vec::new();
-            for (vb, seqno) in bucket.vb_seqnos(filter) {
+            for (vb, seqno) in seqnos {
                 vb_seqnos::encode_entry(vb, seqno, &mut value);
             }
             let p = r.packet(Status::Success).value(&value);

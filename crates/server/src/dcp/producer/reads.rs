@@ -244,7 +244,7 @@ impl Conn {
                 let s = self.producer.stream_mut(vb).expect("current");
                 match result {
                     Ok(mut backfill) => {
-                        s.on_backfill_begin(backfill.end);
+                        s.on_backfill_begin(backfill.end, backfill.max_visible);
                         if let Some(c) = backfill.cursor.take() {
                             // Ephemeral: the cursor was registered with the scan; it is read
                             // once the backfill is done.
