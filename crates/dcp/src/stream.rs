@@ -56,6 +56,18 @@ use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
 use sluice_types::{CheckpointId, Datatype, IncludeValue, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 
+/// What a backfill covers, as its disk snapshot marker announces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackfillRange {
+    /// The snapshot's last seqno.
+    pub end: Seqno,
+    /// Its newest visible change (a mutation, deletion or commit); the stream's position
+    /// or below if it has none.
+    pub max_visible: Seqno,
+    /// The newest prepare completed at `end`.
+    pub high_completed: Seqno,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamState {
     Pending,
@@ -273,14 +285,17 @@ impl ActiveStream {
         Some(m)
     }
 
-    /// A marker for `(start, end]`: v2.0 for sync-write streams, whose `max_visible` is the
-    /// caller's best knowledge (the high completed seqno is not tracked per snapshot: 0,
-    /// "nothing claimed"; Sluice's consumers complete prepares by key instead).
-    fn push_marker(&mut self, start: Seqno, end: Seqno, flags: SnapshotFlags, max_visible: Seqno) {
-        let sync = self.opts.sync_writes.then_some(MarkerSeqnos {
-            max_visible_seqno: max_visible,
-            high_completed_seqno: Seqno::ZERO,
-        });
+    /// A marker for `(start, end]`: v2.0 for sync-write streams, with the max visible seqno
+    /// and, on a disk snapshot, the high completed seqno (0 on memory ones, whose commits
+    /// are all sent, as Couchbase leaves it there).
+    fn push_marker(
+        &mut self,
+        start: Seqno,
+        end: Seqno,
+        flags: SnapshotFlags,
+        seqnos: MarkerSeqnos,
+    ) {
+        let sync = self.opts.sync_writes.then_some(seqnos);
         self.push(DcpMessage::SnapshotMarker(SnapshotMarker {
             start,
             end,
@@ -340,17 +355,27 @@ impl ActiveStream {
         }
     }
 
-    /// A backfill of `(last_read, end]` began, whose newest visible change is at
-    /// `max_visible` (`last_read` or below: none): announce it as one disk snapshot, ending
-    /// at `max_visible` for a consumer that sees no prepares or aborts.
-    pub fn on_backfill_begin(&mut self, end: Seqno, max_visible: Seqno) {
+    /// A backfill of `(last_read, range.end]` began: announce it as one disk snapshot,
+    /// ending at `range.max_visible` for a consumer that sees no prepares or aborts (none at
+    /// all when nothing in it is visible), and carrying the high completed seqno to one
+    /// that does.
+    pub fn on_backfill_begin(&mut self, range: BackfillRange) {
         if self.state != StreamState::Backfilling {
             return;
         }
+        let BackfillRange {
+            end,
+            max_visible,
+            high_completed,
+        } = range;
         assert!(end >= self.last_read, "a backfill never goes backwards");
         assert!(
             max_visible <= end,
             "the max visible seqno {max_visible} is past {end}"
+        );
+        assert!(
+            high_completed <= end,
+            "the high completed seqno {high_completed} is past {end}"
         );
         self.backfill_end = Some(end);
         let snap_end = if self.opts.sync_writes {
@@ -359,8 +384,11 @@ impl ActiveStream {
             max_visible
         };
         if snap_end > self.last_read {
-            let max_visible = max_visible.max(self.last_visible);
-            self.push_marker(self.last_read, snap_end, SnapshotFlags::DISK, max_visible);
+            let seqnos = MarkerSeqnos {
+                max_visible_seqno: max_visible.max(self.last_visible),
+                high_completed_seqno: high_completed,
+            };
+            self.push_marker(self.last_read, snap_end, SnapshotFlags::DISK, seqnos);
             self.snapshot_end = snap_end;
             self.snapshot_checkpoint = None;
         }
@@ -447,8 +475,11 @@ impl ActiveStream {
             if self.snapshot_checkpoint != Some(checkpoint_id) {
                 flags = flags.with(SnapshotFlags::CHECKPOINT);
             }
-            let max_visible = last_visible.unwrap_or(self.last_visible);
-            self.push_marker(self.last_read, snap_end, flags, max_visible);
+            let seqnos = MarkerSeqnos {
+                max_visible_seqno: last_visible.unwrap_or(self.last_visible),
+                high_completed_seqno: Seqno::ZERO,
+            };
+            self.push_marker(self.last_read, snap_end, flags, seqnos);
             self.snapshot_end = snap_end;
             self.snapshot_checkpoint = Some(checkpoint_id);
         }

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use sluice_dcp::change::{Change, ChangeKind};
-use sluice_dcp::stream::{ActiveStream, StreamAction, StreamOptions, StreamState};
+use sluice_dcp::stream::{ActiveStream, BackfillRange, StreamAction, StreamOptions, StreamState};
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
 use sluice_types::{CheckpointId, ItemMeta, Seqno, VbId};
 
@@ -96,7 +96,11 @@ fn run(c: &Case) {
             Ev::Start => actions.extend(s.start()),
             Ev::Cursor(ok) => actions.extend(s.on_cursor(ok)),
             // Every change in these tables is visible.
-            Ev::BackfillBegin(end) => s.on_backfill_begin(Seqno(end), Seqno(end)),
+            Ev::BackfillBegin(end) => s.on_backfill_begin(BackfillRange {
+                end: Seqno(end),
+                max_visible: Seqno(end),
+                high_completed: Seqno::ZERO,
+            }),
             Ev::BackfillItems(seqnos) => {
                 let items: Vec<Change> = seqnos.iter().map(|&n| ch(n)).collect();
                 s.on_backfill_items(&items);

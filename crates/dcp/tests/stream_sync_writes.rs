@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use sluice_dcp::change::{Change, ChangeKind};
-use sluice_dcp::stream::{ActiveStream, StreamAction, StreamOptions};
+use sluice_dcp::stream::{ActiveStream, BackfillRange, StreamAction, StreamOptions};
 use sluice_proto::dcp::DcpMessage;
 use sluice_types::{CheckpointId, DurabilityLevel, ItemMeta, Seqno, VbId};
 
@@ -43,10 +43,16 @@ fn sent(s: &mut ActiveStream) -> Vec<String> {
         out.push(match m {
             DcpMessage::SnapshotMarker(m) => match m.sync {
                 None => format!("marker {}..{}", m.start.0, m.end.0),
-                Some(x) => format!(
-                    "marker {}..{} visible {}",
-                    m.start.0, m.end.0, x.max_visible_seqno.0
-                ),
+                Some(x) => {
+                    let completed = match x.high_completed_seqno.0 {
+                        0 => String::new(),
+                        hcs => format!(" completed {hcs}"),
+                    };
+                    format!(
+                        "marker {}..{} visible {}{completed}",
+                        m.start.0, m.end.0, x.max_visible_seqno.0
+                    )
+                }
             },
             DcpMessage::Mutation(d) => format!("mutation {}", d.seqno.0),
             DcpMessage::Deletion(d) => format!("deletion {}", d.seqno.0),
@@ -63,6 +69,15 @@ fn sent(s: &mut ActiveStream) -> Vec<String> {
         });
     }
     out
+}
+
+/// A backfill's range: its end, max visible and high completed seqnos.
+fn range(end: u64, max_visible: u64, high_completed: u64) -> BackfillRange {
+    BackfillRange {
+        end: Seqno(end),
+        max_visible: Seqno(max_visible),
+        high_completed: Seqno(high_completed),
+    }
 }
 
 fn stream(sync_writes: bool, end: u64) -> ActiveStream {
@@ -162,7 +177,7 @@ fn a_disk_snapshot_ends_at_its_max_visible_seqno_for_a_non_sync_consumer() {
         (
             true,
             vec![
-                "marker 0..5 visible 3",
+                "marker 0..5 visible 3 completed 4",
                 "mutation 1",
                 "prepare 2",
                 "commit 3 of 2",
@@ -177,7 +192,7 @@ fn a_disk_snapshot_ends_at_its_max_visible_seqno_for_a_non_sync_consumer() {
             s.on_cursor(false),
             vec![StreamAction::Backfill { after: Seqno(0) }]
         );
-        s.on_backfill_begin(Seqno(5), Seqno(3));
+        s.on_backfill_begin(range(5, 3, 4));
         s.on_backfill_items(&history());
         assert_eq!(
             s.on_backfill_end(),
@@ -188,7 +203,7 @@ fn a_disk_snapshot_ends_at_its_max_visible_seqno_for_a_non_sync_consumer() {
     // Ending on a visible seqno: the same snapshot for both.
     let mut s = stream(false, u64::MAX);
     s.on_cursor(false);
-    s.on_backfill_begin(Seqno(3), Seqno(3));
+    s.on_backfill_begin(range(3, 3, 2));
     s.on_backfill_items(&history()[..3]);
     s.on_backfill_end();
     assert_eq!(
@@ -205,7 +220,7 @@ fn a_disk_snapshot_with_nothing_visible_sends_nothing_to_a_non_sync_consumer() {
         s.on_cursor(false),
         vec![StreamAction::Backfill { after: Seqno(3) }]
     );
-    s.on_backfill_begin(Seqno(5), Seqno(3));
+    s.on_backfill_begin(range(5, 3, 4));
     s.on_backfill_items(&history()[3..]);
     // The end seqno (5, an abort) is reached: the stream ends with no snapshot sent.
     assert_eq!(s.on_backfill_end(), vec![StreamAction::ReleaseCursor]);

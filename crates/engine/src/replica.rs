@@ -316,6 +316,7 @@ impl Bucket {
             inner.checkpoint_delta += inner.checkpoints.reset(Seqno::ZERO);
             inner.high_seqno = Seqno::ZERO;
             inner.max_visible_seqno = Seqno::ZERO;
+            inner.flushed_high_completed = Seqno::ZERO;
             inner.purge_seqno = Seqno::ZERO;
             inner.num_items = 0;
             inner.max_deleted_rev = 0;

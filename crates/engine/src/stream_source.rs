@@ -53,6 +53,10 @@ pub struct Backfill {
     /// The newest visible change in `(after, end]` (a mutation, deletion or commit), `after`
     /// if none: a consumer that sees no prepares or aborts gets a snapshot ending there.
     pub max_visible: Seqno,
+    /// The newest prepare completed at `end` (as the vbucket's metadata recorded it with the
+    /// snapshot): a sync-write consumer counts every prepare of the snapshot at or below it
+    /// as completed, its commit having been deduplicated away.
+    pub high_completed: Seqno,
     /// Next scan position: everything up to it was returned.
     pos: Seqno,
     source: Source,
@@ -211,6 +215,7 @@ impl Bucket {
                     after,
                     end: high,
                     max_visible,
+                    high_completed: inner.prepares.high_completed_seqno(),
                     pos: after,
                     source: Source::Memory(items.into()),
                     cursor: Some(cursor),
@@ -234,11 +239,15 @@ impl Bucket {
             .max_visible_seqno(vb, after, end)
             .map_err(|e| EngineError::Storage(e.to_string()))?
             .unwrap_or(after);
+        let high_completed = snapshot
+            .high_completed_seqno(vb)
+            .map_err(|e| EngineError::Storage(e.to_string()))?;
         Ok(Backfill {
             vb,
             after,
             end: end.max(after),
             max_visible,
+            high_completed,
             pos: after,
             source: Source::Disk(snapshot),
             cursor: None,

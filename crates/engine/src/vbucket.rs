@@ -60,6 +60,11 @@ pub struct VbInner {
     /// deletion, expiration or commit); above it are only prepares and aborts. What
     /// GET_ALL_VB_SEQNOS answers such a client, as Couchbase does.
     pub max_visible_seqno: Seqno,
+    /// The newest prepare completed by a change the flusher has handed to storage: the
+    /// high completed seqno written with the vbucket's metadata, which disk snapshots
+    /// carry. Never above the in-memory one (`prepares`), which counts completions not yet
+    /// flushed.
+    pub flushed_high_completed: Seqno,
     pub purge_seqno: Seqno,
     pub failover: FailoverLog,
     pub hlc: Hlc,
@@ -130,6 +135,7 @@ impl VbInner {
             high_seqno,
             // Warmup reads the real one from the records; a new vbucket has none.
             max_visible_seqno: high_seqno,
+            flushed_high_completed: Seqno::ZERO,
             purge_seqno: Seqno::ZERO,
             failover,
             hlc: Hlc::starting_after(max_cas),

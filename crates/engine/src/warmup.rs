@@ -73,6 +73,7 @@ pub fn warmup(
                     config.checkpoint_items_max,
                 );
                 inner.purge_seqno = m.purge_seqno;
+                inner.flushed_high_completed = m.high_completed_seqno;
                 inner
             }
             None => {

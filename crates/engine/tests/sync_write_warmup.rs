@@ -128,3 +128,31 @@ fn the_max_visible_seqno_stays_below_prepares_and_aborts_and_survives_a_restart(
     assert_eq!(high(&b, pv), pending.seqno);
     assert_eq!(visible(&b, pv), before);
 }
+
+#[test]
+fn a_disk_backfill_carries_the_high_completed_seqno_persisted_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(dir.path(), config(64, 1));
+    let v = vb(&b, b"a");
+    set(&b, b"a", b"old");
+    let committed = durable_set(&b, b"a", b"new");
+    let c = b.commit(v, committed.seqno).unwrap();
+    let aborted = durable_set(&b, b"b", b"new");
+    let a = b.abort(v, aborted.seqno).unwrap();
+    let pending = durable_set(&b, b"c", b"new");
+    persisted(&b, b"c", pending.seqno);
+    let check = |b: &Bucket, what: &str| {
+        let backfill = b.backfill(v, Seqno(0)).unwrap();
+        assert_eq!(backfill.end, pending.seqno, "{what}");
+        // The abort completed the newer of the two prepares; the third is pending.
+        assert_eq!(backfill.high_completed, aborted.seqno, "{what}");
+        assert!(c.seqno < a, "{what}");
+        // The newest visible change is the commit: the abort and the last prepare follow it.
+        assert_eq!(backfill.max_visible, c.seqno, "{what}");
+    };
+    check(&b, "before the restart");
+    b.shutdown().unwrap();
+    drop(b);
+    let b = open(dir.path(), config(64, 1));
+    check(&b, "read back from the vbucket's metadata");
+}

@@ -74,8 +74,10 @@ use std::io::Read;
 
 /// Current record format version; bump when the layout changes and keep decoding the old one.
 pub const RECORD_FORMAT_V1: u8 = 1;
-/// Current vbucket metadata format version.
+/// The first vbucket metadata format, still read (its high completed seqno reads as 0).
 pub const VB_META_FORMAT_V1: u8 = 1;
+/// Current vbucket metadata format: version 1 plus the high completed seqno after `max_cas`.
+pub const VB_META_FORMAT_V2: u8 = 2;
 
 /// Bytes before the kind fields (and, for a committed record, the key) in a version-1 record.
 const RECORD_HEADER_LEN: usize = 41;
@@ -85,7 +87,9 @@ const RECORD_BIT_ABORT: u8 = 0x04;
 const RECORD_BITS_KNOWN: u8 = RECORD_BIT_DELETED | RECORD_BIT_PREPARE | RECORD_BIT_ABORT;
 /// Room for the largest kind fields (an abort's prepared seqno).
 const KIND_FIELDS_LEN_MAX: usize = 8;
-const VB_META_HEADER_LEN: usize = 30;
+/// Bytes before the failover entries (version 2; version 1 has 8 fewer: no high completed
+/// seqno).
+const VB_META_HEADER_LEN: usize = 38;
 const FAILOVER_ENTRY_LEN: usize = 16;
 
 /// Longest document key the storage accepts: fjall keys are at most 65 536 bytes and a
@@ -306,11 +310,12 @@ pub fn decode_record(bytes: &[u8]) -> Result<RecordBody> {
 pub fn encode_vb_meta(meta: &VbMeta) -> Vec<u8> {
     let entries = meta.failover_log.entries();
     let mut out = Vec::with_capacity(VB_META_HEADER_LEN + entries.len() * FAILOVER_ENTRY_LEN);
-    out.push(VB_META_FORMAT_V1);
+    out.push(VB_META_FORMAT_V2);
     out.push(meta.state as u8);
     out.extend_from_slice(&meta.high_seqno.0.to_be_bytes());
     out.extend_from_slice(&meta.purge_seqno.0.to_be_bytes());
     out.extend_from_slice(&meta.max_cas.to_be_bytes());
+    out.extend_from_slice(&meta.high_completed_seqno.0.to_be_bytes());
     // A failover log holds at most 25 entries; u32 is merely "never truncates".
     let count = u32::try_from(entries.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&count.to_be_bytes());
@@ -325,7 +330,7 @@ pub fn encode_vb_meta(meta: &VbMeta) -> Vec<u8> {
 pub fn decode_vb_meta(bytes: &[u8]) -> Result<VbMeta> {
     const WHAT: &str = "vb_meta";
     let (version, rest) = split_u8(bytes, WHAT)?;
-    if version != VB_META_FORMAT_V1 {
+    if version != VB_META_FORMAT_V1 && version != VB_META_FORMAT_V2 {
         return Err(corrupt(format!("unknown vb_meta format version {version}")));
     }
     let (state, rest) = split_u8(rest, WHAT)?;
@@ -334,6 +339,11 @@ pub fn decode_vb_meta(bytes: &[u8]) -> Result<VbMeta> {
     let (high_seqno, rest) = split_u64(rest, WHAT)?;
     let (purge_seqno, rest) = split_u64(rest, WHAT)?;
     let (max_cas, rest) = split_u64(rest, WHAT)?;
+    let (high_completed_seqno, rest) = if version == VB_META_FORMAT_V2 {
+        split_u64(rest, WHAT)?
+    } else {
+        (0, rest)
+    };
     let (count, mut rest) = split_u32(rest, WHAT)?;
     // Check the length before allocating, so a corrupt count cannot ask for gigabytes.
     let count = count as usize;
@@ -362,6 +372,7 @@ pub fn decode_vb_meta(bytes: &[u8]) -> Result<VbMeta> {
         high_seqno: Seqno(high_seqno),
         purge_seqno: Seqno(purge_seqno),
         max_cas,
+        high_completed_seqno: Seqno(high_completed_seqno),
     })
 }
 
@@ -606,6 +617,7 @@ mod tests {
             high_seqno: Seqno(150),
             purge_seqno: Seqno(20),
             max_cas: 0x1234_5678_9abc,
+            high_completed_seqno: Seqno(140),
         }
     }
 
@@ -614,6 +626,25 @@ mod tests {
         let enc = encode_vb_meta(&vb_meta());
         assert_eq!(enc.len(), VB_META_HEADER_LEN + 2 * FAILOVER_ENTRY_LEN);
         assert_eq!(decode_vb_meta(&enc).expect("decode"), vb_meta());
+    }
+
+    #[test]
+    fn vb_meta_version_1_reads_with_no_high_completed_seqno() {
+        // Version 1: the same layout without the 8 bytes after max_cas.
+        const VB_META_V1_HEADER_LEN: usize = VB_META_HEADER_LEN - 8;
+        let v2 = encode_vb_meta(&vb_meta());
+        let mut v1 = vec![VB_META_FORMAT_V1];
+        v1.extend_from_slice(&v2[1..VB_META_V1_HEADER_LEN - 4]);
+        v1.extend_from_slice(&v2[VB_META_HEADER_LEN - 4..]);
+        let back = decode_vb_meta(&v1).expect("decode");
+        assert_eq!(back.high_completed_seqno, Seqno(0));
+        assert_eq!(
+            VbMeta {
+                high_completed_seqno: Seqno(140),
+                ..back
+            },
+            vb_meta()
+        );
     }
 
     #[test]
@@ -626,13 +657,13 @@ mod tests {
         bad[1] = 9; // no such state
         assert!(decode_vb_meta(&bad).is_err());
         let mut bad = enc.clone();
-        bad[26..30].copy_from_slice(&0u32.to_be_bytes()); // empty log
+        bad[34..38].copy_from_slice(&0u32.to_be_bytes()); // empty log
         assert!(decode_vb_meta(&bad[..VB_META_HEADER_LEN]).is_err());
         let mut bad = enc.clone();
-        bad[26..30].copy_from_slice(&u32::MAX.to_be_bytes()); // absurd count
+        bad[34..38].copy_from_slice(&u32::MAX.to_be_bytes()); // absurd count
         assert!(decode_vb_meta(&bad).is_err());
         let mut bad = enc;
-        bad[30..38].copy_from_slice(&0u64.to_be_bytes()); // uuid 0
+        bad[38..46].copy_from_slice(&0u64.to_be_bytes()); // uuid 0
         assert!(decode_vb_meta(&bad).is_err());
     }
 }

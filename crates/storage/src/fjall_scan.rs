@@ -54,6 +54,19 @@ pub(crate) struct FjallSnapshot {
     pub(crate) vb_meta: Keyspace,
 }
 
+impl FjallSnapshot {
+    fn vb_meta(&self, vb: VbId) -> Result<Option<crate::VbMeta>> {
+        match self
+            .snapshot
+            .get(&self.vb_meta, codec::vb_key(vb))
+            .map_err(io)?
+        {
+            Some(v) => Ok(Some(codec::decode_vb_meta(&v)?)),
+            None => Ok(None),
+        }
+    }
+}
+
 impl StoreSnapshot for FjallSnapshot {
     fn scan_seqnos(&self, vb: VbId, start: Seqno, end: Seqno) -> RecordIter<'_> {
         match seqno_range(vb, start, end) {
@@ -76,14 +89,13 @@ impl StoreSnapshot for FjallSnapshot {
     }
 
     fn high_seqno(&self, vb: VbId) -> Result<Seqno> {
-        match self
-            .snapshot
-            .get(&self.vb_meta, codec::vb_key(vb))
-            .map_err(io)?
-        {
-            Some(v) => Ok(codec::decode_vb_meta(&v)?.high_seqno),
-            None => Ok(Seqno::ZERO),
-        }
+        Ok(self.vb_meta(vb)?.map_or(Seqno::ZERO, |m| m.high_seqno))
+    }
+
+    fn high_completed_seqno(&self, vb: VbId) -> Result<Seqno> {
+        Ok(self
+            .vb_meta(vb)?
+            .map_or(Seqno::ZERO, |m| m.high_completed_seqno))
     }
 }
 

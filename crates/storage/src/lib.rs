@@ -108,6 +108,11 @@ pub struct VbMeta {
     pub purge_seqno: Seqno,
     /// Largest CAS handed out, so the clock never goes backwards after a restart.
     pub max_cas: u64,
+    /// The seqno of the newest prepare completed (committed or aborted) by a record persisted
+    /// with this metadata: a disk snapshot's consumer counts every prepare at or below it as
+    /// completed (its commit is deduplicated away on disk). 0 in metadata written before
+    /// format 2.
+    pub high_completed_seqno: Seqno,
 }
 
 /// What a caller knows of a key's committed entry on disk (its by_key seqno) before a commit
@@ -199,6 +204,10 @@ pub trait StoreSnapshot: Send {
     /// sees no prepares or aborts. Read from the end backwards; only outstanding prepares
     /// and aborts not yet purged lie above it, so few records are read.
     fn max_visible_seqno(&self, vb: VbId, start: Seqno, end: Seqno) -> Result<Option<Seqno>>;
+
+    /// The high completed seqno of `vb` this snapshot holds ([`VbMeta::high_completed_seqno`],
+    /// committed with the records up to [`Self::high_seqno`]), or 0.
+    fn high_completed_seqno(&self, vb: VbId) -> Result<Seqno>;
 }
 
 /// The durable store of one bucket.

@@ -61,6 +61,11 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
         for item in chunks.iter().flat_map(|c| c.items.iter()) {
             bytes += item.mem_bytes();
             f.high_seqno = f.high_seqno.max(item.meta.seqno);
+            if let QueueOp::Commit { prepared } | QueueOp::Abort { prepared } = item.op {
+                // Counted before the commit: a failed commit stops the flusher for good,
+                // so no metadata ever claims a completion without its record.
+                inner.flushed_high_completed = inner.flushed_high_completed.max(prepared);
+            }
             let kind = record_kind(item.op);
             // Hints speak of the committed namespace; storage looks pending records up.
             batch.on_disk.push(match kind {
@@ -89,6 +94,7 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
                 high_seqno: f.high_seqno,
                 purge_seqno: inner.purge_seqno,
                 max_cas: inner.hlc.max_cas(),
+                high_completed_seqno: inner.flushed_high_completed,
             },
         ));
         inner.meta_dirty = false;

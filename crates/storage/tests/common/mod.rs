@@ -44,6 +44,7 @@ pub fn vb_meta(high_seqno: u64) -> VbMeta {
         high_seqno: Seqno(high_seqno),
         purge_seqno: Seqno(0),
         max_cas: 1_000 + high_seqno,
+        high_completed_seqno: Seqno(0),
     }
 }
 

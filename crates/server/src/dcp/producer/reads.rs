@@ -244,7 +244,11 @@ impl Conn {
                 let s = self.producer.stream_mut(vb).expect("current");
                 match result {
                     Ok(mut backfill) => {
-                        s.on_backfill_begin(backfill.end, backfill.max_visible);
+                        s.on_backfill_begin(sluice_dcp::stream::BackfillRange {
+                            end: backfill.end,
+                            max_visible: backfill.max_visible,
+                            high_completed: backfill.high_completed,
+                        });
                         if let Some(c) = backfill.cursor.take() {
                             // Ephemeral: the cursor was registered with the scan; it is read
                             // once the backfill is done.
