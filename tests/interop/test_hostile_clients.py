@@ -9,7 +9,10 @@ client gets a clean disconnect, the node's RSS stays bounded, and the node serve
 - beyond --max-connections, connections go into the reserve of --system-connections, which
   only the cluster identity may use; beyond both, connections are closed at once;
 - a DCP connection that floods requests and never reads the answers gets no more than a
-  bounded amount queued (the node stops reading it).
+  bounded amount queued (the node stops reading it);
+- the admin port holds at most --admin-max-connections (one more is closed at once), closes
+  a connection silent for --admin-idle-timeout-s (not one that keeps talking), and answers
+  503 to a request not done within --admin-request-timeout-s (a body trickled in slowly).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from mcbin import (AUTH_ERROR, OP_NOOP, OP_STAT, SUCCESS, Conn, ConnectionClosed
 
 VBUCKETS = 16
 CLUSTER_USER = "@cluster"
+ADMIN_MAX = 6
 
 
 def rss_bytes(pid: int) -> int:
@@ -63,7 +67,9 @@ def srv(sluice_module_factory):
         bucket_type="couchbase", vbuckets=VBUCKETS,
         extra_args=("--max-unauthenticated-bytes", "4096", "--auth-timeout-s", "2",
                     "--idle-timeout-s", "3", "--max-connections", "6",
-                    "--system-connections", "2"))
+                    "--system-connections", "2",
+                    "--admin-max-connections", str(ADMIN_MAX), "--admin-idle-timeout-s", "3",
+                    "--admin-request-timeout-s", "2"))
 
 
 def assert_serving(srv) -> None:
@@ -194,3 +200,103 @@ def test_plain_is_not_offered_without_tls(srv):
         assert r.status == SUCCESS, r
         mechs = r.value.decode().split()
         assert mechs[0] == "SCRAM-SHA512" and "PLAIN" not in mechs, mechs
+
+
+# ================================================================== the admin port
+
+def closed_at_once(sock: socket.socket, within_s: float = 1.0) -> bool:
+    """Whether the peer closes `sock` (EOF or reset) within `within_s`, having sent nothing."""
+    sock.settimeout(within_s)
+    try:
+        return sock.recv(1) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def health(srv) -> int:
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.admin_port}/health", timeout=5) as r:
+        return r.status
+
+
+def test_the_admin_port_caps_its_connections(srv):
+    before = rss_bytes(srv.pid)
+    # The node's own janitor calls its admin port once a second, so it may hold one slot.
+    socks = [socket.create_connection(("127.0.0.1", srv.admin_port)) for _ in range(ADMIN_MAX + 2)]
+    try:
+        time.sleep(0.5)  # well within the 3 s idle limit: only the cap closes anything
+        closed = [i for i, s in enumerate(socks) if closed_at_once(s, within_s=0.05)]
+        assert len(closed) >= 2, f"only {closed} of {ADMIN_MAX + 2} closed at the cap"
+        assert min(closed) >= ADMIN_MAX - 1, f"an early connection was closed: {closed}"
+    finally:
+        for s in socks:
+            s.close()
+    assert rss_bytes(srv.pid) < before + 64 * 1024 * 1024
+    # Slots come back as connections close.
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            assert health(srv) == 200
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the admin port did not admit again"
+            time.sleep(0.1)
+    assert_serving(srv)
+
+
+def test_a_silent_admin_connection_is_closed_and_a_talking_one_is_not(srv):
+    import http.client
+    silent = socket.create_connection(("127.0.0.1", srv.admin_port))
+    silent.sendall(b"GET /health HT")  # half a request line, and then nothing
+    began = time.monotonic()
+    assert closed_at_once(silent, within_s=6), "a silent connection stayed open"
+    took = time.monotonic() - began
+    assert 2.5 <= took <= 5.5, f"closed after {took:.1f}s, not the 3 s idle limit"
+    silent.close()
+    talking = http.client.HTTPConnection("127.0.0.1", srv.admin_port, timeout=5)
+    try:
+        for _ in range(5):  # 5 s in all, over one kept-alive connection
+            talking.request("GET", "/health")
+            r = talking.getresponse()
+            r.read()
+            assert r.status == 200
+            time.sleep(1.0)
+    finally:
+        talking.close()
+
+
+def test_an_admin_request_not_done_in_time_is_answered_503(srv):
+    import base64
+    auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+    body = b'{"node": 99, "allow_data_loss": false}' + b" " * 60
+    head = (f"POST /api/v1/cluster/failover HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Basic {auth}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    s = socket.create_connection(("127.0.0.1", srv.admin_port))
+    try:
+        s.sendall(head)
+        began = time.monotonic()
+        answer = b""
+        s.settimeout(0.5)
+        # One byte of the body every half second: never idle, never done.
+        for b in body:
+            try:
+                s.sendall(bytes([b]))
+            except OSError:
+                break
+            try:
+                chunk = s.recv(4096)
+            except socket.timeout:
+                continue
+            answer += chunk
+            if not chunk or b"\r\n\r\n" in answer:
+                break
+        took = time.monotonic() - began
+    finally:
+        s.close()
+    assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+    assert b"admin-request-timeout-s" in answer or b"\r\n\r\n" in answer, answer
+    assert 1.5 <= took <= 6, f"answered after {took:.1f}s, not the 2 s request limit"
+    assert_serving(srv)

@@ -117,6 +117,23 @@ pub struct ServerArgs {
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT_S",
           default_value_t = sluice_server::IDLE_TIMEOUT_DEFAULT.as_secs())]
     pub idle_timeout_s: u64,
+    /// Connections the admin port (and, apart, the TLS admin port) holds at once; one more
+    /// is closed as soon as it is accepted.
+    #[arg(long, env = "SLUICE_ADMIN_MAX_CONNECTIONS",
+          default_value_t = sluice_server::admin_limits::ADMIN_CONNECTIONS_MAX_DEFAULT as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub admin_max_connections: u32,
+    /// Seconds an admin connection may go without a byte in either direction before it is
+    /// closed (slow headers, a silent keep-alive, a client that never reads).
+    #[arg(long, env = "SLUICE_ADMIN_IDLE_TIMEOUT_S",
+          default_value_t = sluice_server::admin_limits::ADMIN_IDLE_TIMEOUT_DEFAULT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub admin_idle_timeout_s: u64,
+    /// Seconds an admin request may take before it is answered 503.
+    #[arg(long, env = "SLUICE_ADMIN_REQUEST_TIMEOUT_S",
+          default_value_t = sluice_server::admin_limits::ADMIN_REQUEST_TIMEOUT_DEFAULT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub admin_request_timeout_s: u64,
     /// Largest document value accepted, in bytes.
     #[arg(long, env = "SLUICE_MAX_ITEM_BYTES", default_value_t = 20 * 1024 * 1024)]
     pub max_item_bytes: usize,
@@ -232,6 +249,11 @@ impl ServerArgs {
         c.system_connections = self.system_connections;
         c.unauth_body_bytes_max = self.max_unauthenticated_bytes as usize;
         c.auth_timeout = std::time::Duration::from_secs(self.auth_timeout_s);
+        c.admin_limits = sluice_server::admin_limits::AdminLimits {
+            connections_max: self.admin_max_connections as usize,
+            idle: std::time::Duration::from_secs(self.admin_idle_timeout_s),
+            request: std::time::Duration::from_secs(self.admin_request_timeout_s),
+        };
         c.idle_timeout =
             (self.idle_timeout_s > 0).then(|| std::time::Duration::from_secs(self.idle_timeout_s));
         c.value_bytes_max = self.max_item_bytes;

@@ -37,6 +37,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_meta::MetaNode;
+use sluice_server::admin_limits::LimitedListener;
 use sluice_server::tls::TlsAdminListener;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -59,6 +60,7 @@ pub async fn serve(
     let data = sluice_server::admin_router(control.node.clone());
     let node = control.node.clone();
     let (identity, handshake_timeout) = (node.tls.clone(), node.config.auth_timeout);
+    let limits = node.config.admin_limits;
     let users = crate::users_api::router(node.clone(), meta.clone());
     let rebalance = crate::rebalance::routes::router(control.clone(), meta.clone());
     let janitor = crate::janitor::routes::router(control.clone());
@@ -77,10 +79,15 @@ pub async fn serve(
         .layer(axum::middleware::from_fn_with_state(
             node,
             crate::admin_auth::check,
+        ))
+        // Outermost: the time limit bounds authentication as well.
+        .layer(axum::middleware::from_fn_with_state(
+            limits.request,
+            sluice_server::admin_limits::time_limit,
         ));
     let secure = match (tls, identity) {
         (Some(l), Some(identity)) => match TlsAdminListener::new(l, identity, handshake_timeout) {
-            Ok(l) => Some(l),
+            Ok(l) => Some(LimitedListener::new(l, limits)),
             Err(e) => {
                 tracing::error!(error = %e, "TLS admin port not served");
                 None
@@ -88,7 +95,7 @@ pub async fn serve(
         },
         _ => None,
     };
-    let cleartext = axum::serve(listener, app.clone());
+    let cleartext = axum::serve(LimitedListener::new(listener, limits), app.clone());
     let served = match secure {
         Some(l) => {
             let (a, b) = tokio::join!(cleartext, axum::serve(l, app));

@@ -59,6 +59,8 @@ pub struct ServerConfig {
     /// An authenticated connection that sends nothing for this long, and waits for no answer,
     /// is closed (`None`: never). DCP connections are watched by their noops instead.
     pub idle_timeout: Option<std::time::Duration>,
+    /// The admin port's connection cap, idle limit and request time limit.
+    pub admin_limits: crate::admin_limits::AdminLimits,
     /// Threads serving connections (each a single-threaded runtime).
     pub connection_threads: usize,
     /// How new connections are spread over those threads.
@@ -116,6 +118,7 @@ impl ServerConfig {
             unauth_body_bytes_max: UNAUTH_BODY_BYTES_MAX_DEFAULT,
             auth_timeout: AUTH_TIMEOUT_DEFAULT,
             idle_timeout: Some(IDLE_TIMEOUT_DEFAULT),
+            admin_limits: crate::admin_limits::AdminLimits::default(),
             connection_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             connection_placement: Default::default(),
             value_bytes_max: sluice_types::limits::VALUE_BYTES_MAX_DEFAULT,

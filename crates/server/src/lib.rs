@@ -25,6 +25,7 @@
 //! - `metrics`     — the Prometheus collector over engine counters.
 
 mod admin;
+pub mod admin_limits;
 mod cluster_map;
 mod config;
 mod connection;
