@@ -15,6 +15,7 @@ use sluice_client::{Client, ConnectOptions, Credentials, StoreOptions};
 use sluice_proto::Status;
 use std::net::SocketAddr;
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 
 const T: Duration = Duration::from_secs(15);
 
@@ -131,6 +132,7 @@ async fn users_get_what_their_roles_allow_on_every_node() {
     assert_eq!(refused.status(), Some(Status::Eaccess), "{refused}");
 
     // DCP: only the stream role opens it.
+    let mut streaming = None;
     for (user, want) in [("reader", Status::Eaccess), ("streamer", Status::Success)] {
         let mut c = Kv::open_as(kv, user, &password(user)).await;
         let mut extras = [0u8; 8];
@@ -143,7 +145,9 @@ async fn users_get_what_their_roles_allow_on_every_node() {
             )
             .await;
         assert_eq!(open.status, want.code(), "{user} opening DCP");
+        streaming = Some(c);
     }
+    let streaming = streaming.expect("the streamer's DCP connection");
 
     // The admin port.
     let table = [
@@ -202,6 +206,28 @@ async fn users_get_what_their_roles_allow_on_every_node() {
         denied.status(),
         Some(Status::Eaccess),
         "a revoked writer writes"
+    );
+
+    // A DCP connection whose user loses the DCP role is closed (within the producer's
+    // one-second check), as Couchbase closes one whose privileges were revoked.
+    assert_eq!(
+        put_user(b.admin_addr, &admin(), "streamer", "data_reader[default]").await,
+        200
+    );
+    let (mut sock, _) = streaming.into_parts();
+    let mut buf = [0u8; 256];
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {} // a noop, say
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "a DCP connection outlived its user's DCP role"
     );
 
     // A deleted user logs in nowhere, and its open connections can do nothing more.

@@ -11,7 +11,7 @@ pub mod access;
 mod dcp_ops;
 mod kv;
 mod respond;
-mod session_ops;
+pub(crate) mod session_ops;
 pub mod stats;
 mod vbucket_ops;
 

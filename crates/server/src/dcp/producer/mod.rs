@@ -177,6 +177,11 @@ impl Conn {
             if now >= next_stats {
                 self.publish_stats();
                 next_stats = now + STATS_EVERY;
+                if !self.still_allowed() {
+                    tracing::info!(name = %self.producer.name, user = ?self.session.user,
+                        "DCP connection closed: its user lost the DCP role on the bucket (or was deleted)");
+                    return Ok(());
+                }
             }
             let noop_at = self.producer.noop.next_deadline();
             let deadline = noop_at.map_or(next_stats, |d| d.min(next_stats));
@@ -222,6 +227,22 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+impl Conn {
+    /// Whether the connection's user may still stream the bucket, checked once a second:
+    /// roles changed (or the user deleted) since it opened are worked out again, and a user
+    /// who lost `data_dcp_reader` has the connection closed, as Couchbase closes a DCP
+    /// connection whose privileges were revoked (a KV connection is refused command by
+    /// command instead).
+    fn still_allowed(&mut self) -> bool {
+        if self.session.user.is_some()
+            && self.session.access_generation != self.node.credentials.generation()
+        {
+            crate::exec::session_ops::recompute_access(&self.node, &mut self.session);
+        }
+        self.session.access.dcp
     }
 }
 
