@@ -9,7 +9,7 @@
 //! | `POST /api/v1/cluster/...`, `/internal/meta/join/*`, other non-GETs | changing the cluster (`cluster_admin`) |
 //! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
 //! | `/pools/default/b/B` (the map, as SDKs fetch it) | any role on bucket B |
-//! | `/settings/rbac/...` | managing users (`admin` only) |
+//! | `/settings/rbac/...`, `POST /node/controller/reloadCertificate` | security (`admin` only) |
 //! | other `/internal/*` (Raft, forwarded proposals, rebalance internals, positions) | the cluster identity only |
 //!
 //! `admin` allows everything, and so does the cluster identity (`@cluster` with the cluster's
@@ -67,7 +67,10 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
         Rule::Needs(Need::ClusterWrite)
     } else if path == "/internal" || path.starts_with("/internal/") {
         Rule::Cluster
-    } else if path == "/settings/rbac" || path.starts_with("/settings/rbac/") {
+    } else if path == "/settings/rbac"
+        || path.starts_with("/settings/rbac/")
+        || path == "/node/controller/reloadCertificate"
+    {
         Rule::Needs(Need::Security)
     } else if path == "/metrics" || is_bucket_stats(path) {
         Rule::Needs(Need::Stats)
@@ -185,6 +188,11 @@ mod tests {
             ),
             (&post, "/pools/default/b/default", needs(Need::ClusterWrite)),
             (&get, "/settings/rbac/users", needs(Need::Security)),
+            (
+                &post,
+                "/node/controller/reloadCertificate",
+                needs(Need::Security),
+            ),
             (
                 &Method::PUT,
                 "/settings/rbac/users/local/u",

@@ -8,7 +8,11 @@
 //! - `GET /internal/vbuckets/positions` — how far each vbucket's copy here is (read-only; a
 //!   failover asks the replicas and promotes the most advanced complete copy):
 //!   `{"vbuckets": [{"vb", "state", "high_seqno", "high_prepared_seqno", "snap_start",
-//!   "snap_end", "complete"}, ...]}`, every vbucket of the bucket.
+//!   "snap_end", "complete"}, ...]}`, every vbucket of the bucket;
+//! - `POST /node/controller/reloadCertificate` — reads this node's TLS certificate and key
+//!   again (Couchbase's route): 200 once the TLS ports hand out the new one to new
+//!   connections; 400 if the node serves no TLS or the files do not make a configuration
+//!   (the old one keeps serving).
 
 use crate::exec::stats;
 use crate::metrics;
@@ -16,7 +20,7 @@ use crate::node::Node;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use prometheus_client::registry::Registry;
 use sluice_types::{VbId, VbState};
@@ -40,7 +44,35 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/buckets/{name}/stats", get(bucket_stats))
         .route("/pools/default/b/{name}", get(bucket_map))
         .route("/internal/vbuckets/positions", get(vb_positions))
+        .route(
+            "/node/controller/reloadCertificate",
+            post(reload_certificate),
+        )
         .with_state(state)
+}
+
+async fn reload_certificate(State(s): State<AppState>) -> Response {
+    let bad = |reason: String| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({ "error": reason })),
+        )
+            .into_response()
+    };
+    let Some(tls) = s.node.tls.clone() else {
+        return bad("this node serves no TLS (start it with --tls-cert and --tls-key)".into());
+    };
+    match tokio::task::spawn_blocking(move || tls.reload().map(|()| tls)).await {
+        Ok(Ok(tls)) => {
+            let cert = tls.files().cert.display().to_string();
+            tracing::info!(%cert, "TLS certificate reloaded");
+            Json(serde_json::json!({ "reloaded": true, "certificate": cert })).into_response()
+        }
+        Ok(Err(e)) => bad(format!(
+            "the certificate was not reloaded (the old one still serves): {e}"
+        )),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
 async fn health(State(s): State<AppState>) -> Response {

@@ -1,5 +1,8 @@
-//! TLS for the KV and admin ports: the node's certificate and key, read once at start into
-//! one rustls server configuration both TLS listeners share.
+//! TLS for the KV and admin ports: the node's certificate and key, read at start into one
+//! rustls server configuration both TLS listeners share, and read again on
+//! `POST /node/controller/reloadCertificate` (Couchbase's route): new handshakes use the new
+//! certificate, connections already open keep theirs, and files that do not make a
+//! configuration leave the old one serving.
 //!
 //! Couchbase's conventions: the TLS KV port (11207) speaks the same binary protocol as the
 //! cleartext one, and the TLS admin port (18091) the same HTTP; the map lists them in
@@ -35,10 +38,12 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
-/// The TLS side of a node: an acceptor for both TLS listeners.
+/// The TLS side of a node: an acceptor for both TLS listeners, shared by every clone, and
+/// the files it was read from.
 #[derive(Clone)]
 pub struct Tls {
-    acceptor: TlsAcceptor,
+    acceptor: Arc<parking_lot::RwLock<TlsAcceptor>>,
+    files: TlsFiles,
 }
 
 impl std::fmt::Debug for Tls {
@@ -51,19 +56,22 @@ impl Tls {
     /// Reads the certificate chain and key: a node with a broken TLS identity refuses to
     /// start instead of serving its TLS ports with nothing.
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
-        let certs = read_certs(&files.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| TlsError::Read {
-            path: files.key.clone(),
-            reason: e.to_string(),
-        })?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)?;
         Ok(Tls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            acceptor: Arc::new(parking_lot::RwLock::new(acceptor(files)?)),
+            files: files.clone(),
         })
+    }
+
+    /// Reads the files again and, if they make a configuration, serves it from the next
+    /// handshake on (every clone of this `Tls`, so both TLS ports). Blocking (file reads).
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = acceptor(&self.files)?;
+        *self.acceptor.write() = fresh;
+        Ok(())
+    }
+
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
     }
 
     /// The server side of the handshake, within `timeout` (a client that opens a socket and
@@ -73,7 +81,8 @@ impl Tls {
         stream: TcpStream,
         timeout: Duration,
     ) -> std::io::Result<TlsStream<TcpStream>> {
-        match tokio::time::timeout(timeout, self.acceptor.accept(stream)).await {
+        let acceptor = self.acceptor.read().clone();
+        match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
             Ok(done) => done,
             Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -81,6 +90,21 @@ impl Tls {
             )),
         }
     }
+}
+
+/// An acceptor for the certificate chain and key in `files`.
+fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
+    let certs = read_certs(&files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| TlsError::Read {
+        path: files.key.clone(),
+        reason: e.to_string(),
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Every certificate in a PEM file, in order.

@@ -2,7 +2,8 @@
 //! beside the cleartext ones; the map lists them as `kvSSL` / `mgmtSSL`; SASL PLAIN is
 //! offered over TLS (and only there); a client that never finishes its handshake, or speaks
 //! cleartext to the TLS port, is dropped; a node whose certificate cannot be read does not
-//! start.
+//! start; `POST /node/controller/reloadCertificate` serves new certificate files to new
+//! connections without a restart, and keeps the old one when the new files are bad.
 #![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 mod common;
@@ -41,6 +42,14 @@ async fn tls_connect(
     port: u16,
     ca: &CertificateDer<'static>,
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
+    try_tls_connect(port, ca).await.unwrap()
+}
+
+/// A TLS connection trusting only `ca`, or why the handshake failed.
+async fn try_tls_connect(
+    port: u16,
+    ca: &CertificateDer<'static>,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -54,7 +63,6 @@ async fn tls_connect(
     let name = ServerName::try_from("127.0.0.1").unwrap();
     tokio::time::timeout(T, connector.connect(name, tcp))
         .await
-        .unwrap()
         .unwrap()
 }
 
@@ -235,4 +243,72 @@ fn a_node_whose_certificate_cannot_be_read_does_not_start() {
         .expect("refused")
         .to_string();
     assert!(msg.contains("no PEM certificate"), "{msg}");
+}
+
+/// One admin request over cleartext: (status, body).
+async fn admin_post(
+    addr: std::net::SocketAddr,
+    user: &str,
+    password: &str,
+    path: &str,
+) -> (u16, String) {
+    let mut h = TcpStream::connect(addr).await.unwrap();
+    let auth = sluice_sasl::basic_header(user, password);
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    h.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(T, h.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer[answer.find("\r\n\r\n").unwrap() + 4..].to_string();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_is_reloaded_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, old_ca) = make_certs(dir.path());
+    let mut cfg = common::loopback_config(&dir.path().join("data"), BucketType::Ephemeral, 4, 64);
+    cfg.tls = Some(files.clone());
+    cfg.kv_tls_port = 0;
+    cfg.admin_tls_port = 0;
+    let running = sluice_manager::start(cfg).await.unwrap();
+    let tls = running.node.tls_ports().expect("TLS ports bound");
+    let path = "/node/controller/reloadCertificate";
+    let mut open_before = tls_connect(tls.kv, &old_ca).await;
+
+    // A certificate from another CA replaces the files; nothing changes until the reload.
+    let other = tempfile::tempdir().unwrap();
+    let (fresh, new_ca) = make_certs(other.path());
+    std::fs::copy(&fresh.cert, &files.cert).unwrap();
+    std::fs::copy(&fresh.key, &files.key).unwrap();
+    assert!(try_tls_connect(tls.kv, &new_ca).await.is_err());
+    // Only an administrator may reload (and a wrong password is 401, as everywhere).
+    let (st, _) = admin_post(running.admin_addr, "Administrator", "wrong", path).await;
+    assert_eq!(st, 401);
+    let (st, body) = admin_post(running.admin_addr, "Administrator", "password", path).await;
+    assert_eq!(st, 200, "{body}");
+
+    // New connections, on both TLS ports, get the new certificate; the old CA is refused.
+    for port in [tls.kv, tls.admin] {
+        assert!(try_tls_connect(port, &new_ca).await.is_ok(), "port {port}");
+        assert!(try_tls_connect(port, &old_ca).await.is_err(), "port {port}");
+    }
+    // A connection made before keeps working.
+    let (st, mechs) = call(&mut open_before, SASL_LIST_MECHS, b"", b"", b"").await;
+    assert_eq!(st, 0);
+    assert!(!mechs.is_empty());
+
+    // Bad files: refused with the reason, and the certificate serving stays.
+    std::fs::write(&files.key, "not a key").unwrap();
+    let (st, body) = admin_post(running.admin_addr, "Administrator", "password", path).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body.contains("old one still serves"), "{body}");
+    assert!(try_tls_connect(tls.kv, &new_ca).await.is_ok());
+
+    running.shutdown().await.unwrap();
 }
