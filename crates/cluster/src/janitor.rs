@@ -21,7 +21,11 @@
 //!   turned it dead never finished, so no copy took a write since: the map's active serves
 //!   again;
 //! - **drop**: a dead copy holding data on a listed node outside the vbucket's chain (a move
-//!   whose drop was never sent): deleted.
+//!   whose drop was never sent): deleted;
+//! - **stop a build**: a copy a rebalance is building while the metadata records no
+//!   rebalance (its orchestrator died, and a failover or an operator ended the rebalance):
+//!   the build's stream is stopped, and the copy, outside the chain, turns dead (then
+//!   dropped like any other).
 //!
 //! Nothing is examined while any answering node serves another map revision than the one
 //! given (its states may follow a map the janitor does not know). A repair is returned only
@@ -44,6 +48,8 @@ pub struct CopyReport {
     /// Held back by a restart that lost data (`restart_hold`): dead on purpose, decided by
     /// that node.
     pub held: bool,
+    /// A rebalance build streams it from the vbucket's active.
+    pub building: bool,
 }
 
 /// What one node said.
@@ -63,6 +69,8 @@ pub enum Repair {
     Reactivate { vb: VbId, node: NodeId },
     /// Delete `node`'s dead copy of `vb`.
     Drop { vb: VbId, node: NodeId },
+    /// Stop the rebalance build of `vb` on `node`.
+    StopBuild { vb: VbId, node: NodeId },
 }
 
 /// A pass's outcome.
@@ -95,11 +103,13 @@ impl Janitor {
         self.last = None;
     }
 
-    /// One pass over `map`, with each listed node's report (`None`: it did not answer).
+    /// One pass over `map`, with each listed node's report (`None`: it did not answer), and
+    /// whether the metadata records a rebalance (whose builds are then left alone).
     pub fn pass(
         &mut self,
         map: &ClusterMap,
         reports: &BTreeMap<NodeId, Option<NodeReport>>,
+        rebalance_recorded: bool,
     ) -> Pass {
         let silent: Vec<NodeId> = map
             .nodes()
@@ -123,7 +133,9 @@ impl Janitor {
         let found: BTreeSet<Repair> = map
             .vbmap()
             .iter()
-            .flat_map(|(vb, chain)| repairs_for(vb, chain, &answered, silent.is_empty()))
+            .flat_map(|(vb, chain)| {
+                repairs_for(vb, chain, &answered, silent.is_empty(), rebalance_recorded)
+            })
             .collect();
         let confirmed: Vec<Repair> = match &self.last {
             Some((rev, seen)) if *rev == map.rev() => found.intersection(seen).cloned().collect(),
@@ -147,6 +159,7 @@ fn repairs_for(
     chain: &Chain,
     answered: &BTreeMap<NodeId, &NodeReport>,
     all_answered: bool,
+    rebalance_recorded: bool,
 ) -> Vec<Repair> {
     let copy = |n: NodeId| answered.get(&n).and_then(|r| r.copies.get(&vb));
     let in_state = |s: VbState| -> Vec<NodeId> {
@@ -177,7 +190,14 @@ fn repairs_for(
         let Some(c) = report.copies.get(&vb) else {
             continue;
         };
-        if c.state == VbState::Dead && !c.held && c.high_seqno > Seqno(0) && !chain.holds(node) {
+        if c.building && !rebalance_recorded {
+            out.push(Repair::StopBuild { vb, node });
+        } else if c.state == VbState::Dead
+            && !c.held
+            && !c.building
+            && c.high_seqno > Seqno(0)
+            && !chain.holds(node)
+        {
             out.push(Repair::Drop { vb, node });
         }
     }

@@ -53,6 +53,7 @@ fn reports(rev: u64, per_node: &[(NodeId, &[Copy])]) -> BTreeMap<NodeId, Option<
                         state,
                         high_seqno: Seqno(high),
                         held: false,
+                        building: false,
                     };
                     (VbId(vb), c)
                 })
@@ -66,12 +67,12 @@ fn reports(rev: u64, per_node: &[(NodeId, &[Copy])]) -> BTreeMap<NodeId, Option<
 /// Two passes on the same input: what the second carries out.
 fn twice(map: &ClusterMap, reports: &BTreeMap<NodeId, Option<NodeReport>>) -> Pass {
     let mut j = Janitor::new();
-    let first = j.pass(map, reports);
+    let first = j.pass(map, reports, false);
     assert!(
         first.repairs.is_empty(),
         "nothing is repaired on first sight"
     );
-    j.pass(map, reports)
+    j.pass(map, reports, false)
 }
 
 #[test]
@@ -280,7 +281,7 @@ fn a_node_on_another_revision_stops_the_pass() {
     r.extend(reports(1, &[(D, &[])]));
     let mut j = Janitor::new();
     for _ in 0..3 {
-        let p = j.pass(&m, &r);
+        let p = j.pass(&m, &r, false);
         assert_eq!(p.repairs, vec![]);
         assert_eq!(p.skipped, Some((D, Rev(1))));
         assert!(!p.settled);
@@ -300,7 +301,7 @@ fn a_repair_seen_once_or_on_another_revision_waits() {
     );
     let m1 = map(&[(A, &[B])], 1);
     let mut j = Janitor::new();
-    assert_eq!(j.pass(&m1, &r).repairs, vec![]);
+    assert_eq!(j.pass(&m1, &r, false).repairs, vec![]);
     // The map moved on between the passes: start over.
     let m2 = map(&[(A, &[B])], 2);
     let r2 = reports(
@@ -312,8 +313,8 @@ fn a_repair_seen_once_or_on_another_revision_waits() {
             (D, &[]),
         ],
     );
-    assert_eq!(j.pass(&m2, &r2).repairs, vec![]);
-    assert_eq!(j.pass(&m2, &r2).repairs.len(), 1);
+    assert_eq!(j.pass(&m2, &r2, false).repairs, vec![]);
+    assert_eq!(j.pass(&m2, &r2, false).repairs.len(), 1);
     // A takeover in flight the first time and finished the second is not a repair yet.
     j.reset();
     let before = reports(
@@ -325,6 +326,37 @@ fn a_repair_seen_once_or_on_another_revision_waits() {
             (D, &[]),
         ],
     );
-    assert_eq!(j.pass(&m2, &before).repairs, vec![]);
-    assert_eq!(j.pass(&m2, &r2).repairs, vec![]);
+    assert_eq!(j.pass(&m2, &before, false).repairs, vec![]);
+    assert_eq!(j.pass(&m2, &r2, false).repairs, vec![]);
+}
+
+#[test]
+fn builds_are_stopped_only_when_no_rebalance_is_recorded() {
+    let m = map(&[(A, &[B])], 1);
+    let mut r = reports(
+        1,
+        &[
+            (A, &[(0, Act, 7)]),
+            (B, &[(0, Rep, 7)]),
+            (C, &[(0, Rep, 5)]),
+            (D, &[]),
+        ],
+    );
+    if let Some(Some(c)) = r.get_mut(&C) {
+        c.copies.get_mut(&VbId(0)).unwrap().building = true;
+    }
+    // A recorded rebalance (to be resumed) may still use it.
+    let mut j = Janitor::new();
+    j.pass(&m, &r, true);
+    assert_eq!(j.pass(&m, &r, true).repairs, vec![]);
+    // None recorded: nobody will finish it.
+    let mut j = Janitor::new();
+    j.pass(&m, &r, false);
+    assert_eq!(
+        j.pass(&m, &r, false).repairs,
+        vec![Repair::StopBuild {
+            vb: VbId(0),
+            node: C
+        }]
+    );
 }

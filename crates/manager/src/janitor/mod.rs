@@ -6,7 +6,8 @@
 //!   over (every node's agent then applies it: feeds follow the new active);
 //! - a takeover cut short with no copy active: `POST /internal/janitor/activate` on the map's
 //!   active;
-//! - a moved-out copy never dropped: the rebalance's own drop route on its node.
+//! - a moved-out copy never dropped: the rebalance's own drop route on its node;
+//! - a build no recorded rebalance will finish: `POST /internal/janitor/stop_build`.
 //!
 //! Then, when the copies and the map agree and the metadata records a rebalance that no
 //! orchestrator runs here (its orchestrator was on a leader that died or stepped down), it
@@ -24,7 +25,7 @@ pub mod routes;
 
 use crate::control::Control;
 use crate::peer;
-use routes::{ActivateRequest, CopiesAnswer, ACTIVATE_PATH, COPIES_PATH};
+use routes::{ActivateRequest, CopiesAnswer, ACTIVATE_PATH, COPIES_PATH, STOP_BUILD_PATH};
 use serde_json::json;
 use sluice_cluster::janitor::{CopyReport, Janitor, NodeReport, Repair};
 use sluice_cluster::metadata::MetaCommand;
@@ -68,7 +69,7 @@ pub async fn run(meta: MetaNode, control: Arc<Control>) {
             continue;
         };
         let reports = ask_copies(&meta, &map).await;
-        let pass = core.pass(&map, &reports);
+        let pass = core.pass(&map, &reports, state.rebalance().is_some());
         if pass.silent != last_silent {
             if !pass.silent.is_empty() {
                 tracing::info!(silent = ?pass.silent, "janitor: nodes that did not list their copies");
@@ -124,6 +125,7 @@ fn report_of(answer: CopiesAnswer) -> NodeReport {
                 state,
                 high_seqno: Seqno(c.high_seqno),
                 held: c.held,
+                building: c.building,
             };
             Some((VbId(c.vb), report))
         })
@@ -173,6 +175,7 @@ async fn carry_out(meta: &MetaNode, map: &ClusterMap, repairs: &[Repair]) {
             Repair::Drop { vb, node } => {
                 (*node, crate::rebalance::DROP_PATH, json!({ "vb": vb.0 }))
             }
+            Repair::StopBuild { vb, node } => (*node, STOP_BUILD_PATH, json!({ "vb": vb.0 })),
         };
         let Some(target) = info(node) else { continue };
         match peer::call(meta, &target, path, Some(&body), ASK_TIMEOUT).await {

@@ -7,7 +7,10 @@
 //!   `vb` active again, only if this node serves and has applied revision R, that map makes
 //!   this node the vbucket's active, the copy is dead, no restart holds it and no rebalance
 //!   builds it (409 otherwise). The check and the change happen under the lock the agent
-//!   applies maps under, so neither races a map being applied.
+//!   applies maps under, so neither races a map being applied;
+//! - `POST /internal/janitor/stop_build` — body `{"vb": N}`: stops the rebalance build of
+//!   `vb` here (no rebalance is recorded to finish it), and makes the copy dead unless the
+//!   map this node serves puts it in the vbucket's chain.
 //!
 //! Both are internal (`/internal/`): the cluster identity only.
 
@@ -24,6 +27,7 @@ use std::sync::Arc;
 
 pub const COPIES_PATH: &str = "/internal/janitor/copies";
 pub const ACTIVATE_PATH: &str = "/internal/janitor/activate";
+pub const STOP_BUILD_PATH: &str = "/internal/janitor/stop_build";
 
 /// `GET /internal/janitor/copies`'s answer.
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,6 +42,14 @@ pub struct CopyEntry {
     pub state: String,
     pub high_seqno: u64,
     pub held: bool,
+    /// A rebalance build streams it here.
+    #[serde(default)]
+    pub building: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StopBuildRequest {
+    pub vb: u16,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,6 +62,7 @@ pub fn router(control: Arc<Control>) -> Router {
     Router::new()
         .route(COPIES_PATH, get(copies))
         .route(ACTIVATE_PATH, post(activate))
+        .route(STOP_BUILD_PATH, post(stop_build))
         .with_state(control)
 }
 
@@ -66,6 +79,7 @@ async fn copies(State(control): State<Arc<Control>>) -> Response {
                     state: state.as_str().to_string(),
                     high_seqno: high.0,
                     held: held.contains(&VbId(vb)),
+                    building: control.builds.contains(VbId(vb)),
                 })
             })
             .collect();
@@ -130,4 +144,33 @@ async fn activate(
         Ok(Err(why)) => (StatusCode::CONFLICT, Json(json!({ "error": why }))).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+async fn stop_build(
+    State(control): State<Arc<Control>>,
+    Json(req): Json<StopBuildRequest>,
+) -> Response {
+    let vb = VbId(req.vb);
+    control.builds.stop(|v| v == vb).await;
+    // Under the agent's lock: a map applied meanwhile decides the state, not this.
+    let held = control.held.lock();
+    let view = control.node.cluster_map();
+    let chained = view
+        .map
+        .vbmap()
+        .chain(vb)
+        .is_some_and(|c| c.holds(view.this));
+    if !chained {
+        if let Err(e) = control.node.bucket.set_vbucket_state(vb, VbState::Dead) {
+            return (
+                StatusCode::CONFLICT,
+                Json(json!({ "error": e.to_string() })),
+            )
+                .into_response();
+        }
+    }
+    drop(held);
+    tracing::warn!(%vb, chained,
+        "janitor: a rebalance build no recorded rebalance will finish was stopped");
+    Json(json!({ "stopped": req.vb })).into_response()
 }
