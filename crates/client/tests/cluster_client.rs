@@ -118,6 +118,34 @@ async fn install(nodes: &[(&TestNode, NodeId)], map: &ClusterMap) {
             }
         }
     }
+    // And until each node serves the replication feeds the map asks of it (the agent opens
+    // them after the states): a test counting connections must not count a feed's.
+    for (n, id) in nodes {
+        let followers: std::collections::BTreeSet<NodeId> = map
+            .vbmap()
+            .iter()
+            .filter(|(_, c)| c.active == Some(*id))
+            .flat_map(|(_, c)| c.replicas.iter().flatten().copied().collect::<Vec<_>>())
+            .collect();
+        let served = || {
+            n.running
+                .node
+                .dcp
+                .snapshot()
+                .iter()
+                .filter(|c| c.name.starts_with("replication:"))
+                .count()
+        };
+        while served() < followers.len() {
+            assert!(
+                Instant::now() < deadline,
+                "node {} never served its {} replication feed(s)",
+                id.0,
+                followers.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Reads `k` straight from one node, without any routing.
