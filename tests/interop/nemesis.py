@@ -120,7 +120,8 @@ def port_free(host: str, port: int) -> bool:
 def free_base(rng: random.Random) -> int:
     for _ in range(200):
         base = rng.randrange(20000, 40000, 10)
-        if all(port_free(h, base + 10 * s + d) for s in range(MAX_SLOTS) for d in (0, 1)
+        # KV, admin and their TLS ports (+7, +8).
+        if all(port_free(h, base + 10 * s + d) for s in range(MAX_SLOTS) for d in (0, 1, 7, 8)
                for h in (node_ip(s), proxy_ip(s))):
             return base
     raise RuntimeError("no free port range")

@@ -36,9 +36,13 @@ def port_free(port: int) -> bool:
 
 
 def free_base() -> int:
+    """A base port whose cluster ports are free: KV, admin, TLS KV and TLS admin
+    (+0, +1, +7, +8) of up to four nodes (a test may join a fourth). Below the kernel's
+    ephemeral range (32768 and up), so no client's outgoing connection takes one of them
+    between this check and the bind."""
     for _ in range(200):
-        base = random.randrange(20000, 40000, 10)
-        if all(port_free(base + 10 * i + d) for i in range(NODES) for d in (0, 1)):
+        base = random.randrange(20000, 32700, 10)
+        if all(port_free(base + 10 * i + d) for i in range(4) for d in (0, 1, 7, 8)):
             return base
     pytest.fail("no free port range for the cluster")
 
