@@ -13,7 +13,6 @@
 //! The map change is one `FailOver` command, compare-and-set on the map revision it was
 //! computed from; a map published in between makes it start over from the new map.
 
-use sluice_client::admin_http;
 use sluice_cluster::metadata::{Applied, MetaCommand, NodeStatus, Rejection};
 use sluice_cluster::{fail_over, fail_over_safely, ClusterMap, CopyPosition, NodeId, Rev};
 use sluice_meta::{MetaError, MetaNode};
@@ -202,16 +201,18 @@ pub(crate) async fn ask_positions(
         .flat_map(|(_, chain)| chain.replicas.iter().flatten().copied())
         .filter(|&n| n != active)
         .collect();
-    let source = meta.config().source_ip;
     let mut calls = tokio::task::JoinSet::new();
-    for info in map.nodes().iter().filter(|n| asked.contains(&n.id)) {
-        let (id, addr) = (info.id, format!("{}:{}", info.host, info.admin_port));
-        let who = meta.config().secret.credentials();
+    for info in map
+        .nodes()
+        .iter()
+        .filter(|n| asked.contains(&n.id))
+        .cloned()
+    {
+        let meta = meta.clone();
         calls.spawn(async move {
-            let path = POSITIONS_PATH;
             let answer =
-                admin_http::call_from(source, &addr, &who, path, None, POSITIONS_TIMEOUT).await;
-            (id, answer)
+                crate::peer::call(&meta, &info, POSITIONS_PATH, None, POSITIONS_TIMEOUT).await;
+            (info.id, answer)
         });
     }
     let mut positions = BTreeMap::new();
