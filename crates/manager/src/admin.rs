@@ -110,6 +110,7 @@ pub async fn serve(
 
 async fn cluster_view(State(s): State<AppState>) -> Response {
     let state = s.meta.state().borrow().clone();
+    let bucket = s.control.node.config.bucket.as_str();
     let nodes: Vec<_> = state
         .nodes()
         .values()
@@ -129,13 +130,24 @@ async fn cluster_view(State(s): State<AppState>) -> Response {
         "leader": s.meta.leader().map(|l| l.0),
         "voters": membership.voters.iter().map(|v| v.0).collect::<Vec<_>>(),
         "nodes": nodes,
-        "bucket": state.bucket().map(|b| json!({
+        // The bucket this node was started with, as before there were many.
+        "bucket": state.bucket(bucket).map(|b| json!({
             "name": b.name, "replicas": b.replicas, "vbuckets": b.vbuckets,
         })),
-        "map_rev": state.map().map(|m| m.rev().0),
-        "map_nodes": state.map().map(|m| m.nodes().iter().map(|n| n.id.0).collect::<Vec<_>>()),
+        "map_rev": state.map(bucket).map(|m| m.rev().0),
+        "map_nodes": state.map(bucket).map(map_nodes),
+        "buckets": state.buckets().values().map(|b| json!({
+            "name": b.def.name, "replicas": b.def.replicas, "vbuckets": b.def.vbuckets,
+            "map_rev": b.map.as_ref().map(|m| m.rev().0),
+            "map_nodes": b.map.as_ref().map(map_nodes),
+        })).collect::<Vec<_>>(),
     }))
     .into_response()
+}
+
+/// The ids of the nodes a map lists, in its order.
+fn map_nodes(map: &sluice_cluster::ClusterMap) -> Vec<u32> {
+    map.nodes().iter().map(|n| n.id.0).collect()
 }
 
 pub(crate) fn conflict(reason: String) -> Response {
@@ -152,7 +164,8 @@ struct PlaceRequest {
 async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>) -> Response {
     let want = body.and_then(|Json(b)| b.nodes);
     let state = s.meta.state().borrow().clone();
-    let (Some(map), Some(bucket)) = (state.map(), state.bucket()) else {
+    let name = &s.control.node.config.bucket;
+    let (Some(map), Some(bucket)) = (state.map(name), state.bucket(name)) else {
         return conflict("the cluster has no bucket yet".into());
     };
     let me = s.meta.id();
@@ -189,6 +202,7 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
         Err(e) => return conflict(e.to_string()),
     };
     let cmd = MetaCommand::SetMap {
+        bucket: name.clone(),
         expected_rev: Some(map.rev()),
         nodes: targets.clone(),
         vbmap,
@@ -230,7 +244,14 @@ struct FailoverRequest {
 async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -> Response {
     use crate::failover::{fail_over_node, FailoverError};
     let node = sluice_cluster::NodeId(req.node);
-    match fail_over_node(&s.meta, node, req.allow_data_loss).await {
+    match fail_over_node(
+        &s.meta,
+        &s.control.node.config.bucket,
+        node,
+        req.allow_data_loss,
+    )
+    .await
+    {
         Ok(report) => Json(json!({
             "node": report.node.0,
             "rev": report.rev.0,

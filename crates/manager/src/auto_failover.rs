@@ -18,7 +18,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Probes every `interval` while this node is the leader; never returns (aborted on
 /// shutdown).
-pub async fn run(meta: MetaNode, timeout: Duration) {
+pub async fn run(meta: MetaNode, bucket: String, timeout: Duration) {
     // Several probes per timeout, so that one slow answer does not decide alone.
     let interval = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(1));
     let mut detector = AutoFailover::new(timeout);
@@ -33,7 +33,9 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
             continue;
         }
         let state = meta.state().borrow().clone();
-        let Some(map) = state.map() else { continue };
+        let Some(map) = state.map(&bucket) else {
+            continue;
+        };
         let others: Vec<NodeInfo> = map
             .nodes()
             .iter()
@@ -68,7 +70,7 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
             }
             Decision::FailOver(node) => {
                 tracing::warn!(%node, ?timeout, "node unreachable for the auto-failover timeout: failing it over");
-                match fail_over_node(&meta, node, false).await {
+                match fail_over_node(&meta, &bucket, node, false).await {
                     Ok(report) => {
                         tracing::warn!(?report, "automatic failover done");
                         detector.reset();

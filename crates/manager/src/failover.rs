@@ -13,7 +13,9 @@
 //! The map change is one `FailOver` command, compare-and-set on the map revision it was
 //! computed from; a map published in between makes it start over from the new map.
 
-use sluice_cluster::metadata::{Applied, MetaCommand, NodeStatus, Rejection};
+use sluice_cluster::metadata::{
+    Applied, BucketVbmap, FailOverCommand, MetaCommand, NodeStatus, Rejection,
+};
 use sluice_cluster::{fail_over, fail_over_safely, ClusterMap, CopyPosition, NodeId, Rev};
 use sluice_meta::{MetaError, MetaNode};
 use sluice_types::{Seqno, VbId};
@@ -85,9 +87,12 @@ impl FailoverError {
     }
 }
 
-/// Fails `node` over, through the metadata leader.
+/// Fails `node` over, through the metadata leader. `bucket` is the one bucket nodes serve
+/// so far (the node side answers positions for it alone); the metadata refuses a failover
+/// that leaves another bucket's map naming the failed node.
 pub async fn fail_over_node(
     meta: &MetaNode,
+    bucket: &str,
     node: NodeId,
     allow_data_loss: bool,
 ) -> Result<FailoverReport, FailoverError> {
@@ -98,7 +103,7 @@ pub async fn fail_over_node(
             Some(NodeStatus::FailedOver) => return Err(FailoverError::AlreadyFailedOver(node)),
             Some(_) => {}
         }
-        let Some(map) = state.map() else {
+        let Some(map) = state.map(bucket) else {
             return Err(FailoverError::NoMap);
         };
         // What is lost does not depend on the positions: refuse before asking for them.
@@ -117,17 +122,23 @@ pub async fn fail_over_node(
             });
         }
         let out_of_order = outcome.promotions.iter().filter(|p| p.out_of_order).count();
-        let cmd = MetaCommand::FailOver {
+        let cmd = MetaCommand::FailOver(FailOverCommand {
             nodes: vec![node],
-            expected_rev: Some(map.rev()),
-            vbmap: Some(outcome.map),
-        };
+            maps: vec![BucketVbmap {
+                bucket: bucket.to_string(),
+                expected_rev: map.rev(),
+                vbmap: outcome.map,
+            }],
+        });
         match meta.propose(cmd).await? {
             Ok(applied) => {
                 let rev = match applied {
-                    Applied::FailedOver { rev: Some(rev), .. } => rev,
-                    _ => map.rev().next(),
-                };
+                    Applied::FailedOver { revs, .. } => {
+                        revs.iter().find(|(b, _)| b == bucket).map(|(_, rev)| *rev)
+                    }
+                    _ => None,
+                }
+                .unwrap_or(map.rev().next());
                 tracing::warn!(%node, promoted = outcome.promotions.len(),
                     promoted_out_of_order = out_of_order, lost = outcome.lost.len(),
                     no_safe_copy = outcome.no_safe_copy.len(), rev = rev.0, "node failed over");
@@ -146,7 +157,7 @@ pub async fn fail_over_node(
                 let mut states = meta.state();
                 let _ = tokio::time::timeout(
                     std::time::Duration::from_secs(2),
-                    states.wait_for(|s| s.map().is_some_and(|m| m.rev() != map.rev())),
+                    states.wait_for(|s| s.map(bucket).is_some_and(|m| m.rev() != map.rev())),
                 )
                 .await;
             }

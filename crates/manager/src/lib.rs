@@ -100,7 +100,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         let _ = meta.shutdown().await;
         return Err(e.into());
     }
-    if let Some(map) = meta.state().borrow().map() {
+    if let Some(map) = meta.state().borrow().map(&cfg.bucket) {
         node.install_map(map.clone(), meta.id());
     }
     node.credentials.set_users(meta.state().borrow().users());
@@ -109,7 +109,11 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         meta.clone(),
     )));
     if let Some(timeout) = cfg.auto_failover_timeout {
-        tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
+        tasks.push(tokio::spawn(auto_failover::run(
+            meta.clone(),
+            cfg.bucket.clone(),
+            timeout,
+        )));
     }
     tasks.push(tokio::spawn(fencing::run(meta.clone(), node.clone())));
 

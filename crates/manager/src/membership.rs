@@ -307,7 +307,11 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
         }
     }
     let mut state = meta.state();
-    let waited = tokio::time::timeout(MAP_WAIT, state.wait_for(|s| s.map().is_some())).await;
+    let waited = tokio::time::timeout(
+        MAP_WAIT,
+        state.wait_for(|s| s.map(&node.config.bucket).is_some()),
+    )
+    .await;
     match waited {
         Ok(Ok(_)) => Ok(()),
         _ => Err(MembershipError::NoMap(MAP_WAIT)),
@@ -332,7 +336,7 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
         let add = MetaCommand::AddNode { info: me.clone() };
         expect_applied(meta, "adding node 0", add).await?;
     }
-    if state().bucket().is_none() {
+    if state().bucket(&cfg.bucket).is_none() {
         let bucket = BucketDef {
             name: cfg.bucket.clone(),
             uuid: node.bucket_uuid.clone(),
@@ -347,9 +351,10 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
         let define = MetaCommand::DefineBucket { bucket };
         expect_applied(meta, "defining the bucket", define).await?;
     }
-    if state().map().is_none() {
+    if state().map(&cfg.bucket).is_none() {
         let vbmap = place(&[me.id], cfg.vbuckets, cfg.replicas)?;
         let cmd = MetaCommand::SetMap {
+            bucket: cfg.bucket.clone(),
             expected_rev: None,
             nodes: vec![me.id],
             vbmap,
@@ -409,7 +414,7 @@ pub async fn follow_map(node: Arc<Node>, meta: MetaNode) {
             node.credentials.set_users(state.users());
             users_seen = Some(state.users().clone());
         }
-        if let Some(map) = state.map() {
+        if let Some(map) = state.map(&node.config.bucket) {
             if map.rev() > node.cluster_map().rev() || node.cluster_map().this != id {
                 node.install_map(map.clone(), id);
             }

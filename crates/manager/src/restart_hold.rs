@@ -134,6 +134,7 @@ pub async fn run(control: Arc<Control>, meta: MetaNode) {
             if !hand.is_empty() {
                 let count = hand.len();
                 let cmd = MetaCommand::SetChains {
+                    bucket: control.node.config.bucket.clone(),
                     expected_rev: map.rev(),
                     chains: hand,
                 };

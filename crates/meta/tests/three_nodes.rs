@@ -41,6 +41,7 @@ async fn a_proposal_through_a_follower_is_applied_everywhere() {
         follower.propose(define).await.unwrap().unwrap();
         let ids: Vec<NodeId> = (0..3).map(NodeId).collect();
         let set = MetaCommand::SetMap {
+            bucket: "default".into(),
             expected_rev: None,
             nodes: ids.clone(),
             vbmap: place(&ids, 16, 1).unwrap(),
@@ -53,15 +54,16 @@ async fn a_proposal_through_a_follower_is_applied_everywhere() {
         assert_eq!(
             follower.propose(set).await.unwrap(),
             Err(Rejection::StaleRev {
+                bucket: "default".into(),
                 expected: None,
                 actual: Some(Rev(1))
             })
         );
 
         let state = converged(&all).await;
-        assert_eq!(state.rev(), Some(Rev(1)));
+        assert_eq!(state.rev("default"), Some(Rev(1)));
         assert_eq!(state.nodes_with(NodeStatus::Active), ids);
-        assert_eq!(state.bucket(), Some(&bucket()));
+        assert_eq!(state.bucket("default"), Some(&bucket()));
         for n in nodes {
             n.stop().await;
         }

@@ -93,7 +93,7 @@ fn fingerprint(n: &sluice_manager::Running) -> String {
     let state = n.meta.state().borrow().clone();
     format!(
         "map rev {:?}, nodes {:?}, next id {:?}, voters {:?}, vb0 {:?}",
-        state.map().map(|m| m.rev()),
+        state.map("default").map(|m| m.rev()),
         state.nodes().keys().collect::<Vec<_>>(),
         state.next_node_id(),
         n.meta.membership().voters,

@@ -41,7 +41,7 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
     // Joined, not placed yet: only node 0 is in the map, and the others hold no vbucket.
     let state = a.meta.state().borrow().clone();
     assert_eq!(state.node(NodeId(1)).unwrap().status, NodeStatus::Joining);
-    let first = state.map().unwrap().clone();
+    let first = state.map("default").unwrap().clone();
     assert_eq!(first.nodes().len(), 1);
     for n in &all {
         assert_eq!(n.node.cluster_map().rev(), first.rev());
@@ -57,6 +57,7 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
     let applied = c
         .meta
         .propose(MetaCommand::SetMap {
+            bucket: "default".into(),
             expected_rev: Some(first.rev()),
             nodes: ids.to_vec(),
             vbmap: place(&ids, VBS, 1).unwrap(),
@@ -64,7 +65,7 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
         .await
         .unwrap();
     assert!(applied.is_ok(), "{applied:?}");
-    let placed = a.meta.state().borrow().map().unwrap().clone();
+    let placed = a.meta.state().borrow().map("default").unwrap().clone();
     until(&all, "every node serves the new map", |n| {
         n.node.cluster_map().rev() == placed.rev()
     })

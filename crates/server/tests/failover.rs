@@ -28,7 +28,7 @@ async fn a_stopped_node_is_failed_over_and_nothing_acknowledged_is_lost() {
     let c = node(dirs[2].path(), Some(a.admin_addr), fast).await;
     let ids = [NodeId(0), NodeId(1), NodeId(2)];
     place_on(&a, &[&a, &b, &c], &ids).await;
-    let placed_map = a.meta.state().borrow().map().unwrap().clone();
+    let placed_map = a.meta.state().borrow().map("default").unwrap().clone();
 
     let client = ClusterClient::connect(
         &[a.kv_addr.to_string()],

@@ -66,11 +66,12 @@ async fn failover_promotes_the_most_advanced_replica_not_the_first() {
         a.meta.state().borrow().nodes().len() == 3
     })
     .await;
-    let first = a.meta.state().borrow().map().unwrap().rev();
+    let first = a.meta.state().borrow().map("default").unwrap().rev();
     let vbmap = place(&[N0, N1, N2], VBS, 2).unwrap();
     let placed = a
         .meta
         .propose(MetaCommand::SetMap {
+            bucket: "default".into(),
             expected_rev: Some(first),
             nodes: vec![N0, N1, N2],
             vbmap: vbmap.clone(),
@@ -78,7 +79,7 @@ async fn failover_promotes_the_most_advanced_replica_not_the_first() {
         .await
         .unwrap();
     assert!(placed.is_ok(), "{placed:?}");
-    let rev = a.meta.state().borrow().map().unwrap().rev();
+    let rev = a.meta.state().borrow().map("default").unwrap().rev();
     until("every node serves the placed map", || {
         [&a, &b, &c]
             .iter()
@@ -197,10 +198,10 @@ async fn failover_promotes_the_most_advanced_replica_not_the_first() {
     // failover: node 1 answered when it was committed, node 2 may apply it a heartbeat later).
     let rev = answer.body["rev"].as_u64().unwrap();
     until("node 2 applies the failover", || {
-        c.meta.state().borrow().map().unwrap().rev().0 >= rev
+        c.meta.state().borrow().map("default").unwrap().rev().0 >= rev
     })
     .await;
-    let map = c.meta.state().borrow().map().unwrap().clone();
+    let map = c.meta.state().borrow().map("default").unwrap().clone();
     for &vb in &lagging {
         assert_eq!(
             map.vbmap().chain(vb),

@@ -6,15 +6,16 @@
 
 use crate::cluster_map::{ClusterMap, Rev};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
-use crate::metadata::command::{Applied, MetaCommand, MetaResponse, Rejection};
+use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 use crate::metadata::state::{
-    BucketDef, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, HOST_BYTES_MAX,
+    BucketDef, BucketEntry, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, BUCKETS_MAX,
+    HOST_BYTES_MAX,
 };
 use crate::metadata::users::{check_user_name, UserRecord, USERS_MAX};
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use sluice_types::VbId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Applies `cmd` to `state`. A refused command changes nothing and answers why.
 pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
@@ -24,25 +25,21 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::MoveNode { info } => move_node(state, info),
         MetaCommand::RemoveNode { id } => remove_node(state, *id),
         MetaCommand::DefineBucket { bucket } => define_bucket(state, bucket),
+        MetaCommand::DeleteBucket { name } => delete_bucket(state, name),
         MetaCommand::SetMap {
+            bucket,
             expected_rev,
             nodes,
             vbmap,
-        } => set_map(state, *expected_rev, nodes, vbmap),
+        } => set_map(state, bucket, *expected_rev, nodes, vbmap),
         MetaCommand::SetChains {
+            bucket,
             expected_rev,
             chains,
-        } => set_chains(state, *expected_rev, chains),
-        MetaCommand::FailOver {
-            nodes,
-            expected_rev,
-            vbmap,
-        } => fail_over(state, nodes, *expected_rev, vbmap.as_ref()),
-        MetaCommand::StartRebalance {
-            target,
-            expected_rev,
-        } => start_rebalance(state, target, *expected_rev),
-        MetaCommand::FinishRebalance { expected_rev } => finish_rebalance(state, *expected_rev),
+        } => set_chains(state, bucket, *expected_rev, chains),
+        MetaCommand::FailOver(cmd) => fail_over(state, cmd),
+        MetaCommand::StartRebalance { target } => start_rebalance(state, target),
+        MetaCommand::FinishRebalance {} => finish_rebalance(state),
         MetaCommand::AbortRebalance => abort_rebalance(state),
         MetaCommand::PutUser { name, user } => put_user(state, name, user),
         MetaCommand::DeleteUser { name } => delete_user(state, name),
@@ -86,26 +83,28 @@ fn move_node(state: &mut ClusterState, info: &NodeInfo) -> MetaResponse {
     let id = info.id;
     let entry = state.nodes.get(&id).ok_or(Rejection::UnknownNode { id })?;
     if entry.info == *info {
-        return Ok(Applied::NodeMoved { id, rev: None });
+        return Ok(Applied::NodeMoved { id, revs: vec![] });
     }
     check_address(state, info)?;
-    let moved_map = match &state.map {
-        Some(map) if map.nodes().iter().any(|n| n.id == id) => {
-            let nodes = map
-                .nodes()
-                .iter()
-                .map(|n| if n.id == id { info.clone() } else { n.clone() })
-                .collect();
-            Some(map.next(nodes, map.vbmap().clone())?)
+    let mut moved = Vec::new();
+    for (name, map) in state.maps() {
+        if !map.nodes().iter().any(|n| n.id == id) {
+            continue;
         }
-        _ => None,
-    };
-    let rev = moved_map.as_ref().map(ClusterMap::rev);
-    state.nodes.get_mut(&id).expect("checked above").info = info.clone();
-    if moved_map.is_some() {
-        state.map = moved_map;
+        let nodes = map
+            .nodes()
+            .iter()
+            .map(|n| if n.id == id { info.clone() } else { n.clone() })
+            .collect();
+        moved.push((name.to_string(), map.next(nodes, map.vbmap().clone())?));
     }
-    Ok(Applied::NodeMoved { id, rev })
+    state.nodes.get_mut(&id).expect("checked above").info = info.clone();
+    let mut revs = Vec::with_capacity(moved.len());
+    for (name, map) in moved {
+        revs.push((name.clone(), map.rev()));
+        state.buckets.get_mut(&name).expect("listed above").map = Some(map);
+    }
+    Ok(Applied::NodeMoved { id, revs })
 }
 
 fn allocate_node_id(state: &mut ClusterState) -> MetaResponse {
@@ -164,34 +163,80 @@ fn remove_node(state: &mut ClusterState, id: NodeId) -> MetaResponse {
 
 fn define_bucket(state: &mut ClusterState, bucket: &BucketDef) -> MetaResponse {
     bucket.validate()?;
-    match &state.bucket {
-        Some(defined) if defined == bucket => Ok(Applied::BucketDefined { created: false }),
-        Some(defined) => Err(Rejection::BucketExists {
-            name: defined.name.clone(),
-        }),
-        None => {
-            state.bucket = Some(bucket.clone());
-            Ok(Applied::BucketDefined { created: true })
+    match state.buckets.get(&bucket.name) {
+        Some(defined) if defined.def == *bucket => {
+            return Ok(Applied::BucketDefined { created: false })
         }
+        Some(_) => {
+            return Err(Rejection::BucketExists {
+                name: bucket.name.clone(),
+            })
+        }
+        None => {}
+    }
+    if state.rebalance.is_some() {
+        return Err(Rejection::RebalanceRunning);
+    }
+    if state.buckets.len() >= BUCKETS_MAX {
+        return Err(Rejection::TooManyBuckets { max: BUCKETS_MAX });
+    }
+    let entry = BucketEntry {
+        def: bucket.clone(),
+        map: None,
+    };
+    state.buckets.insert(bucket.name.clone(), entry);
+    Ok(Applied::BucketDefined { created: true })
+}
+
+fn delete_bucket(state: &mut ClusterState, name: &str) -> MetaResponse {
+    if !state.buckets.contains_key(name) {
+        return Err(Rejection::NoSuchBucket {
+            name: name.to_string(),
+        });
+    }
+    if state.rebalance.is_some() {
+        return Err(Rejection::RebalanceRunning);
+    }
+    state.buckets.remove(name);
+    Ok(Applied::BucketDeleted)
+}
+
+/// The name a command's bucket is filed under. Commands logged before buckets were named
+/// carry an empty name, meaning the cluster's only bucket.
+fn bucket_key(state: &ClusterState, name: &str) -> Result<String, Rejection> {
+    let missing = || Rejection::NoSuchBucket {
+        name: name.to_string(),
+    };
+    if name.is_empty() {
+        return match state.buckets.keys().collect::<Vec<_>>()[..] {
+            [only] => Ok(only.clone()),
+            _ => Err(missing()),
+        };
+    }
+    match state.buckets.contains_key(name) {
+        true => Ok(name.to_string()),
+        false => Err(missing()),
     }
 }
 
 fn set_map(
     state: &mut ClusterState,
+    bucket: &str,
     expected_rev: Option<Rev>,
     nodes: &[NodeId],
     vbmap: &VbMap,
 ) -> MetaResponse {
-    let bucket = state.bucket.as_ref().ok_or(Rejection::NoBucket)?;
-    check_rev(state, expected_rev)?;
-    check_vbuckets(bucket, vbmap)?;
+    let key = bucket_key(state, bucket)?;
+    let entry = &state.buckets[&key];
+    check_rev(&key, entry.map.as_ref(), expected_rev)?;
+    check_vbuckets(&entry.def, vbmap)?;
     let infos = listed_infos(state, nodes)?;
-    let map = match &state.map {
+    let map = match &entry.map {
         None => ClusterMap::new(infos, vbmap.clone())?,
         Some(current) => current.next(infos, vbmap.clone())?,
     };
     let rev = map.rev();
-    state.map = Some(map);
+    state.buckets.get_mut(&key).expect("found above").map = Some(map);
     if state.rebalance.is_none() {
         for id in nodes {
             if let Some(entry) = state.nodes.get_mut(id) {
@@ -206,6 +251,7 @@ fn set_map(
 
 fn set_chains(
     state: &mut ClusterState,
+    bucket: &str,
     expected_rev: Rev,
     changes: &[(u16, Chain)],
 ) -> MetaResponse {
@@ -216,8 +262,13 @@ fn set_chains(
             max,
         });
     }
-    check_rev(state, Some(expected_rev))?;
-    let current = state.map.as_ref().ok_or(Rejection::NoMapYet)?;
+    let key = bucket_key(state, bucket)?;
+    let entry = state.buckets.get_mut(&key).expect("found above");
+    check_rev(&key, entry.map.as_ref(), Some(expected_rev))?;
+    let current = entry
+        .map
+        .as_ref()
+        .ok_or(Rejection::NoMapYet { name: key.clone() })?;
     let old = current.vbmap();
     let mut chains: Vec<Chain> = old.iter().map(|(_, c)| c.clone()).collect();
     for (vb, chain) in changes {
@@ -232,16 +283,12 @@ fn set_chains(
     }
     let next = current.with_vbmap(VbMap::new(old.replicas(), chains)?)?;
     let rev = next.rev();
-    state.map = Some(next);
+    entry.map = Some(next);
     Ok(Applied::MapSet { rev })
 }
 
-fn fail_over(
-    state: &mut ClusterState,
-    nodes: &[NodeId],
-    expected_rev: Option<Rev>,
-    vbmap: Option<&VbMap>,
-) -> MetaResponse {
+fn fail_over(state: &mut ClusterState, cmd: &FailOverCommand) -> MetaResponse {
+    let nodes = &cmd.nodes;
     if nodes.is_empty() {
         return Err(Rejection::NoNodes);
     }
@@ -255,44 +302,52 @@ fn fail_over(
             Some(_) => {}
         }
     }
-    let next = match (&state.map, expected_rev, vbmap) {
-        (None, None, None) => None,
-        (None, _, _) => return Err(Rejection::NoMapYet),
-        (Some(current), Some(_), Some(vbmap)) => {
-            check_rev(state, expected_rev)?;
-            if let Some(bucket) = &state.bucket {
-                check_vbuckets(bucket, vbmap)?;
-            }
-            let survivors = current
-                .nodes()
-                .iter()
-                .filter(|n| !failed.contains(&n.id))
-                .cloned()
-                .collect();
-            Some(current.next(survivors, vbmap.clone())?)
+    // Every next map is built (and so checked) before anything changes.
+    let mut next: BTreeMap<String, ClusterMap> = BTreeMap::new();
+    for change in &cmd.maps {
+        let key = bucket_key(state, &change.bucket)?;
+        let entry = &state.buckets[&key];
+        if next.contains_key(&key) {
+            return Err(Rejection::DuplicateBucket { name: key });
         }
-        (Some(_), _, _) => return Err(Rejection::MapExpected),
-    };
+        let current = entry
+            .map
+            .as_ref()
+            .ok_or(Rejection::NoMapYet { name: key.clone() })?;
+        check_rev(&key, Some(current), Some(change.expected_rev))?;
+        check_vbuckets(&entry.def, &change.vbmap)?;
+        let survivors = current
+            .nodes()
+            .iter()
+            .filter(|n| !failed.contains(&n.id))
+            .cloned()
+            .collect();
+        let map = current.next(survivors, change.vbmap.clone())?;
+        next.insert(key, map);
+    }
+    if let Some((name, _)) = state.maps().find(|(name, _)| !next.contains_key(*name)) {
+        return Err(Rejection::MissingBucketMap {
+            name: name.to_string(),
+        });
+    }
     for id in &failed {
         if let Some(entry) = state.nodes.get_mut(id) {
             entry.status = NodeStatus::FailedOver;
         }
     }
-    if let Some(map) = next {
-        state.map = Some(map);
+    let mut revs = Vec::with_capacity(next.len());
+    for (name, map) in next {
+        revs.push((name.clone(), map.rev()));
+        state.buckets.get_mut(&name).expect("found above").map = Some(map);
     }
     let rebalance_aborted = state.rebalance.take().is_some();
     Ok(Applied::FailedOver {
-        rev: state.rev(),
+        revs,
         rebalance_aborted,
     })
 }
 
-fn start_rebalance(
-    state: &mut ClusterState,
-    target: &[NodeId],
-    expected_rev: Option<Rev>,
-) -> MetaResponse {
+fn start_rebalance(state: &mut ClusterState, target: &[NodeId]) -> MetaResponse {
     if state.rebalance.is_some() {
         return Err(Rejection::RebalanceRunning);
     }
@@ -303,23 +358,23 @@ fn start_rebalance(
     for &id in target {
         usable(state, id)?;
     }
-    check_rev(state, expected_rev)?;
     state.rebalance = Some(RebalanceRecord {
         target: target.to_vec(),
-        started_at: state.rev(),
     });
     Ok(Applied::RebalanceStarted)
 }
 
-fn finish_rebalance(state: &mut ClusterState, expected_rev: Option<Rev>) -> MetaResponse {
+fn finish_rebalance(state: &mut ClusterState) -> MetaResponse {
     let rebalance = state.rebalance.as_ref().ok_or(Rejection::NoRebalance)?;
-    check_rev(state, expected_rev)?;
     let target: BTreeSet<NodeId> = rebalance.target.iter().copied().collect();
-    // The map's node list covers every node holding a copy (a `ClusterMap` invariant), so
-    // a list inside the target means nothing is left on the nodes about to be ejected.
-    if let Some(map) = &state.map {
+    // A map's node list covers every node holding a copy (a `ClusterMap` invariant), so
+    // lists inside the target mean nothing is left on the nodes about to be ejected.
+    for (name, map) in state.maps() {
         if let Some(outside) = map.nodes().iter().find(|n| !target.contains(&n.id)) {
-            return Err(Rejection::RebalanceIncomplete { id: outside.id });
+            return Err(Rejection::RebalanceIncomplete {
+                bucket: name.to_string(),
+                id: outside.id,
+            });
         }
     }
     let ejected: Vec<NodeId> = state
@@ -346,13 +401,21 @@ fn abort_rebalance(state: &mut ClusterState) -> MetaResponse {
     Ok(Applied::RebalanceAborted)
 }
 
-/// The command was planned from the map in force.
-fn check_rev(state: &ClusterState, expected: Option<Rev>) -> Result<(), Rejection> {
-    let actual = state.rev();
+/// The command was planned from bucket `bucket`'s map in force.
+fn check_rev(
+    bucket: &str,
+    map: Option<&ClusterMap>,
+    expected: Option<Rev>,
+) -> Result<(), Rejection> {
+    let actual = map.map(ClusterMap::rev);
     if actual == expected {
         Ok(())
     } else {
-        Err(Rejection::StaleRev { expected, actual })
+        Err(Rejection::StaleRev {
+            bucket: bucket.to_string(),
+            expected,
+            actual,
+        })
     }
 }
 
@@ -362,6 +425,7 @@ fn check_vbuckets(bucket: &BucketDef, vbmap: &VbMap) -> Result<(), Rejection> {
         Ok(())
     } else {
         Err(Rejection::VbucketCount {
+            bucket: bucket.name.clone(),
             expected: bucket.vbuckets,
             actual,
         })
@@ -396,11 +460,11 @@ fn distinct(nodes: &[NodeId]) -> Result<BTreeSet<NodeId>, Rejection> {
     Ok(seen)
 }
 
+/// Whether any bucket's map lists node `id`.
 fn map_lists(state: &ClusterState, id: NodeId) -> bool {
     state
-        .map
-        .as_ref()
-        .is_some_and(|m| m.nodes().iter().any(|n| n.id == id))
+        .maps()
+        .any(|(_, m)| m.nodes().iter().any(|n| n.id == id))
 }
 
 fn put_user(state: &mut ClusterState, name: &str, user: &UserRecord) -> MetaResponse {

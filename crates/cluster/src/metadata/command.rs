@@ -32,48 +32,99 @@ pub enum MetaCommand {
     /// Removes a node that holds no copy and is not in the map or a running rebalance. Its id
     /// is retired.
     RemoveNode { id: NodeId },
-    /// Defines the cluster's bucket. Defining the same bucket again changes nothing (so a
-    /// retried proposal is harmless); a different one is refused.
+    /// Creates a bucket. Defining the same bucket again changes nothing (so a retried
+    /// proposal is harmless); a different one under the same name is refused. Not while a
+    /// rebalance runs (it would miss the new bucket), and at most `BUCKETS_MAX`.
     DefineBucket { bucket: BucketDef },
-    /// Publishes the map as the next revision: the first one (`expected_rev: None`) or a
-    /// replacement of revision `expected_rev`. `nodes` is the map's node list, in the order
-    /// clients index it; their addresses come from the node table. Outside a rebalance, the
-    /// listed nodes that were `Joining` become `Active` (the bucket's first placement).
+    /// Deletes a bucket and its map. Not while a rebalance runs.
+    DeleteBucket { name: String },
+    /// Publishes bucket `bucket`'s map as its next revision: the first one
+    /// (`expected_rev: None`) or a replacement of revision `expected_rev`. `nodes` is the
+    /// map's node list, in the order clients index it; their addresses come from the node
+    /// table. Outside a rebalance, the listed nodes that were `Joining` become `Active` (the
+    /// bucket's first placement).
+    ///
+    /// `bucket` is empty in commands logged before buckets were named: it then means the
+    /// cluster's only bucket.
     SetMap {
+        #[serde(default)]
+        bucket: String,
         expected_rev: Option<Rev>,
         nodes: Vec<NodeId>,
         vbmap: VbMap,
     },
-    /// Replaces some chains of map `expected_rev` and publishes the result as the next
-    /// revision: one rebalance move without resending the whole map. At most `VBUCKETS_MAX`
-    /// chains.
+    /// Replaces some chains of bucket `bucket`'s map `expected_rev` and publishes the
+    /// result as its next revision: one rebalance move without resending the whole map. At
+    /// most `VBUCKETS_MAX` chains. An empty `bucket` as in `SetMap`.
     SetChains {
+        #[serde(default)]
+        bucket: String,
         expected_rev: Rev,
         chains: Vec<(u16, Chain)>,
     },
-    /// Declares `nodes` failed: they become `FailedOver` and leave the map's node list, and
-    /// `vbmap` (which must hold no copy on them, normally `fail_over`'s output) is published
-    /// as the next revision, in one step. Before the first map, `expected_rev` and `vbmap`
-    /// are `None`. A running rebalance is aborted.
-    FailOver {
-        nodes: Vec<NodeId>,
-        expected_rev: Option<Rev>,
-        vbmap: Option<VbMap>,
-    },
-    /// Records the start of a rebalance onto `target`, planned from map `expected_rev`.
-    StartRebalance {
-        target: Vec<NodeId>,
-        expected_rev: Option<Rev>,
-    },
-    /// Ends the running rebalance once map `expected_rev` lists exactly nodes of the target:
+    /// Declares nodes failed, in every bucket at once (see `FailOverCommand`).
+    FailOver(FailOverCommand),
+    /// Records the start of a rebalance of every bucket onto `target`.
+    StartRebalance { target: Vec<NodeId> },
+    /// Ends the running rebalance once every bucket's map lists only nodes of the target:
     /// target nodes become `Active`, every other node is ejected (removed, id retired).
-    FinishRebalance { expected_rev: Option<Rev> },
-    /// Forgets the running rebalance; the map stays as the moves so far left it.
+    FinishRebalance {},
+    /// Forgets the running rebalance; the maps stay as the moves so far left them.
     AbortRebalance,
     /// Creates a user, or replaces one's roles and credentials.
     PutUser { name: String, user: UserRecord },
     /// Deletes a user.
     DeleteUser { name: String },
+}
+
+/// Declares `nodes` failed: they become `FailedOver` and leave every map's node list, and
+/// each bucket's map in `maps` (which must hold no copy on them, normally `fail_over`'s
+/// output) is published as that bucket's next revision, all in one step. `maps` names every
+/// bucket that has a map, once. A running rebalance is aborted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "FailOverWire")]
+pub struct FailOverCommand {
+    pub nodes: Vec<NodeId>,
+    pub maps: Vec<BucketVbmap>,
+}
+
+/// One bucket's next map, planned from its revision `expected_rev`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketVbmap {
+    pub bucket: String,
+    pub expected_rev: Rev,
+    pub vbmap: VbMap,
+}
+
+/// How a failover reads from JSON: today's `maps`, or the one bucket's `expected_rev` and
+/// `vbmap` of commands logged before buckets were named (the bucket's name left empty:
+/// the cluster's only bucket).
+#[derive(Deserialize)]
+struct FailOverWire {
+    nodes: Vec<NodeId>,
+    #[serde(default)]
+    maps: Vec<BucketVbmap>,
+    #[serde(default)]
+    expected_rev: Option<Rev>,
+    #[serde(default)]
+    vbmap: Option<VbMap>,
+}
+
+impl From<FailOverWire> for FailOverCommand {
+    fn from(w: FailOverWire) -> FailOverCommand {
+        let mut maps = w.maps;
+        if let (Some(expected_rev), Some(vbmap)) = (w.expected_rev, w.vbmap) {
+            maps.push(BucketVbmap {
+                bucket: String::new(),
+                expected_rev,
+                vbmap,
+            });
+        }
+        FailOverCommand {
+            nodes: w.nodes,
+            maps,
+        }
+    }
 }
 
 /// What an applied command did.
@@ -85,10 +136,11 @@ pub enum Applied {
     NodeAdded {
         id: NodeId,
     },
-    /// `rev`: the map revision that carries the new address, if the map lists the node.
+    /// `revs`: the map revisions that carry the new address, one per bucket whose map
+    /// lists the node.
     NodeMoved {
         id: NodeId,
-        rev: Option<Rev>,
+        revs: Vec<(String, Rev)>,
     },
     NodeRemoved {
         id: NodeId,
@@ -97,12 +149,14 @@ pub enum Applied {
     BucketDefined {
         created: bool,
     },
-    /// The map's new revision.
+    BucketDeleted,
+    /// The bucket's map's new revision.
     MapSet {
         rev: Rev,
     },
+    /// `revs`: each bucket's new map revision.
     FailedOver {
-        rev: Option<Rev>,
+        revs: Vec<(String, Rev)>,
         rebalance_aborted: bool,
     },
     RebalanceStarted,
@@ -152,25 +206,34 @@ pub enum Rejection {
     NodeInMap { id: NodeId },
     #[error("node {id} is in the running rebalance's target")]
     NodeInRebalance { id: NodeId },
-    #[error("no bucket is defined")]
-    NoBucket,
+    #[error("there is no bucket {name:?}")]
+    NoSuchBucket { name: String },
     #[error("bucket {name} is already defined differently")]
     BucketExists { name: String },
+    #[error("the cluster holds {max} buckets already")]
+    TooManyBuckets { max: usize },
+    #[error("the failover names bucket {name} twice")]
+    DuplicateBucket { name: String },
+    #[error("bucket {name} has a map: the failover must carry its next one")]
+    MissingBucketMap { name: String },
     #[error(transparent)]
     Bucket(#[from] BucketError),
-    #[error("the command was planned from map revision {expected:?}; the map is at {actual:?}")]
+    #[error("the command was planned from bucket {bucket}'s map revision {expected:?}; the map is at {actual:?}")]
     StaleRev {
+        bucket: String,
         expected: Option<Rev>,
         actual: Option<Rev>,
     },
-    #[error("the map has {actual} vbuckets; the bucket has {expected}")]
-    VbucketCount { expected: u16, actual: u16 },
+    #[error("the map has {actual} vbuckets; bucket {bucket} has {expected}")]
+    VbucketCount {
+        bucket: String,
+        expected: u16,
+        actual: u16,
+    },
     #[error("{count} chains in one command; at most {max}")]
     TooManyChains { count: usize, max: usize },
-    #[error("the cluster has a map: the command must carry the revision and map it replaces")]
-    MapExpected,
-    #[error("the cluster has no map yet: the command cannot carry a revision or map")]
-    NoMapYet,
+    #[error("bucket {name} has no map yet")]
+    NoMapYet { name: String },
     #[error(transparent)]
     Map(#[from] MapError),
     #[error(transparent)]
@@ -181,8 +244,8 @@ pub enum Rejection {
     RebalanceRunning,
     #[error("no rebalance is running")]
     NoRebalance,
-    #[error("the map still lists {id}, which is not in the rebalance's target")]
-    RebalanceIncomplete { id: NodeId },
+    #[error("bucket {bucket}'s map still lists {id}, which is not in the rebalance's target")]
+    RebalanceIncomplete { bucket: String, id: NodeId },
 }
 
 /// The state machine's answer to a command: what it did, or why it changed nothing.

@@ -2,7 +2,7 @@
 //! (`ClusterState`), the commands that change it (`MetaCommand`), and `apply`, which the Raft
 //! layer (`sluice-meta`) calls for each committed command, in log order, on every node.
 //!
-//! - `state` — `ClusterState`: nodes and their status, the bucket, the map, a running
+//! - `state` — `ClusterState`: nodes and their status, the buckets and their maps, a running
 //!   rebalance; its invariants and `check`;
 //! - `command` — `MetaCommand`, `Applied`, `Rejection`, `MetaResponse`;
 //! - `apply` — `apply`, one handler per command;
@@ -22,10 +22,10 @@ mod voters;
 mod tests;
 
 pub use apply::apply;
-pub use command::{Applied, MetaCommand, MetaResponse, Rejection};
+pub use command::{Applied, BucketVbmap, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 pub use state::{
-    BucketDef, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, StateError,
-    BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
+    BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
+    StateError, BUCKETS_MAX, BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
 };
 pub use users::{
     check_user_name, CredentialRecord, ScramRecord, UserRecord, USERS_MAX, USER_NAME_BYTES_MAX,

@@ -5,8 +5,9 @@
 //! and run on every state read back from a snapshot):
 //! - every node id is below `next_node_id`, and no retired id is a node again;
 //! - a node's `info.id` is its key, and no two nodes share a KV or admin address;
-//! - a map exists only with a bucket, has the bucket's vbucket count, lists only known nodes
-//!   that have not failed over, with the addresses the node table holds;
+//! - each bucket is filed under its own name and is valid; there are at most `BUCKETS_MAX`;
+//! - a bucket's map has the bucket's vbucket count and lists only known nodes that have not
+//!   failed over, with the addresses the node table holds;
 //! - a rebalance's target nodes are known and have not failed over.
 //!
 //! A node's life (`NodeStatus`):
@@ -47,7 +48,7 @@ pub struct NodeEntry {
     pub status: NodeStatus,
 }
 
-/// The bucket. Sluice serves one bucket per cluster.
+/// A bucket's definition: what it was created with, and what an edit changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketDef {
     pub name: String,
@@ -63,6 +64,8 @@ pub struct BucketDef {
     pub quota_bytes: u64,
 }
 
+/// Most buckets in one cluster (Couchbase's default limit).
+pub const BUCKETS_MAX: usize = 30;
 /// Longest bucket name; Couchbase's limit.
 pub const BUCKET_NAME_BYTES_MAX: usize = 100;
 /// Longest bucket uuid (32 hex digits in practice).
@@ -136,21 +139,30 @@ impl BucketDef {
     }
 }
 
-/// A rebalance that was started and has not finished or been aborted. The executor keeps
-/// its own progress (which moves are done) in the map itself: each finished move is a new
-/// map revision, so a new executor resumes by planning from the current map to `target`.
+/// One bucket: its definition and, once placed, its map. Each bucket's map has its own
+/// revisions, so a move in one bucket never makes another bucket's plan stale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketEntry {
+    pub def: BucketDef,
+    pub map: Option<ClusterMap>,
+}
+
+/// A rebalance that was started and has not finished or been aborted. It covers every
+/// bucket. The executor keeps its own progress (which moves are done) in the maps
+/// themselves: each finished move is a new map revision, so a new executor resumes by
+/// planning from the current maps to `target`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RebalanceRecord {
-    /// The node set the bucket is being rebalanced onto, in the order given.
+    /// The node set the buckets are being rebalanced onto, in the order given.
     pub target: Vec<NodeId>,
-    /// The map revision in force when it started (`None`: no map yet).
-    pub started_at: Option<Rev>,
 }
 
 /// The replicated cluster metadata. Deserializing does not check the invariants (the
 /// fields are read as they are): whoever reads a state from disk or the network calls
-/// `check` before using it.
+/// `check` before using it. States written before buckets were named (one `bucket` and one
+/// `map`) read as that one bucket (see `StateWire`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StateWire")]
 pub struct ClusterState {
     /// The id `AllocateNodeId` hands out next. Ids are never handed out twice, so a node that
     /// left and a newcomer can never be mistaken for each other (see `node`).
@@ -158,12 +170,70 @@ pub struct ClusterState {
     pub(crate) nodes: BTreeMap<NodeId, NodeEntry>,
     /// Ids of nodes that were removed; they may never be added again.
     pub(crate) retired: BTreeSet<NodeId>,
-    pub(crate) bucket: Option<BucketDef>,
-    pub(crate) map: Option<ClusterMap>,
+    /// The buckets, by name.
+    pub(crate) buckets: BTreeMap<String, BucketEntry>,
     pub(crate) rebalance: Option<RebalanceRecord>,
-    /// The users, by name (states saved before users existed have none).
-    #[serde(default)]
     pub(crate) users: BTreeMap<String, crate::metadata::users::UserRecord>,
+}
+
+/// How a state reads from JSON: today's fields, and the single `bucket` and `map` of states
+/// saved before there were many buckets (users came later still, so they may be missing).
+#[derive(Deserialize)]
+struct StateWire {
+    next_node_id: u32,
+    nodes: BTreeMap<NodeId, NodeEntry>,
+    retired: BTreeSet<NodeId>,
+    #[serde(default)]
+    buckets: BTreeMap<String, BucketEntry>,
+    #[serde(default)]
+    bucket: Option<BucketDef>,
+    #[serde(default)]
+    map: Option<ClusterMap>,
+    rebalance: Option<RebalanceRecord>,
+    #[serde(default)]
+    users: BTreeMap<String, crate::metadata::users::UserRecord>,
+}
+
+impl From<StateWire> for ClusterState {
+    fn from(w: StateWire) -> ClusterState {
+        let mut buckets = w.buckets;
+        // A legacy map without a bucket breaks an invariant either way; keeping it under an
+        // empty name lets `check` say so instead of dropping it silently.
+        match (w.bucket, w.map) {
+            (Some(def), map) => {
+                buckets.insert(def.name.clone(), BucketEntry { def, map });
+            }
+            (None, Some(_)) => {
+                buckets.insert(String::new(), BucketEntry::orphan());
+            }
+            (None, None) => {}
+        }
+        ClusterState {
+            next_node_id: w.next_node_id,
+            nodes: w.nodes,
+            retired: w.retired,
+            buckets,
+            rebalance: w.rebalance,
+            users: w.users,
+        }
+    }
+}
+
+impl BucketEntry {
+    /// What a legacy state's map without a bucket reads as: a definition `check` refuses.
+    fn orphan() -> BucketEntry {
+        BucketEntry {
+            def: BucketDef {
+                name: String::new(),
+                uuid: String::new(),
+                kind: BucketKind::Couchbase,
+                replicas: 0,
+                vbuckets: 0,
+                quota_bytes: 0,
+            },
+            map: None,
+        }
+    }
 }
 
 /// A state that breaks one of the invariants in the module comment: corrupt input, or a bug.
@@ -177,12 +247,22 @@ pub enum StateError {
     MismatchedId { key: NodeId, id: NodeId },
     #[error("two nodes share the address {host}:{port}")]
     SharedAddress { host: String, port: u16 },
-    #[error("there is a map but no bucket")]
-    MapWithoutBucket,
-    #[error("the map has {actual} vbuckets; the bucket has {expected}")]
-    MapVbuckets { expected: u16, actual: u16 },
-    #[error("the map lists {id}, which is {problem}")]
-    MapNode { id: NodeId, problem: &'static str },
+    #[error("bucket {key:?} is filed under another name, or is invalid: {problem}")]
+    BadBucket { key: String, problem: String },
+    #[error("{count} buckets; at most {max}")]
+    TooManyBuckets { count: usize, max: usize },
+    #[error("bucket {bucket}'s map has {actual} vbuckets; the bucket has {expected}")]
+    MapVbuckets {
+        bucket: String,
+        expected: u16,
+        actual: u16,
+    },
+    #[error("bucket {bucket}'s map lists {id}, which is {problem}")]
+    MapNode {
+        bucket: String,
+        id: NodeId,
+        problem: &'static str,
+    },
     #[error("the rebalance targets {id}, which is {problem}")]
     RebalanceNode { id: NodeId, problem: &'static str },
 }
@@ -221,8 +301,14 @@ impl ClusterState {
         &self.retired
     }
 
-    pub fn bucket(&self) -> Option<&BucketDef> {
-        self.bucket.as_ref()
+    /// The buckets, by name.
+    pub fn buckets(&self) -> &BTreeMap<String, BucketEntry> {
+        &self.buckets
+    }
+
+    /// The definition of bucket `name`.
+    pub fn bucket(&self, name: &str) -> Option<&BucketDef> {
+        self.buckets.get(name).map(|b| &b.def)
     }
 
     /// The users, by name.
@@ -230,14 +316,21 @@ impl ClusterState {
         &self.users
     }
 
-    /// The map in force, once a bucket has one.
-    pub fn map(&self) -> Option<&ClusterMap> {
-        self.map.as_ref()
+    /// Bucket `name`'s map in force, once it has one.
+    pub fn map(&self, name: &str) -> Option<&ClusterMap> {
+        self.buckets.get(name).and_then(|b| b.map.as_ref())
     }
 
-    /// The revision of the map in force (`None` before the first map).
-    pub fn rev(&self) -> Option<Rev> {
-        self.map.as_ref().map(ClusterMap::rev)
+    /// The revision of bucket `name`'s map (`None` before its first map).
+    pub fn rev(&self, name: &str) -> Option<Rev> {
+        self.map(name).map(ClusterMap::rev)
+    }
+
+    /// Every bucket's map in force, by bucket name.
+    pub fn maps(&self) -> impl Iterator<Item = (&str, &ClusterMap)> {
+        self.buckets
+            .iter()
+            .filter_map(|(name, b)| b.map.as_ref().map(|m| (name.as_str(), m)))
     }
 
     pub fn rebalance(&self) -> Option<&RebalanceRecord> {
@@ -247,7 +340,7 @@ impl ClusterState {
     /// Checks every invariant in the module comment.
     pub fn check(&self) -> Result<(), StateError> {
         self.check_nodes()?;
-        self.check_map()?;
+        self.check_buckets()?;
         self.check_rebalance()
     }
 
@@ -284,14 +377,37 @@ impl ClusterState {
         Ok(())
     }
 
-    fn check_map(&self) -> Result<(), StateError> {
-        let Some(map) = &self.map else {
-            return Ok(());
-        };
-        let bucket = self.bucket.as_ref().ok_or(StateError::MapWithoutBucket)?;
+    fn check_buckets(&self) -> Result<(), StateError> {
+        if self.buckets.len() > BUCKETS_MAX {
+            return Err(StateError::TooManyBuckets {
+                count: self.buckets.len(),
+                max: BUCKETS_MAX,
+            });
+        }
+        for (key, entry) in &self.buckets {
+            let problem = match entry.def.validate() {
+                Err(e) => Some(e.to_string()),
+                Ok(()) if entry.def.name != *key => Some("a different name".to_string()),
+                Ok(()) => None,
+            };
+            if let Some(problem) = problem {
+                return Err(StateError::BadBucket {
+                    key: key.clone(),
+                    problem,
+                });
+            }
+            if let Some(map) = &entry.map {
+                self.check_map(&entry.def, map)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_map(&self, bucket: &BucketDef, map: &ClusterMap) -> Result<(), StateError> {
         let actual = map.vbmap().num_vbuckets();
         if actual != bucket.vbuckets {
             return Err(StateError::MapVbuckets {
+                bucket: bucket.name.clone(),
                 expected: bucket.vbuckets,
                 actual,
             });
@@ -304,6 +420,7 @@ impl ClusterState {
                 Some(_) => continue,
             };
             return Err(StateError::MapNode {
+                bucket: bucket.name.clone(),
                 id: info.id,
                 problem,
             });

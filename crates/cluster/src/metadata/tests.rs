@@ -28,6 +28,33 @@ fn bucket() -> BucketDef {
     }
 }
 
+/// A failover of `nodes` carrying bucket `default`'s next map, planned from `rev`.
+fn failover(nodes: Vec<NodeId>, rev: u64, vbmap: VbMap) -> MetaCommand {
+    MetaCommand::FailOver(FailOverCommand {
+        nodes,
+        maps: vec![BucketVbmap {
+            bucket: "default".into(),
+            expected_rev: Rev(rev),
+            vbmap,
+        }],
+    })
+}
+
+/// Moves node `id` to KV port `port` and admin port `port + 1`: its new info, and what
+/// applying the move answered.
+fn move_to(state: &mut ClusterState, id: u32, port: u16) -> (NodeInfo, Applied) {
+    let mut moved = info(id);
+    moved.kv_port = port;
+    moved.admin_port = port + 1;
+    let applied = ok(
+        state,
+        MetaCommand::MoveNode {
+            info: moved.clone(),
+        },
+    );
+    (moved, applied)
+}
+
 /// Applies a command that must succeed.
 fn ok(state: &mut ClusterState, cmd: MetaCommand) -> Applied {
     apply(state, &cmd).unwrap_or_else(|e| panic!("{cmd:?} refused: {e}"))
@@ -55,6 +82,7 @@ fn cluster(n: u32) -> ClusterState {
     let nodes: Vec<NodeId> = (0..n).map(NodeId).collect();
     let vbmap = place(&nodes, 8, 1).unwrap();
     let set = MetaCommand::SetMap {
+        bucket: "default".into(),
         expected_rev: None,
         nodes,
         vbmap,
@@ -104,7 +132,7 @@ fn nodes_need_an_allocated_fresh_id_and_address() {
 }
 
 #[test]
-fn the_bucket_is_defined_once() {
+fn buckets_are_defined_once_by_name() {
     let mut state = ClusterState::new();
     let mut bad = bucket();
     bad.replicas = 4;
@@ -117,17 +145,282 @@ fn the_bucket_is_defined_once() {
         ok(&mut state, define.clone()),
         Applied::BucketDefined { created: true }
     );
-    // A retried proposal is harmless; a different bucket is refused.
+    // A retried proposal is harmless; another definition under the name is refused.
     assert_eq!(
         ok(&mut state, define),
         Applied::BucketDefined { created: false }
     );
-    let mut other = bucket();
-    other.name = "other".to_string();
+    let mut changed = bucket();
+    changed.replicas = 2;
     assert!(matches!(
-        refused(&mut state, MetaCommand::DefineBucket { bucket: other }),
+        refused(&mut state, MetaCommand::DefineBucket { bucket: changed }),
         Rejection::BucketExists { .. }
     ));
+    // Other names are other buckets, up to the limit.
+    for i in 1..BUCKETS_MAX {
+        let created = ok(&mut state, define_named(&format!("b{i}")));
+        assert_eq!(created, Applied::BucketDefined { created: true });
+    }
+    assert_eq!(state.buckets().len(), BUCKETS_MAX);
+    assert_eq!(
+        refused(&mut state, define_named("one-more")),
+        Rejection::TooManyBuckets { max: BUCKETS_MAX }
+    );
+    assert_eq!(
+        ok(&mut state, MetaCommand::DeleteBucket { name: "b1".into() }),
+        Applied::BucketDeleted
+    );
+    assert_eq!(
+        refused(&mut state, MetaCommand::DeleteBucket { name: "b1".into() }),
+        Rejection::NoSuchBucket { name: "b1".into() }
+    );
+    ok(&mut state, define_named("one-more"));
+}
+
+/// Defines bucket `name`, like `bucket()` but with its own uuid and 2 replicas.
+fn define_named(name: &str) -> MetaCommand {
+    let mut def = bucket();
+    def.name = name.to_string();
+    def.uuid = format!(
+        "{:x}",
+        name.len() * 7919 + name.bytes().map(usize::from).sum::<usize>()
+    );
+    def.replicas = 2;
+    MetaCommand::DefineBucket { bucket: def }
+}
+
+/// `cluster(n)` plus bucket `other` (2 replicas) placed on the same nodes.
+fn two_buckets(n: u32) -> ClusterState {
+    let mut state = cluster(n);
+    ok(&mut state, define_named("other"));
+    let nodes: Vec<NodeId> = (0..n).map(NodeId).collect();
+    let set = MetaCommand::SetMap {
+        bucket: "other".into(),
+        expected_rev: None,
+        vbmap: place(&nodes, 8, 2).unwrap(),
+        nodes,
+    };
+    assert_eq!(ok(&mut state, set), Applied::MapSet { rev: Rev(1) });
+    state
+}
+
+#[test]
+fn each_bucket_has_its_own_map_and_revisions() {
+    let mut state = two_buckets(3);
+    assert_eq!(state.map("other").unwrap().vbmap().replicas(), 2);
+    assert_eq!(state.map("default").unwrap().vbmap().replicas(), 1);
+    // A move in one bucket does not make the other's plan stale.
+    let swapped = Chain::new(Some(NodeId(1)), vec![Some(NodeId(0))]);
+    let chains = |bucket: &str, rev| MetaCommand::SetChains {
+        bucket: bucket.into(),
+        expected_rev: Rev(rev),
+        chains: vec![(0, swapped.clone())],
+    };
+    assert_eq!(
+        ok(&mut state, chains("default", 1)),
+        Applied::MapSet { rev: Rev(2) }
+    );
+    assert_eq!(state.rev("other"), Some(Rev(1)));
+    // `other` has 2 replicas: a chain of one replica does not fit it.
+    assert!(matches!(
+        refused(&mut state, chains("other", 1)),
+        Rejection::Map(_)
+    ));
+    assert_eq!(
+        refused(&mut state, chains("nope", 1)),
+        Rejection::NoSuchBucket {
+            name: "nope".into()
+        }
+    );
+    // A moved node is moved in every map that lists it.
+    let (moved, applied) = move_to(&mut state, 2, 15000);
+    assert_eq!(
+        applied,
+        Applied::NodeMoved {
+            id: NodeId(2),
+            revs: vec![("default".into(), Rev(3)), ("other".into(), Rev(2))]
+        }
+    );
+    assert!(state.maps().all(|(_, m)| m.nodes().contains(&moved)));
+    // Deleting one bucket leaves the other as it was.
+    let other = state.buckets()["other"].clone();
+    ok(
+        &mut state,
+        MetaCommand::DeleteBucket {
+            name: "default".into(),
+        },
+    );
+    assert_eq!(state.buckets().len(), 1);
+    assert_eq!(state.buckets()["other"], other);
+    assert_eq!(state.check(), Ok(()));
+}
+
+#[test]
+fn a_failover_publishes_every_buckets_next_map_at_once() {
+    let mut state = two_buckets(3);
+    let next = |bucket: &str| BucketVbmap {
+        bucket: bucket.into(),
+        expected_rev: Rev(1),
+        vbmap: fail_over(state.map(bucket).unwrap().vbmap(), &[NodeId(2)]).map,
+    };
+    let (default, other) = (next("default"), next("other"));
+    let cmd = |maps| {
+        MetaCommand::FailOver(FailOverCommand {
+            nodes: vec![NodeId(2)],
+            maps,
+        })
+    };
+    assert_eq!(
+        refused(&mut state, cmd(vec![default.clone()])),
+        Rejection::MissingBucketMap {
+            name: "other".into()
+        }
+    );
+    assert_eq!(
+        refused(&mut state, cmd(vec![default.clone(), default.clone()])),
+        Rejection::DuplicateBucket {
+            name: "default".into()
+        }
+    );
+    let mut stale = other.clone();
+    stale.expected_rev = Rev(7);
+    assert!(matches!(
+        refused(&mut state, cmd(vec![default.clone(), stale])),
+        Rejection::StaleRev { .. }
+    ));
+    assert_eq!(
+        ok(&mut state, cmd(vec![other, default])),
+        Applied::FailedOver {
+            revs: vec![("default".into(), Rev(2)), ("other".into(), Rev(2))],
+            rebalance_aborted: false
+        }
+    );
+    for (_, map) in state.maps() {
+        assert!(map.nodes().iter().all(|n| n.id != NodeId(2)));
+    }
+}
+
+#[test]
+fn a_rebalance_finishes_only_once_every_bucket_left_the_ejected_nodes() {
+    let mut state = two_buckets(3);
+    let target = vec![NodeId(0), NodeId(1)];
+    ok(
+        &mut state,
+        MetaCommand::StartRebalance {
+            target: target.clone(),
+        },
+    );
+    // Buckets cannot come or go meanwhile: the rebalance would miss them.
+    assert_eq!(
+        refused(&mut state, define_named("late")),
+        Rejection::RebalanceRunning
+    );
+    assert_eq!(
+        refused(
+            &mut state,
+            MetaCommand::DeleteBucket {
+                name: "other".into()
+            }
+        ),
+        Rejection::RebalanceRunning
+    );
+    let move_out = |state: &mut ClusterState, bucket: &str, replicas| {
+        let vbmap = place(&target, 8, replicas).unwrap();
+        let set = MetaCommand::SetMap {
+            bucket: bucket.into(),
+            expected_rev: state.rev(bucket),
+            nodes: target.clone(),
+            vbmap,
+        };
+        ok(state, set);
+    };
+    move_out(&mut state, "default", 1);
+    assert_eq!(
+        refused(&mut state, MetaCommand::FinishRebalance {}),
+        Rejection::RebalanceIncomplete {
+            bucket: "other".into(),
+            id: NodeId(2)
+        }
+    );
+    move_out(&mut state, "other", 1);
+    assert_eq!(
+        ok(&mut state, MetaCommand::FinishRebalance {}),
+        Applied::RebalanceFinished {
+            ejected: vec![NodeId(2)]
+        }
+    );
+}
+
+#[test]
+fn states_and_commands_from_before_named_buckets_still_read() {
+    // A state as it was saved with one `bucket` and one `map`.
+    let state = cluster(2);
+    let mut doc = serde_json::to_value(&state).unwrap();
+    let entry = doc["buckets"]["default"].take();
+    doc.as_object_mut().unwrap().remove("buckets");
+    doc["bucket"] = entry["def"].clone();
+    doc["map"] = entry["map"].clone();
+    let old: ClusterState = serde_json::from_value(doc.clone()).unwrap();
+    assert_eq!(old, state);
+    // A map without a bucket is caught by `check`, not dropped.
+    doc["bucket"] = serde_json::Value::Null;
+    let orphan: ClusterState = serde_json::from_value(doc).unwrap();
+    assert!(matches!(orphan.check(), Err(StateError::BadBucket { .. })));
+    // Commands as they were logged: no bucket named (the only bucket), a failover's one
+    // map at the top, revisions on the rebalance's start and finish.
+    let vbmap = state.map("default").unwrap().vbmap().clone();
+    let set = serde_json::json!({"SetMap": {
+        "expected_rev": 1, "nodes": [0, 1], "vbmap": vbmap}});
+    let set: MetaCommand = serde_json::from_value(set).unwrap();
+    let mut replayed = state.clone();
+    assert_eq!(ok(&mut replayed, set), Applied::MapSet { rev: Rev(2) });
+    let out = fail_over(&vbmap, &[NodeId(1)]);
+    let fo = serde_json::json!({"FailOver": {
+        "nodes": [1], "expected_rev": 2, "vbmap": out.map}});
+    let fo: MetaCommand = serde_json::from_value(fo).unwrap();
+    assert_eq!(
+        fo,
+        failover(vec![NodeId(1)], 2, out.map).with_bucket_unnamed()
+    );
+    assert!(matches!(ok(&mut replayed, fo), Applied::FailedOver { .. }));
+    let start = serde_json::json!({"StartRebalance": {"target": [0], "expected_rev": 3}});
+    let start: MetaCommand = serde_json::from_value(start).unwrap();
+    assert_eq!(
+        start,
+        MetaCommand::StartRebalance {
+            target: vec![NodeId(0)]
+        }
+    );
+    let finish = serde_json::json!({"FinishRebalance": {"expected_rev": 3}});
+    let finish: MetaCommand = serde_json::from_value(finish).unwrap();
+    assert_eq!(finish, MetaCommand::FinishRebalance {});
+    // With two buckets, an unnamed bucket names none of them.
+    let mut two = two_buckets(2);
+    let set = MetaCommand::SetMap {
+        bucket: String::new(),
+        expected_rev: Some(Rev(1)),
+        nodes: vec![NodeId(0), NodeId(1)],
+        vbmap,
+    };
+    assert_eq!(
+        refused(&mut two, set),
+        Rejection::NoSuchBucket {
+            name: String::new()
+        }
+    );
+}
+
+impl MetaCommand {
+    /// The same failover, its maps' buckets unnamed as in commands logged before buckets
+    /// were named.
+    fn with_bucket_unnamed(mut self) -> MetaCommand {
+        if let MetaCommand::FailOver(cmd) = &mut self {
+            for m in &mut cmd.maps {
+                m.bucket.clear();
+            }
+        }
+        self
+    }
 }
 
 #[test]
@@ -161,16 +454,17 @@ fn bucket_definitions_are_validated() {
 #[test]
 fn the_first_map_activates_its_nodes() {
     let state = cluster(3);
-    assert_eq!(state.rev(), Some(Rev(1)));
+    assert_eq!(state.rev("default"), Some(Rev(1)));
     assert_eq!(state.nodes_with(NodeStatus::Active).len(), 3);
-    assert_eq!(state.map().unwrap().nodes()[2], info(2));
+    assert_eq!(state.map("default").unwrap().nodes()[2], info(2));
 }
 
 #[test]
 fn maps_are_compare_and_set_on_the_revision() {
     let mut state = cluster(2);
-    let vbmap = state.map().unwrap().vbmap().clone();
+    let vbmap = state.map("default").unwrap().vbmap().clone();
     let set = |rev| MetaCommand::SetMap {
+        bucket: "default".into(),
         expected_rev: rev,
         nodes: vec![NodeId(0), NodeId(1)],
         vbmap: vbmap.clone(),
@@ -183,6 +477,7 @@ fn maps_are_compare_and_set_on_the_revision() {
     assert_eq!(
         refused(&mut state, set(Some(Rev(1)))),
         Rejection::StaleRev {
+            bucket: "default".into(),
             expected: Some(Rev(1)),
             actual: Some(Rev(2))
         }
@@ -196,18 +491,20 @@ fn maps_are_compare_and_set_on_the_revision() {
 #[test]
 fn maps_must_fit_the_bucket_and_the_nodes() {
     let mut state = cluster(2);
-    let rev = state.rev();
+    let rev = state.rev("default");
     let small = place(&[NodeId(0)], 4, 1).unwrap();
     assert_eq!(
         refused(
             &mut state,
             MetaCommand::SetMap {
+                bucket: "default".into(),
                 expected_rev: rev,
                 nodes: vec![NodeId(0)],
                 vbmap: small
             }
         ),
         Rejection::VbucketCount {
+            bucket: "default".into(),
             expected: 8,
             actual: 4
         }
@@ -218,6 +515,7 @@ fn maps_must_fit_the_bucket_and_the_nodes() {
         refused(
             &mut state,
             MetaCommand::SetMap {
+                bucket: "default".into(),
                 expected_rev: rev,
                 nodes: vec![NodeId(0)],
                 vbmap: on_two.clone()
@@ -229,6 +527,7 @@ fn maps_must_fit_the_bucket_and_the_nodes() {
         refused(
             &mut state,
             MetaCommand::SetMap {
+                bucket: "default".into(),
                 expected_rev: rev,
                 nodes: vec![NodeId(0), NodeId(7)],
                 vbmap: on_two.clone()
@@ -240,6 +539,7 @@ fn maps_must_fit_the_bucket_and_the_nodes() {
         refused(
             &mut state,
             MetaCommand::SetMap {
+                bucket: "default".into(),
                 expected_rev: rev,
                 nodes: vec![NodeId(0), NodeId(0)],
                 vbmap: on_two
@@ -252,29 +552,34 @@ fn maps_must_fit_the_bucket_and_the_nodes() {
         refused(
             &mut fresh,
             MetaCommand::SetMap {
+                bucket: "default".into(),
                 expected_rev: None,
                 nodes: vec![],
                 vbmap: place(&[NodeId(0)], 8, 1).unwrap()
             }
         ),
-        Rejection::NoBucket
+        Rejection::NoSuchBucket {
+            name: "default".into()
+        }
     );
 }
 
 #[test]
 fn set_chains_replaces_only_the_given_chains() {
     let mut state = cluster(2);
-    let before = state.map().unwrap().vbmap().clone();
+    let before = state.map("default").unwrap().vbmap().clone();
     let swapped = Chain::new(Some(NodeId(1)), vec![Some(NodeId(0))]);
     let cmd = MetaCommand::SetChains {
+        bucket: "default".into(),
         expected_rev: Rev(1),
         chains: vec![(0, swapped.clone())],
     };
     assert_eq!(ok(&mut state, cmd), Applied::MapSet { rev: Rev(2) });
-    let after = state.map().unwrap().vbmap();
+    let after = state.map("default").unwrap().vbmap();
     assert_eq!(after.chain(sluice_types::VbId(0)), Some(&swapped));
     assert!(after.iter().skip(1).eq(before.iter().skip(1)));
     let outside = MetaCommand::SetChains {
+        bucket: "default".into(),
         expected_rev: Rev(2),
         chains: vec![(8, swapped.clone())],
     };
@@ -284,6 +589,7 @@ fn set_chains_replaces_only_the_given_chains() {
     ));
     let twice = Chain::new(Some(NodeId(1)), vec![Some(NodeId(1))]);
     let invalid = MetaCommand::SetChains {
+        bucket: "default".into(),
         expected_rev: Rev(2),
         chains: vec![(1, twice)],
     };
@@ -296,33 +602,29 @@ fn set_chains_replaces_only_the_given_chains() {
 #[test]
 fn failover_marks_the_node_and_publishes_the_map_in_one_step() {
     let mut state = cluster(3);
-    let current = state.map().unwrap().vbmap().clone();
+    let current = state.map("default").unwrap().vbmap().clone();
     let out = fail_over(&current, &[NodeId(2)]);
     // The map given must not keep copies on the failed node.
-    let wrong = MetaCommand::FailOver {
-        nodes: vec![NodeId(2)],
-        expected_rev: Some(Rev(1)),
-        vbmap: Some(current),
-    };
+    let wrong = failover(vec![NodeId(2)], 1, current);
     assert!(matches!(
         refused(&mut state, wrong),
         Rejection::ClusterMap(_)
     ));
-    let missing = MetaCommand::FailOver {
+    let missing = MetaCommand::FailOver(FailOverCommand {
         nodes: vec![NodeId(2)],
-        expected_rev: None,
-        vbmap: None,
-    };
-    assert_eq!(refused(&mut state, missing), Rejection::MapExpected);
-    let cmd = MetaCommand::FailOver {
-        nodes: vec![NodeId(2)],
-        expected_rev: Some(Rev(1)),
-        vbmap: Some(out.map.clone()),
-    };
+        maps: vec![],
+    });
+    assert_eq!(
+        refused(&mut state, missing),
+        Rejection::MissingBucketMap {
+            name: "default".into()
+        }
+    );
+    let cmd = failover(vec![NodeId(2)], 1, out.map.clone());
     assert_eq!(
         ok(&mut state, cmd.clone()),
         Applied::FailedOver {
-            rev: Some(Rev(2)),
+            revs: vec![("default".into(), Rev(2))],
             rebalance_aborted: false
         }
     );
@@ -330,9 +632,15 @@ fn failover_marks_the_node_and_publishes_the_map_in_one_step() {
         state.node(NodeId(2)).map(|n| n.status),
         Some(NodeStatus::FailedOver)
     );
-    let listed: Vec<NodeId> = state.map().unwrap().nodes().iter().map(|n| n.id).collect();
+    let listed: Vec<NodeId> = state
+        .map("default")
+        .unwrap()
+        .nodes()
+        .iter()
+        .map(|n| n.id)
+        .collect();
     assert_eq!(listed, vec![NodeId(0), NodeId(1)]);
-    assert_eq!(state.map().unwrap().vbmap(), &out.map);
+    assert_eq!(state.map("default").unwrap().vbmap(), &out.map);
     // Failing it over again is refused; so is using it in a map.
     assert!(matches!(
         refused(&mut state, cmd),
@@ -348,7 +656,6 @@ fn a_rebalance_in_runs_from_start_to_finish() {
     let target = vec![NodeId(0), NodeId(1), NodeId(2)];
     let start = MetaCommand::StartRebalance {
         target: target.clone(),
-        expected_rev: Some(Rev(1)),
     };
     assert_eq!(ok(&mut state, start.clone()), Applied::RebalanceStarted);
     assert_eq!(refused(&mut state, start), Rejection::RebalanceRunning);
@@ -357,8 +664,10 @@ fn a_rebalance_in_runs_from_start_to_finish() {
         refused(&mut state, MetaCommand::RemoveNode { id: NodeId(2) }),
         Rejection::NodeInRebalance { id: NodeId(2) }
     );
-    let plan = crate::rebalance::plan_rebalance(state.map().unwrap().vbmap(), &target, 1).unwrap();
+    let plan = crate::rebalance::plan_rebalance(state.map("default").unwrap().vbmap(), &target, 1)
+        .unwrap();
     let set = MetaCommand::SetMap {
+        bucket: "default".into(),
         expected_rev: Some(Rev(1)),
         nodes: target.clone(),
         vbmap: plan.target().clone(),
@@ -369,9 +678,7 @@ fn a_rebalance_in_runs_from_start_to_finish() {
         state.node(NodeId(2)).map(|n| n.status),
         Some(NodeStatus::Joining)
     );
-    let finish = MetaCommand::FinishRebalance {
-        expected_rev: Some(Rev(2)),
-    };
+    let finish = MetaCommand::FinishRebalance {};
     assert_eq!(
         ok(&mut state, finish),
         Applied::RebalanceFinished { ejected: vec![] }
@@ -386,36 +693,37 @@ fn a_rebalance_out_ejects_the_nodes_left_out() {
     let target = vec![NodeId(0), NodeId(1)];
     let start = MetaCommand::StartRebalance {
         target: target.clone(),
-        expected_rev: Some(Rev(1)),
     };
     ok(&mut state, start);
-    let finish = MetaCommand::FinishRebalance {
-        expected_rev: Some(Rev(1)),
-    };
+    let finish = MetaCommand::FinishRebalance {};
     // Node 2 still holds copies: the rebalance is not done.
     assert_eq!(
         refused(&mut state, finish),
-        Rejection::RebalanceIncomplete { id: NodeId(2) }
+        Rejection::RebalanceIncomplete {
+            bucket: "default".into(),
+            id: NodeId(2)
+        }
     );
-    let plan = crate::rebalance::plan_rebalance(state.map().unwrap().vbmap(), &target, 1).unwrap();
+    let plan = crate::rebalance::plan_rebalance(state.map("default").unwrap().vbmap(), &target, 1)
+        .unwrap();
     for (i, mv) in plan.moves().iter().enumerate() {
         let cmd = MetaCommand::SetChains {
+            bucket: "default".into(),
             expected_rev: Rev(1 + i as u64),
             chains: vec![(mv.vb().0, mv.new_chain().clone())],
         };
         ok(&mut state, cmd);
     }
-    let rev = state.rev().unwrap();
+    let rev = state.rev("default").unwrap();
     // The list still names node 2 until a map without it is published.
     let set = MetaCommand::SetMap {
+        bucket: "default".into(),
         expected_rev: Some(rev),
         nodes: target.clone(),
-        vbmap: state.map().unwrap().vbmap().clone(),
+        vbmap: state.map("default").unwrap().vbmap().clone(),
     };
     ok(&mut state, set);
-    let finish = MetaCommand::FinishRebalance {
-        expected_rev: state.rev(),
-    };
+    let finish = MetaCommand::FinishRebalance {};
     assert_eq!(
         ok(&mut state, finish),
         Applied::RebalanceFinished {
@@ -433,19 +741,14 @@ fn a_failover_aborts_a_running_rebalance() {
         &mut state,
         MetaCommand::StartRebalance {
             target: vec![NodeId(0), NodeId(1), NodeId(2)],
-            expected_rev: Some(Rev(1)),
         },
     );
-    let out = fail_over(state.map().unwrap().vbmap(), &[NodeId(1)]);
-    let cmd = MetaCommand::FailOver {
-        nodes: vec![NodeId(1)],
-        expected_rev: Some(Rev(1)),
-        vbmap: Some(out.map),
-    };
+    let out = fail_over(state.map("default").unwrap().vbmap(), &[NodeId(1)]);
+    let cmd = failover(vec![NodeId(1)], 1, out.map);
     assert_eq!(
         ok(&mut state, cmd),
         Applied::FailedOver {
-            rev: Some(Rev(2)),
+            revs: vec![("default".into(), Rev(2))],
             rebalance_aborted: true
         }
     );
@@ -475,7 +778,6 @@ fn states_serialize_and_read_back_checked() {
         &mut state,
         MetaCommand::StartRebalance {
             target: vec![NodeId(0), NodeId(1)],
-            expected_rev: Some(Rev(1)),
         },
     );
     let json = serde_json::to_string(&state).unwrap();
@@ -496,14 +798,22 @@ fn commands_and_responses_round_trip_through_json() {
         MetaCommand::AddNode { info: info(3) },
         MetaCommand::DefineBucket { bucket: bucket() },
         MetaCommand::SetChains {
+            bucket: "default".into(),
             expected_rev: Rev(4),
             chains: vec![(3, Chain::new(Some(NodeId(1)), vec![None]))],
         },
-        MetaCommand::FailOver {
-            nodes: vec![NodeId(1)],
-            expected_rev: None,
-            vbmap: Some(VbMap::new(0, vec![Chain::lost(0)]).unwrap()),
+        failover(
+            vec![NodeId(1)],
+            2,
+            VbMap::new(0, vec![Chain::lost(0)]).unwrap(),
+        ),
+        MetaCommand::DeleteBucket {
+            name: "default".into(),
         },
+        MetaCommand::StartRebalance {
+            target: vec![NodeId(0)],
+        },
+        MetaCommand::FinishRebalance {},
     ];
     for cmd in cmds {
         let json = serde_json::to_string(&cmd).unwrap();
@@ -512,6 +822,7 @@ fn commands_and_responses_round_trip_through_json() {
     let responses: Vec<MetaResponse> = vec![
         Ok(Applied::MapSet { rev: Rev(3) }),
         Err(Rejection::StaleRev {
+            bucket: "default".into(),
             expected: None,
             actual: Some(Rev(2)),
         }),
@@ -536,25 +847,17 @@ fn node_ids_run_out_without_wrapping() {
 #[test]
 fn a_moved_node_gets_its_new_address_in_the_table_and_the_next_map() {
     let mut state = cluster(3);
-    let rev = state.map().unwrap().rev();
-    let mut moved = info(1);
-    moved.kv_port = 15000;
-    moved.admin_port = 15001;
-    let applied = ok(
-        &mut state,
-        MetaCommand::MoveNode {
-            info: moved.clone(),
-        },
-    );
+    let rev = state.map("default").unwrap().rev();
+    let (moved, applied) = move_to(&mut state, 1, 15000);
     assert_eq!(
         applied,
         Applied::NodeMoved {
             id: NodeId(1),
-            rev: Some(Rev(rev.0 + 1)),
+            revs: vec![("default".into(), Rev(rev.0 + 1))],
         }
     );
     assert_eq!(state.node(NodeId(1)).unwrap().info, moved);
-    let map = state.map().unwrap();
+    let map = state.map("default").unwrap();
     assert!(map.nodes().contains(&moved));
     assert_eq!(map.vbmap().num_vbuckets(), 8, "same chains");
     // The same address again changes nothing.
@@ -563,7 +866,7 @@ fn a_moved_node_gets_its_new_address_in_the_table_and_the_next_map() {
         again,
         Applied::NodeMoved {
             id: NodeId(1),
-            rev: None
+            revs: vec![]
         }
     );
     // Another node's address, or an unknown node, is refused.

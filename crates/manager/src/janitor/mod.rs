@@ -65,7 +65,9 @@ pub async fn run(meta: MetaNode, control: Arc<Control>) {
             continue;
         }
         let state = meta.state().borrow().clone();
-        let Some(map) = state.map().cloned() else {
+        // The bucket nodes serve so far; each bucket gets its own pass once nodes serve many.
+        let bucket = control.node.config.bucket.as_str();
+        let Some(map) = state.map(bucket).cloned() else {
             continue;
         };
         let reports = ask_copies(&meta, &map).await;
@@ -77,7 +79,7 @@ pub async fn run(meta: MetaNode, control: Arc<Control>) {
             last_silent = pass.silent.clone();
         }
         if !pass.repairs.is_empty() {
-            carry_out(&meta, &map, &pass.repairs).await;
+            carry_out(&meta, bucket, &map, &pass.repairs).await;
             continue;
         }
         if pass.settled && state.rebalance().is_some() && since.elapsed() >= RESUME_GRACE {
@@ -136,7 +138,7 @@ fn report_of(answer: CopiesAnswer) -> NodeReport {
     }
 }
 
-async fn carry_out(meta: &MetaNode, map: &ClusterMap, repairs: &[Repair]) {
+async fn carry_out(meta: &MetaNode, bucket: &str, map: &ClusterMap, repairs: &[Repair]) {
     let info =
         |id: NodeId| -> Option<NodeInfo> { map.nodes().iter().find(|n| n.id == id).cloned() };
     let chains: Vec<(u16, sluice_cluster::Chain)> = repairs
@@ -152,6 +154,7 @@ async fn carry_out(meta: &MetaNode, map: &ClusterMap, repairs: &[Repair]) {
             .map(|(vb, c)| format!("vb:{vb} → {c}"))
             .collect();
         let cmd = MetaCommand::SetChains {
+            bucket: bucket.to_string(),
             expected_rev: map.rev(),
             chains,
         };

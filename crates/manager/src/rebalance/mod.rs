@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::json;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
-use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, VbMove};
+use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, RebalancePlan, VbMove};
 use sluice_meta::MetaNode;
 use sluice_types::VbId;
 use std::sync::Arc;
@@ -155,9 +155,9 @@ fn still_leading(meta: &MetaNode) -> Result<(), RebalanceError> {
 
 async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(), RebalanceError> {
     let state = meta.state().borrow().clone();
-    let (Some(map), Some(bucket)) = (state.map().cloned(), state.bucket().cloned()) else {
+    if state.maps().next().is_none() {
         return Err(RebalanceError::NoBucket);
-    };
+    }
     let target: Vec<NodeId> = match &origin {
         Origin::Fresh { eject } => {
             let mut target: Vec<NodeId> = state
@@ -176,73 +176,34 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
             .target
             .clone(),
     };
-    let plan = plan_rebalance(map.vbmap(), &target, bucket.replicas)?;
+    // Every bucket is planned before anything moves: one that cannot be placed on the
+    // target stops the rebalance while nothing has changed.
+    let mut plans = Vec::new();
+    for (name, entry) in state.buckets() {
+        let Some(map) = &entry.map else { continue };
+        let plan = plan_rebalance(map.vbmap(), &target, entry.def.replicas)?;
+        tracing::info!(bucket = %name, target = ?target, moves = plan.moves().len(),
+            copies = plan.copies_built(), takeovers = plan.takeovers(), method = ?plan.method(),
+            "rebalance planned");
+        plans.push((name.clone(), map.clone(), plan));
+    }
     {
         let mut s = status.lock();
         s.target = target.iter().map(|n| n.0).collect();
-        s.moves_total = plan.moves().len();
+        s.moves_total = plans.iter().map(|(_, _, p)| p.moves().len()).sum();
     }
-    tracing::info!(target = ?target, moves = plan.moves().len(), copies = plan.copies_built(),
-        takeovers = plan.takeovers(), method = ?plan.method(), "rebalance starting");
     if let Origin::Fresh { .. } = origin {
-        propose(
-            meta,
-            MetaCommand::StartRebalance {
-                target: target.clone(),
-                expected_rev: Some(map.rev()),
-            },
-        )
-        .await?;
+        let start = MetaCommand::StartRebalance {
+            target: target.clone(),
+        };
+        propose(meta, "", start).await?;
     }
-    // The map lists the new nodes before any chain names them.
-    let mut listed: Vec<NodeId> = map.nodes().iter().map(|n| n.id).collect();
-    let joining: Vec<NodeId> = target
-        .iter()
-        .copied()
-        .filter(|id| !listed.contains(id))
-        .collect();
-    if !joining.is_empty() {
-        listed.extend(joining);
-        propose(
-            meta,
-            MetaCommand::SetMap {
-                expected_rev: Some(map.rev()),
-                nodes: listed,
-                vbmap: map.vbmap().clone(),
-            },
-        )
-        .await?;
-    }
-    for mv in plan.moves() {
-        still_leading(meta)?;
-        carry_out(meta, mv).await?;
-        status.lock().moves_done += 1;
-    }
-    // The map lists the target only, in the order it had them.
-    let now = current_map(meta)?;
-    let kept: Vec<NodeId> = now
-        .nodes()
-        .iter()
-        .map(|n| n.id)
-        .filter(|id| target.contains(id))
-        .collect();
-    if kept.len() != now.nodes().len() {
-        propose(
-            meta,
-            MetaCommand::SetMap {
-                expected_rev: Some(now.rev()),
-                nodes: kept,
-                vbmap: now.vbmap().clone(),
-            },
-        )
-        .await?;
+    for (bucket, map, plan) in &plans {
+        rebalance_bucket(meta, status, bucket, map, plan, &target).await?;
     }
     still_leading(meta)?;
-    let rev = current_map(meta)?.rev();
     let applied = meta
-        .propose(MetaCommand::FinishRebalance {
-            expected_rev: Some(rev),
-        })
+        .propose(MetaCommand::FinishRebalance {})
         .await?
         .map_err(RebalanceError::Refused)?;
     if let sluice_cluster::Applied::RebalanceFinished { ejected } = applied {
@@ -257,10 +218,61 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
     Ok(())
 }
 
+/// One bucket's moves, from `map` (its map when planned) onto `target`.
+async fn rebalance_bucket(
+    meta: &MetaNode,
+    status: &SharedStatus,
+    bucket: &str,
+    map: &ClusterMap,
+    plan: &RebalancePlan,
+    target: &[NodeId],
+) -> Result<(), RebalanceError> {
+    // The map lists the new nodes before any chain names them.
+    let mut listed: Vec<NodeId> = map.nodes().iter().map(|n| n.id).collect();
+    let joining: Vec<NodeId> = target
+        .iter()
+        .copied()
+        .filter(|id| !listed.contains(id))
+        .collect();
+    if !joining.is_empty() {
+        listed.extend(joining);
+        let set = MetaCommand::SetMap {
+            bucket: bucket.to_string(),
+            expected_rev: Some(map.rev()),
+            nodes: listed,
+            vbmap: map.vbmap().clone(),
+        };
+        propose(meta, bucket, set).await?;
+    }
+    for mv in plan.moves() {
+        still_leading(meta)?;
+        carry_out(meta, bucket, mv).await?;
+        status.lock().moves_done += 1;
+    }
+    // The map lists the target only, in the order it had them.
+    let now = current_map(meta, bucket)?;
+    let kept: Vec<NodeId> = now
+        .nodes()
+        .iter()
+        .map(|n| n.id)
+        .filter(|id| target.contains(id))
+        .collect();
+    if kept.len() != now.nodes().len() {
+        let set = MetaCommand::SetMap {
+            bucket: bucket.to_string(),
+            expected_rev: Some(now.rev()),
+            nodes: kept,
+            vbmap: now.vbmap().clone(),
+        };
+        propose(meta, bucket, set).await?;
+    }
+    Ok(())
+}
+
 /// One vbucket: builds, then the takeover, then the chain in the map, then the drops.
-async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
+async fn carry_out(meta: &MetaNode, bucket: &str, mv: &VbMove) -> Result<(), RebalanceError> {
     let vb = mv.vb();
-    let map = current_map(meta)?;
+    let map = current_map(meta, bucket)?;
     let held = map
         .vbmap()
         .chain(vb)
@@ -315,14 +327,12 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
             failpoint::after_takeover(meta.id(), source, t.to, vb);
         }
     }
-    propose(
-        meta,
-        MetaCommand::SetChains {
-            expected_rev: map.rev(),
-            chains: vec![(vb.0, mv.new_chain().clone())],
-        },
-    )
-    .await?;
+    let chains = MetaCommand::SetChains {
+        bucket: bucket.to_string(),
+        expected_rev: map.rev(),
+        chains: vec![(vb.0, mv.new_chain().clone())],
+    };
+    propose(meta, bucket, chains).await?;
     // Every node serves the new chain now (`propose` waited): the copies it leaves out are
     // dead and nothing streams from them. A drop that fails leaves debris, not a wrong
     // map: it is logged and the rebalance goes on.
@@ -335,17 +345,19 @@ async fn carry_out(meta: &MetaNode, mv: &VbMove) -> Result<(), RebalanceError> {
     Ok(())
 }
 
-fn current_map(meta: &MetaNode) -> Result<ClusterMap, RebalanceError> {
+/// Bucket `bucket`'s map in force.
+fn current_map(meta: &MetaNode, bucket: &str) -> Result<ClusterMap, RebalanceError> {
     meta.state()
         .borrow()
-        .map()
+        .map(bucket)
         .cloned()
         .ok_or(RebalanceError::NoMap)
 }
 
-/// Proposes a step; once a map it publishes is applied here too, so that the next step,
-/// planned from this node's state, starts from it (a follower applies after the leader).
-async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), RebalanceError> {
+/// Proposes a step; once a map of bucket `bucket` it publishes is applied here too, so that
+/// the next step, planned from this node's state, starts from it (a follower applies after
+/// the leader).
+async fn propose(meta: &MetaNode, bucket: &str, cmd: MetaCommand) -> Result<(), RebalanceError> {
     let applied = meta.propose(cmd).await?.map_err(RebalanceError::Refused)?;
     if let sluice_cluster::Applied::MapSet { rev } = applied {
         let mut states = meta.state();
@@ -353,7 +365,7 @@ async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), RebalanceError
         let seen = matches!(
             tokio::time::timeout(
                 HTTP_TIMEOUT,
-                states.wait_for(|s| s.map().is_some_and(|m| m.rev() >= rev)),
+                states.wait_for(|s| s.map(bucket).is_some_and(|m| m.rev() >= rev)),
             )
             .await,
             Ok(Ok(_))
@@ -364,7 +376,7 @@ async fn propose(meta: &MetaNode, cmd: MetaCommand) -> Result<(), RebalanceError
         // Every node must serve it before the next takeover: a node applying this revision
         // after that takeover would set the vbucket active again on the old active (the
         // revision still names it), and both copies would take writes.
-        for node in current_map(meta)?.nodes() {
+        for node in current_map(meta, bucket)?.nodes() {
             wait_for(
                 meta,
                 &format!("node {} serving map rev {}", node.id, rev.0),

@@ -34,7 +34,10 @@ struct SnapshotBody {
     state: ClusterState,
 }
 
-const SNAPSHOT_FORMAT: u32 = 1;
+/// 2: many buckets, each with its own map. Format 1 (one bucket and one map) still reads:
+/// `ClusterState`'s deserializer takes both shapes.
+const SNAPSHOT_FORMAT: u32 = 2;
+const SNAPSHOT_FORMATS_READ: [u32; 2] = [1, 2];
 
 /// The applied state and what Raft needs to know about it.
 pub(crate) struct StateMachine {
@@ -116,7 +119,7 @@ fn decode_state(data: &[u8]) -> Result<ClusterState, StoreError> {
     }
     let body: SnapshotBody =
         serde_json::from_slice(data).map_err(|e| StoreError::corrupt("the snapshot", e))?;
-    if body.format != SNAPSHOT_FORMAT {
+    if !SNAPSHOT_FORMATS_READ.contains(&body.format) {
         return Err(StoreError::corrupt(
             "the snapshot",
             format!(
@@ -270,11 +273,14 @@ mod tests {
         let state = ClusterState::new();
         let bytes = encode_state(&state).unwrap();
         assert_eq!(decode_state(&bytes).unwrap(), state);
-        let newer = serde_json::json!({"format": 2, "state": state});
+        let older = serde_json::json!({"format": 1, "state": state});
+        let older = serde_json::to_vec(&older).unwrap();
+        assert_eq!(decode_state(&older).unwrap(), state);
+        let newer = serde_json::json!({"format": 3, "state": state});
         let newer = serde_json::to_vec(&newer).unwrap();
         assert!(matches!(
             decode_state(&newer),
-            Err(StoreError::Corrupt { reason, .. }) if reason.contains("format 2")
+            Err(StoreError::Corrupt { reason, .. }) if reason.contains("format 3")
         ));
         assert!(decode_state(b"not json").is_err());
     }

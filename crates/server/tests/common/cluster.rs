@@ -53,10 +53,11 @@ pub async fn place_on(via: &Running, all: &[&Running], ids: &[NodeId]) {
         via.meta.state().borrow().nodes().len() >= ids.len()
     })
     .await;
-    let first = via.meta.state().borrow().map().unwrap().rev();
+    let first = via.meta.state().borrow().map("default").unwrap().rev();
     let placed = via
         .meta
         .propose(MetaCommand::SetMap {
+            bucket: "default".into(),
             expected_rev: Some(first),
             nodes: ids.to_vec(),
             vbmap: place(ids, VBS, 1).unwrap(),
@@ -64,7 +65,7 @@ pub async fn place_on(via: &Running, all: &[&Running], ids: &[NodeId]) {
         .await
         .unwrap();
     assert!(placed.is_ok(), "{placed:?}");
-    let rev = via.meta.state().borrow().map().unwrap().rev();
+    let rev = via.meta.state().borrow().map("default").unwrap().rev();
     until("every node serves the placed map", || {
         all.iter().all(|n| n.node.cluster_map().rev() == rev)
     })
