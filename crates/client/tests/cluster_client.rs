@@ -109,7 +109,7 @@ async fn install(nodes: &[(&TestNode, NodeId)], map: &ClusterMap) {
             } else {
                 VbState::Dead
             };
-            while n.running.node.bucket.vb_state(vb).unwrap() != want {
+            while n.running.node.bucket.engine.vb_state(vb).unwrap() != want {
                 assert!(
                     Instant::now() < deadline,
                     "{vb} on node {i} never became {want:?}"

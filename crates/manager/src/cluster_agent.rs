@@ -176,7 +176,7 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
             VbState::Active if held.contains(vb) => VbState::Dead,
             other => *other,
         };
-        if let Err(e) = node.bucket.set_vbucket_state(*vb, state) {
+        if let Err(e) = node.bucket.engine.set_vbucket_state(*vb, state) {
             tracing::error!(%vb, ?state, error = %e, "cannot apply the map's vbucket state");
         }
     }

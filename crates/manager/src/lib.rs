@@ -149,7 +149,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         sluice_server::serve(node.clone(), listeners.kv, kv_tls, listeners.memcached)
             .map_err(NodeError::Serve)?,
     );
-    tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.config.name,
+    tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.engine.config.name,
         node_id = %meta.id(), replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {
         node,
@@ -186,7 +186,7 @@ impl Running {
             tracing::warn!(error = %e, "stopping the meta node");
         }
         let node = self.node.clone();
-        tokio::task::spawn_blocking(move || node.bucket.shutdown())
+        tokio::task::spawn_blocking(move || node.bucket.engine.shutdown())
             .await?
             .map_err(NodeError::Flush)?;
         tracing::info!("sluice node stopped cleanly");

@@ -339,7 +339,7 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
     if state().bucket(&cfg.bucket).is_none() {
         let bucket = BucketDef {
             name: cfg.bucket.clone(),
-            uuid: node.bucket_uuid.clone(),
+            uuid: node.bucket.uuid.clone(),
             kind: match cfg.bucket_type {
                 BucketType::Couchbase => BucketKind::Couchbase,
                 BucketType::Ephemeral => BucketKind::Ephemeral,

@@ -62,7 +62,7 @@ impl Held {
 /// than it had (`Bucket::warmed_up_whole`), holds every vbucket and makes the active ones
 /// dead. Returns whether anything is held (then [`run`] must be started).
 pub fn hold_at_start(control: &Control, restarted: bool) -> bool {
-    let bucket = &control.node.bucket;
+    let bucket = &control.node.bucket.engine;
     if !restarted || bucket.warmed_up_whole() {
         return false;
     }
@@ -169,7 +169,12 @@ fn release(control: &Control, vb: VbId, me: NodeId) {
         .chain(vb)
         .is_some_and(|c| c.active == Some(me));
     if active_here {
-        if let Err(e) = control.node.bucket.set_vbucket_state(vb, VbState::Active) {
+        if let Err(e) = control
+            .node
+            .bucket
+            .engine
+            .set_vbucket_state(vb, VbState::Active)
+        {
             tracing::error!(%vb, error = %e, "cannot make the kept vbucket active");
         }
     }
@@ -177,8 +182,8 @@ fn release(control: &Control, vb: VbId, me: NodeId) {
 
 /// This node's copy of `vb` as warmup left it (it is held, so nothing has changed it since).
 fn own_position(node: &Node, vb: VbId) -> Option<CopyPosition> {
-    let high_seqno = node.bucket.replica_position(vb).ok()?.high_seqno;
-    let (high_prepared, _) = node.bucket.sync_write_seqnos(vb).ok()?;
+    let high_seqno = node.bucket.engine.replica_position(vb).ok()?.high_seqno;
+    let (high_prepared, _) = node.bucket.engine.sync_write_seqnos(vb).ok()?;
     Some(CopyPosition {
         high_prepared,
         high_seqno,

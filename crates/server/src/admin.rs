@@ -76,11 +76,18 @@ async fn reload_certificate(State(s): State<AppState>) -> Response {
 }
 
 async fn health(State(s): State<AppState>) -> Response {
-    match s.node.bucket.write_failure() {
+    let failed = s.node.buckets.all().into_iter().find_map(|b| {
+        b.engine
+            .write_failure()
+            .map(|reason| (b.name.clone(), reason))
+    });
+    match failed {
         None => Json(serde_json::json!({"status": "ok"})).into_response(),
-        Some(reason) => (
+        Some((bucket, reason)) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({"status": "writes refused", "reason": reason})),
+            Json(
+                serde_json::json!({"status": "writes refused", "bucket": bucket, "reason": reason}),
+            ),
         )
             .into_response(),
     }
@@ -102,11 +109,11 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
 }
 
 async fn bucket_stats(State(s): State<AppState>, Path(name): Path<String>) -> Response {
-    if name != s.node.config.bucket {
+    let Some(bucket) = s.node.buckets.get(&name) else {
         return (StatusCode::NOT_FOUND, "no such bucket").into_response();
-    }
+    };
     let node = s.node.clone();
-    let pairs = tokio::task::spawn_blocking(move || stats::collect(&node, "", None))
+    let pairs = tokio::task::spawn_blocking(move || stats::collect(&node, &bucket, "", None))
         .await
         .ok()
         .flatten()
@@ -119,12 +126,12 @@ async fn bucket_stats(State(s): State<AppState>, Path(name): Path<String>) -> Re
 }
 
 async fn bucket_map(State(s): State<AppState>, Path(name): Path<String>) -> Response {
-    if name != s.node.config.bucket {
+    let Some(bucket) = s.node.buckets.get(&name) else {
         return (StatusCode::NOT_FOUND, "no such bucket").into_response();
-    }
+    };
     (
         [(header::CONTENT_TYPE, "application/json")],
-        s.node.bucket_config_json(),
+        bucket.bucket_config_json(),
     )
         .into_response()
 }
@@ -145,7 +152,7 @@ async fn vb_positions(State(s): State<AppState>) -> Response {
     let node = s.node.clone();
     // Every vbucket's lock in turn: off the async workers, as the stats are.
     let read = tokio::task::spawn_blocking(move || {
-        (0..node.bucket.num_vbuckets())
+        (0..node.bucket.engine.num_vbuckets())
             .filter_map(|vb| vb_position(&node, VbId(vb)))
             .collect::<Vec<_>>()
     });
@@ -158,9 +165,9 @@ async fn vb_positions(State(s): State<AppState>) -> Response {
 /// The three reads take the vbucket's lock one after the other, so they may straddle a
 /// change; a failover asks once the active is gone, when a replica no longer changes.
 fn vb_position(node: &Node, vb: VbId) -> Option<VbPosition> {
-    let state = node.bucket.vb_state(vb).ok()?;
-    let at = node.bucket.replica_position(vb).ok()?;
-    let (high_prepared, _) = node.bucket.sync_write_seqnos(vb).ok()?;
+    let state = node.bucket.engine.vb_state(vb).ok()?;
+    let at = node.bucket.engine.replica_position(vb).ok()?;
+    let (high_prepared, _) = node.bucket.engine.sync_write_seqnos(vb).ok()?;
     // Complete means "not inside a disk snapshot": a disk snapshot is deduplicated, so a copy
     // part-way through one is no prefix of the active's history. A memory snapshot never
     // deduplicates prepares, so a copy inside one holds every prepare up to its high seqno.

@@ -18,6 +18,7 @@
 //! matched by opaque. A request with the barrier frame info waits for all of them first. At
 //! most `UNORDERED_WAITS_MAX` wait at once; one more waits for the oldest to finish.
 
+use crate::bucket_handle::BucketHandle;
 use crate::cluster_map::MapView;
 use crate::exec::{self, Held, Next};
 use crate::node::Node;
@@ -47,17 +48,17 @@ const ROOM_RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
 /// Waits until the bucket has room for a refused write again: `false` once `deadline` passed
 /// without it. The write is tried again only then, so that a wake-up shared by many stalled
 /// connections does not send them all into another refusal.
-async fn wait_for_room(node: &Node, deadline: tokio::time::Instant) -> bool {
+async fn wait_for_room(bucket: &BucketHandle, deadline: tokio::time::Instant) -> bool {
     loop {
         let now = tokio::time::Instant::now();
         if now >= deadline {
             return false;
         }
         tokio::select! {
-            _ = node.write_room.notified() => {}
+            _ = bucket.write_room.notified() => {}
             _ = tokio::time::sleep_until(deadline.min(now + ROOM_RECHECK)) => {}
         }
-        if node.bucket.has_room_for_writes() {
+        if bucket.engine.has_room_for_writes() {
             return true;
         }
     }
@@ -127,11 +128,13 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     tls: bool,
     system_only: bool,
 ) -> std::io::Result<()> {
-    let mut session = Session::new(port, node.config.value_bytes_max);
+    let mut session = Session::new(port, node.config.value_bytes_max, node.bucket.clone());
     session.tls = tls;
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
-    let mut maps = node.watch_cluster_map();
+    // The map pushes follow the selected bucket's map: `maps` watches `maps_of`'s.
+    let mut maps_of = node.bucket.clone();
+    let mut maps = maps_of.watch_cluster_map();
     // Answers of unordered waits (see the module doc), each the bytes to write.
     let mut waits: JoinSet<Vec<u8>> = JoinSet::new();
     let accepted = tokio::time::Instant::now();
@@ -178,7 +181,7 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         match next {
                             Next::Fetch { vb, key } if fetches < FETCH_ATTEMPTS_MAX => {
                                 fetches += 1;
-                                let bucket = node.bucket.clone();
+                                let bucket = selected(&session).engine.clone();
                                 let fetched =
                                     tokio::task::spawn_blocking(move || bucket.fetch(vb, &key))
                                         .await
@@ -200,7 +203,7 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                                         d
                                     }
                                 };
-                                if !wait_for_room(&node, deadline).await {
+                                if !wait_for_room(&selected(&session), deadline).await {
                                     break;
                                 }
                             }
@@ -228,7 +231,8 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                                 frame.opaque,
                                 &session,
                             );
-                            exec::engine_error(&mut r, &EngineError::TempFail, &node);
+                            let bucket = selected(&session);
+                            exec::engine_error(&mut r, &EngineError::TempFail, &bucket);
                             next = Next::Continue;
                         }
                         _ => {}
@@ -245,7 +249,7 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 }
                 Next::Fetch { .. } | Next::Stall => unreachable!("answered above"),
                 Next::Hold(held) => {
-                    let answer = held_answer(node.clone(), held);
+                    let answer = held_answer(selected(&session), held);
                     if session.has(Feature::UnorderedExecution) {
                         make_room(&mut waits, &mut wr, &mut out).await?;
                         waits.spawn(answer);
@@ -263,7 +267,7 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         .await;
                 }
                 Next::FlushAfter(delay) => {
-                    let bucket = node.bucket.clone();
+                    let bucket = selected(&session).engine.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(delay).await;
                         let _ = tokio::task::spawn_blocking(move || bucket.flush_all()).await;
@@ -290,6 +294,14 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         // watch, a lock every connection shares, and a closed loop of small requests waits
         // once per request (memaslap's gets spent about 2 % of the connection threads there).
         let wants_maps = session.map_push().is_some();
+        if let Some(bucket) = session
+            .bucket
+            .as_ref()
+            .filter(|b| !Arc::ptr_eq(b, &maps_of))
+        {
+            maps_of = bucket.clone();
+            maps = maps_of.watch_cluster_map();
+        }
         let quiet = quiet_deadline(&node, &session, accepted, last_read, !waits.is_empty());
         tokio::select! {
             read = rd.read_buf(&mut inbuf) => {
@@ -314,7 +326,7 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             changed = maps.changed(), if wants_maps => {
                 if changed.is_ok() {
                     let view = maps.borrow_and_update().clone();
-                    push_map(&mut session, &node.config.bucket, &view, &mut out);
+                    push_map(&mut session, &maps_of.name, &view, &mut out);
                 }
             }
             Some(done) = waits.join_next(), if !waits.is_empty() => collect(done, &mut out),
@@ -322,8 +334,17 @@ async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
+/// The bucket the command just executed ran on: a fetch, a stall, a hold or a delayed flush
+/// only follows a command on the selected bucket.
+fn selected(session: &Session) -> Arc<BucketHandle> {
+    session
+        .bucket
+        .clone()
+        .expect("only commands on the selected bucket fetch, stall, hold or flush")
+}
+
 /// The answer a held request ends with, once what it waits for happened or timed out.
-async fn held_answer(node: Arc<Node>, held: Held) -> Vec<u8> {
+async fn held_answer(bucket: Arc<BucketHandle>, held: Held) -> Vec<u8> {
     match held {
         Held::Persistence {
             vb,
@@ -332,7 +353,7 @@ async fn held_answer(node: Arc<Node>, held: Held) -> Vec<u8> {
             on_success,
             on_timeout,
         } => {
-            let done = crate::durability::wait_persisted(&node, vb, seqno, timeout).await;
+            let done = crate::durability::wait_persisted(&bucket, vb, seqno, timeout).await;
             if done {
                 on_success
             } else {
@@ -344,7 +365,7 @@ async fn held_answer(node: Arc<Node>, held: Held) -> Vec<u8> {
             on_success,
             on_timeout,
         } => {
-            let outcome = crate::durability::wait(&node, write).await;
+            let outcome = crate::durability::wait(&bucket, write).await;
             if outcome == crate::durability::WriteOutcome::Committed {
                 on_success
             } else {

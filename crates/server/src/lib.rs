@@ -5,7 +5,9 @@
 //!
 //! Layout:
 //! - `config`      — [`ServerConfig`]: ports, data directory, bucket, credentials, limits;
-//! - `node`        — [`Node`]: the bucket, the credential store, the cluster map, counters;
+//! - `node`        — [`Node`]: the buckets, the credential store, counters;
+//! - `bucket_handle` — [`BucketHandle`]: one bucket's engine, map and durable writes, and
+//!   [`Buckets`], the node's table of them;
 //! - `cluster_map` — the map this node serves, rendered (CCCP JSON) once per revision;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `placement`   — which connection thread takes a new connection;
@@ -26,6 +28,7 @@
 
 mod admin;
 pub mod admin_limits;
+mod bucket_handle;
 mod cluster_map;
 mod config;
 mod connection;
@@ -44,6 +47,7 @@ pub mod tls;
 mod workers;
 
 pub use admin::router as admin_router;
+pub use bucket_handle::{BucketHandle, BucketSpec, Buckets};
 pub use cluster_map::{BucketFacts, MapView};
 pub use config::{
     ServerConfig, AUTH_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT, SYSTEM_CONNECTIONS_DEFAULT,

@@ -25,11 +25,11 @@ impl std::fmt::Debug for NodeRef {
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let node = &self.0 .0;
-        for (name, value) in node.bucket.stats.pairs() {
+        for (name, value) in node.bucket.engine.stats.pairs() {
             let m = encoder.encode_descriptor(name, name, None, MetricType::Counter)?;
             ConstCounter::new(value).encode(m)?;
         }
-        for (name, value) in node.bucket.gauges() {
+        for (name, value) in node.bucket.engine.gauges() {
             let m = encoder.encode_descriptor(name, name, None, MetricType::Gauge)?;
             ConstGauge::new(value as i64).encode(m)?;
         }

@@ -1,10 +1,12 @@
 //! Per-connection state: negotiated features, the authenticated user, the selected bucket and
 //! an in-progress SASL exchange.
 
+use crate::bucket_handle::BucketHandle;
 use sluice_proto::feature::FeatureSet;
 use sluice_proto::{Feature, ValidateCtx};
 use sluice_sasl::ServerSession;
 use sluice_types::{Datatype, MapVersion};
+use std::sync::Arc;
 
 /// How a connection is told about a new cluster map (server push, magic 0x82).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +30,8 @@ pub struct Session {
     pub port: Port,
     pub features: FeatureSet,
     pub user: Option<String>,
-    pub bucket_selected: bool,
+    /// The selected bucket (SELECT_BUCKET; the memcached port's from the start).
+    pub bucket: Option<Arc<BucketHandle>>,
     pub sasl: Option<ServerSession>,
     pub agent: String,
     pub value_bytes_max: usize,
@@ -45,13 +48,15 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(port: Port, value_bytes_max: usize) -> Session {
+    /// A new connection's session. `bucket`: the bucket the memcached port is bound to
+    /// (ignored on the KV port, where a client selects one).
+    pub fn new(port: Port, value_bytes_max: usize, bucket: Arc<BucketHandle>) -> Session {
         let memcached = port == Port::Memcached;
         Session {
             port,
             features: FeatureSet::default(),
             user: memcached.then(|| "memcached".to_string()),
-            bucket_selected: memcached,
+            bucket: memcached.then_some(bucket),
             sasl: None,
             agent: String::new(),
             value_bytes_max,
@@ -71,9 +76,7 @@ impl Session {
 
     /// Whether map changes are pushed to this connection, and how.
     pub fn map_push(&self) -> Option<MapPush> {
-        if !self.bucket_selected {
-            return None;
-        }
+        self.bucket.as_ref()?;
         if self.has(Feature::ClustermapChangeNotificationBrief) {
             Some(MapPush::Brief)
         } else if self.has(Feature::ClustermapChangeNotification) {

@@ -97,7 +97,7 @@ fn fingerprint(n: &sluice_manager::Running) -> String {
         state.nodes().keys().collect::<Vec<_>>(),
         state.next_node_id(),
         n.meta.membership().voters,
-        n.node.bucket.vb_state(VbId(0)).unwrap(),
+        n.node.bucket.engine.vb_state(VbId(0)).unwrap(),
     )
 }
 

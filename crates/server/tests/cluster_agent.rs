@@ -132,7 +132,7 @@ async fn two_nodes_follow_one_map_and_survive_a_failover() {
             } else {
                 VbState::Replica
             };
-            while n.node.bucket.vb_state(VbId(vb)).unwrap() != want {
+            while n.node.bucket.engine.vb_state(VbId(vb)).unwrap() != want {
                 assert!(
                     tokio::time::Instant::now() < deadline,
                     "vb {vb} on node {i}"
@@ -201,7 +201,7 @@ async fn two_nodes_follow_one_map_and_survive_a_failover() {
     all_readable(n0.kv_addr, &after, 0, "v1").await;
     // Promoted vbuckets started a new history branch.
     for promo in &out.promotions {
-        let log = n0.node.bucket.failover_log(promo.vb).unwrap();
+        let log = n0.node.bucket.engine.failover_log(promo.vb).unwrap();
         assert!(log.entries().len() >= 2, "{:?}: {log:?}", promo.vb);
     }
     n0.shutdown().await.unwrap();

@@ -49,6 +49,7 @@ async fn three_nodes_join_share_one_map_and_serve_it() {
     assert!(b
         .node
         .bucket
+        .engine
         .vb_seqnos(Some(sluice_types::VbState::Active))
         .is_empty());
 

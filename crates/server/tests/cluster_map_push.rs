@@ -177,7 +177,7 @@ async fn not_my_vbucket_leaves_out_a_map_the_client_has() {
         .unwrap();
     n.node.install_map(map, view.this);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while n.node.bucket.vb_state(theirs).unwrap() != VbState::Dead {
+    while n.node.bucket.engine.vb_state(theirs).unwrap() != VbState::Dead {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the agent applies the map"

@@ -225,7 +225,7 @@ async fn cursor_dropping_backfills_opted_in_streams_and_ends_the_others() {
     // Neither reads nor acks while 24 MB are written into a 32 MB bucket: their cursors
     // pin checkpoints until the engine drops them.
     pressure(&node).await;
-    let dropped: u64 = node.node.bucket.stats.cursors_dropped.get();
+    let dropped: u64 = node.node.bucket.engine.stats.cursors_dropped.get();
     assert!(
         dropped > 0,
         "cursors were dropped under checkpoint pressure"
@@ -304,12 +304,14 @@ async fn a_consumer_that_stops_reading_stalls_neither_writes_nor_others() {
         let persisted = node
             .node
             .bucket
+            .engine
             .persisted_seqno(sluice_types::VbId(*vb))
             .unwrap();
         let ok = persisted.0 >= *t
             || node
                 .node
                 .bucket
+                .engine
                 .wait_persisted(
                     sluice_types::VbId(*vb),
                     sluice_types::Seqno(*t),

@@ -75,10 +75,16 @@ async fn durable_writes_wait_for_the_replica() {
         let vb: VbId = vbucket_of(k.as_bytes(), VBS);
         let seqno = m.token.unwrap().seqno;
         if level != DurabilityLevel::Majority {
-            assert!(a.node.bucket.persisted_seqno(vb).unwrap() >= seqno, "{k}");
+            assert!(
+                a.node.bucket.engine.persisted_seqno(vb).unwrap() >= seqno,
+                "{k}"
+            );
         }
         if level == DurabilityLevel::PersistToMajority {
-            assert!(b.node.bucket.persisted_seqno(vb).unwrap() >= seqno, "{k}");
+            assert!(
+                b.node.bucket.engine.persisted_seqno(vb).unwrap() >= seqno,
+                "{k}"
+            );
         }
     }
 
@@ -183,7 +189,7 @@ async fn a_reader_never_sees_a_pending_durable_write() {
     });
     // The prepare exists (the high seqno moved) before the reader looks.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while a.node.bucket.sync_write_seqnos(vb).unwrap().0 == sluice_types::Seqno::ZERO {
+    while a.node.bucket.engine.sync_write_seqnos(vb).unwrap().0 == sluice_types::Seqno::ZERO {
         assert!(tokio::time::Instant::now() < deadline, "no prepare made");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

@@ -87,10 +87,10 @@ async fn a_stopped_node_is_failed_over_and_nothing_acknowledged_is_lost() {
             .unwrap();
         let holder = n.node.clone();
         until("the promoted replica is active", || {
-            holder.bucket.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
+            holder.bucket.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
         })
         .await;
-        let log = n.node.bucket.failover_log(vb).unwrap();
+        let log = n.node.bucket.engine.failover_log(vb).unwrap();
         assert!(log.entries().len() >= 2, "{vb}: {log:?}");
     }
 

@@ -50,7 +50,7 @@ async fn position(n: &Running, vb: VbId) -> (String, u64, bool) {
 }
 
 fn high(n: &Running, vb: VbId) -> Seqno {
-    n.node.bucket.vb_state_and_high(vb).unwrap().1
+    n.node.bucket.engine.vb_state_and_high(vb).unwrap().1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,7 +47,10 @@ async fn only_the_cluster_may_request_a_takeover() {
         Status::Eaccess.code(),
         "an administrator's takeover"
     );
-    assert_eq!(a.node.bucket.vb_state(VbId(0)).unwrap(), VbState::Active);
+    assert_eq!(
+        a.node.bucket.engine.vb_state(VbId(0)).unwrap(),
+        VbState::Active
+    );
 
     let mut cluster = producer_conn(a.kv_addr, CLUSTER_USER, &secret).await;
     cluster.send_raw(&takeover_request(0)).await;
@@ -79,16 +82,16 @@ async fn write_acked_by(
     acker: &mut Consumer,
 ) -> Result<(), Status> {
     let vb = vbucket_of(key.as_bytes(), VBS);
-    let before = n.node.bucket.sync_write_seqnos(vb).unwrap().0;
+    let before = n.node.bucket.engine.sync_write_seqnos(vb).unwrap().0;
     let opts = ConnectOptions::sluice("Administrator", "password", "default");
     let mut c = Client::connect(n.kv_addr, opts).await.unwrap();
     let key_owned = key.to_string();
     let write = tokio::spawn(async move { durable_set(&mut c, &key_owned, 3000).await });
     until("the prepare is in the vbucket", || {
-        n.node.bucket.sync_write_seqnos(vb).unwrap().0 > before
+        n.node.bucket.engine.sync_write_seqnos(vb).unwrap().0 > before
     })
     .await;
-    let prepared = n.node.bucket.sync_write_seqnos(vb).unwrap().0;
+    let prepared = n.node.bucket.engine.sync_write_seqnos(vb).unwrap().0;
     let mut extras = [0u8; 16];
     extras[..8].copy_from_slice(&prepared.0.to_be_bytes());
     extras[8..].copy_from_slice(&prepared.0.to_be_bytes());

@@ -93,7 +93,7 @@ fn states_match(nodes: &[&Running]) -> bool {
             } else {
                 return true;
             };
-            n.node.bucket.vb_state(vb).ok() == Some(want)
+            n.node.bucket.engine.vb_state(vb).ok() == Some(want)
         });
         ok
     })
@@ -185,6 +185,7 @@ async fn a_node_is_rebalanced_in_and_out_under_load() {
     let left: Vec<_> = d
         .node
         .bucket
+        .engine
         .vb_details()
         .into_iter()
         .filter(|v| v.items != 0 || v.high_seqno != sluice_types::Seqno::ZERO)

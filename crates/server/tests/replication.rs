@@ -63,6 +63,7 @@ async fn caught_up(active: &sluice_manager::Running, replica: &sluice_manager::R
         let have: HashMap<u16, u64> = replica
             .node
             .bucket
+            .engine
             .vb_seqnos(None)
             .into_iter()
             .map(|(vb, s)| (vb.0, s.0))
@@ -96,8 +97,8 @@ async fn same_documents(active: &sluice_manager::Running, replica: &sluice_manag
     for vb in 0..VBS {
         let vb = sluice_types::VbId(vb);
         assert_eq!(
-            active.node.bucket.failover_log(vb).unwrap(),
-            replica.node.bucket.failover_log(vb).unwrap(),
+            active.node.bucket.engine.failover_log(vb).unwrap(),
+            replica.node.bucket.engine.failover_log(vb).unwrap(),
             "{vb}: one history on both sides"
         );
     }
@@ -166,6 +167,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
         replica
             .node
             .bucket
+            .engine
             .set_vbucket_state(VbId(vb), VbState::Replica)
             .unwrap();
     }
@@ -210,7 +212,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(feed.takeover(VbId(vb)));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while replica.node.bucket.vb_state(VbId(vb)).unwrap() != VbState::Active {
+    while replica.node.bucket.engine.vb_state(VbId(vb)).unwrap() != VbState::Active {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the takeover finished"
@@ -218,7 +220,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(
-        active.node.bucket.vb_state(VbId(vb)).unwrap(),
+        active.node.bucket.engine.vb_state(VbId(vb)).unwrap(),
         VbState::Dead
     );
     let acked = writer.await.unwrap();
@@ -234,8 +236,8 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     }
     // The new active takes writes and has started its own branch of history.
     assert_eq!(r.set(b"after", b"x", vb).await.status, 0);
-    let old = active.node.bucket.failover_log(VbId(vb)).unwrap();
-    let new = replica.node.bucket.failover_log(VbId(vb)).unwrap();
+    let old = active.node.bucket.engine.failover_log(VbId(vb)).unwrap();
+    let new = replica.node.bucket.engine.failover_log(VbId(vb)).unwrap();
     assert_eq!(
         &new.entries()[1..],
         old.entries(),
@@ -266,6 +268,7 @@ async fn a_replica_waits_for_vbuckets_its_producer_activates_late() {
             active
                 .node
                 .bucket
+                .engine
                 .set_vbucket_state(VbId(vb), state)
                 .unwrap();
         }

@@ -69,7 +69,7 @@ pub fn router(control: Arc<Control>) -> Router {
 async fn copies(State(control): State<Arc<Control>>) -> Response {
     let read = tokio::task::spawn_blocking(move || {
         let before = control.applied_rev();
-        let bucket = &control.node.bucket;
+        let bucket = &control.node.bucket.engine;
         let held = control.held.lock().clone();
         let vbuckets: Vec<CopyEntry> = (0..bucket.num_vbuckets())
             .filter_map(|vb| {
@@ -126,7 +126,7 @@ async fn activate(
         if control.builds.contains(vb) {
             return Err(format!("{vb} is being built here"));
         }
-        let bucket = &control.node.bucket;
+        let bucket = &control.node.bucket.engine;
         match bucket.vb_state(vb) {
             Ok(VbState::Dead) => {}
             Ok(other) => return Err(format!("{vb} is {}, not dead", other.as_str())),
@@ -161,7 +161,12 @@ async fn stop_build(
         .chain(vb)
         .is_some_and(|c| c.holds(view.this));
     if !chained {
-        if let Err(e) = control.node.bucket.set_vbucket_state(vb, VbState::Dead) {
+        if let Err(e) = control
+            .node
+            .bucket
+            .engine
+            .set_vbucket_state(vb, VbState::Dead)
+        {
             return (
                 StatusCode::CONFLICT,
                 Json(json!({ "error": e.to_string() })),

@@ -171,7 +171,7 @@ struct BuildRequest {
 
 async fn build_start(State(s): State<RouteState>, Json(req): Json<BuildRequest>) -> Response {
     let vb = sluice_types::VbId(req.vb);
-    if req.vb >= s.control.node.bucket.num_vbuckets() {
+    if req.vb >= s.control.node.bucket.engine.num_vbuckets() {
         return (
             StatusCode::BAD_REQUEST,
             Json(json!({ "error": "no such vbucket" })),
@@ -212,7 +212,7 @@ async fn drop_copy(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>
     if chained || s.control.builds.contains(vb) {
         return conflict(format!("vb:{} is still in use here", req.vb));
     }
-    match tokio::task::spawn_blocking(move || node.bucket.drop_vbucket(vb)).await {
+    match tokio::task::spawn_blocking(move || node.bucket.engine.drop_vbucket(vb)).await {
         Ok(Ok(dropped)) => Json(json!({ "vb": req.vb, "dropped": dropped })).into_response(),
         Ok(Err(e)) => conflict(format!("vb:{} cannot be dropped: {e}", req.vb)),
         Err(e) => (
@@ -225,7 +225,7 @@ async fn drop_copy(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>
 
 async fn vb_status(State(s): State<RouteState>, Path(vb): Path<u16>) -> Response {
     let vb = sluice_types::VbId(vb);
-    match s.control.node.bucket.vb_state_and_high(vb) {
+    match s.control.node.bucket.engine.vb_state_and_high(vb) {
         Ok((state, high)) => Json(json!({
             "state": state.as_str(),
             "high_seqno": high.0,

@@ -28,6 +28,7 @@
 //! roll back (see `engine/src/replica.rs`). The decisions (when to retry a refused stream, how
 //! to roll back, when to ack) are [`PassiveStreams`]'; this file is the I/O around them.
 
+use crate::bucket_handle::BucketHandle;
 use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
 use crate::node::Node;
 use sluice_client::dcp::{
@@ -119,8 +120,13 @@ async fn run(
     stop: Arc<Notify>,
     mut takeovers: mpsc::Receiver<VbId>,
 ) {
+    // The feed applies into this node's bucket of the source bucket's name.
+    let Some(bucket) = node.buckets.get(&spec.bucket) else {
+        tracing::error!(bucket = %spec.bucket, "no such bucket here to replicate into");
+        return;
+    };
     for &vb in &spec.vbuckets {
-        if let Err(e) = node.bucket.set_vbucket_state(vb, VbState::Replica) {
+        if let Err(e) = bucket.engine.set_vbucket_state(vb, VbState::Replica) {
             tracing::error!(%vb, error = %e, "cannot make the vbucket a replica");
             return;
         }
@@ -131,7 +137,7 @@ async fn run(
         let began = std::time::Instant::now();
         let outcome = tokio::select! {
             _ = stop.notified() => return,
-            r = follow(&node, &spec, &mut takeovers, &mut wanted) => r,
+            r = follow(&node, &bucket, &spec, &mut takeovers, &mut wanted) => r,
         };
         match outcome {
             Ok(()) => {
@@ -153,12 +159,12 @@ async fn run(
     }
 }
 
-fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
+fn options(node: &Node, bucket: &BucketHandle, spec: &ReplicationSpec) -> DcpOptions {
     let mut connect = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
     connect.source_ip = node.config.source_ip;
     let mut opts = DcpOptions::new(connect);
     opts.name = spec.name.clone();
-    let quota = node.bucket.config.quota_bytes;
+    let quota = bucket.engine.config.quota_bytes;
     opts.window_bytes = (quota / 20).clamp(1 << 20, u64::from(u32::MAX)) as u32;
     opts.rollback = RollbackMode::Report;
     opts.priority = Some("high");
@@ -170,10 +176,13 @@ fn options(node: &Node, spec: &ReplicationSpec) -> DcpOptions {
 }
 
 /// Every vbucket of the spec that is still a replica here (one taken over is active now).
-fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, EngineError> {
+fn positions(
+    bucket: &BucketHandle,
+    spec: &ReplicationSpec,
+) -> Result<StreamPositions, EngineError> {
     let mut out = Vec::with_capacity(spec.vbuckets.len());
     for &vb in &spec.vbuckets {
-        if let Some(p) = position(node, vb)? {
+        if let Some(p) = position(bucket, vb)? {
             out.push(p);
         }
     }
@@ -181,14 +190,14 @@ fn positions(node: &Node, spec: &ReplicationSpec) -> Result<StreamPositions, Eng
 }
 
 /// Where the replica `vb` resumes from; `None` if it is no longer a replica here.
-fn position(node: &Node, vb: VbId) -> Result<Option<DcpPosition>, EngineError> {
+fn position(bucket: &BucketHandle, vb: VbId) -> Result<Option<DcpPosition>, EngineError> {
     if !matches!(
-        node.bucket.vb_state(vb)?,
+        bucket.engine.vb_state(vb)?,
         VbState::Replica | VbState::Pending
     ) {
         return Ok(None);
     }
-    let p = node.bucket.replica_position(vb)?;
+    let p = bucket.engine.replica_position(vb)?;
     Ok(Some(DcpPosition {
         vb,
         vb_uuid: p.vb_uuid,
@@ -202,15 +211,16 @@ fn position(node: &Node, vb: VbId) -> Result<Option<DcpPosition>, EngineError> {
 /// is lost (the caller reconnects). `wanted` holds takeovers asked for and not yet started.
 async fn follow(
     node: &Arc<Node>,
+    bucket: &BucketHandle,
     spec: &ReplicationSpec,
     takeovers: &mut mpsc::Receiver<VbId>,
     wanted: &mut BTreeSet<VbId>,
 ) -> Result<(), FeedError> {
-    let start = positions(node, spec)?;
+    let start = positions(bucket, spec)?;
     if start.is_empty() {
         return Ok(());
     }
-    let mut stream = DcpStream::resume(&spec.source, options(node, spec), start).await?;
+    let mut stream = DcpStream::resume(&spec.source, options(node, bucket, spec), start).await?;
     let stats = node.replication.feed(&spec.name);
     tracing::info!(source = %spec.source, vbuckets = spec.vbuckets.len(), name = %spec.name,
         "replication stream open");
@@ -239,7 +249,7 @@ async fn follow(
             {
                 for vb in passive.take_due(std::time::Instant::now()) {
                     // Asked again while it is a replica here.
-                    if let Some(p) = position(node, vb)? {
+                    if let Some(p) = position(bucket, vb)? {
                         passive.on_restarted(stream.restart(p));
                     }
                 }
@@ -250,7 +260,7 @@ async fn follow(
             }
             _ = ack_timer.tick(), if passive.acks_pending() => {
                 for (vb, in_memory, persisted) in
-                    passive.acks_due(|vb| node.bucket.persisted_seqno(vb).ok())
+                    passive.acks_due(|vb| bucket.engine.persisted_seqno(vb).ok())
                 {
                     stream.ack_seqno(vb, in_memory, persisted);
                 }
@@ -285,30 +295,31 @@ async fn follow(
         match event {
             DcpEvent::StreamOpened { vb, failover_log } => {
                 // The replica's history is the producer's.
-                node.bucket
+                bucket
+                    .engine
                     .set_failover_log(vb, FailoverLog::from_entries(failover_log))?;
-                passive.on_opened(vb, node.bucket.replica_position(vb)?.high_seqno);
+                passive.on_opened(vb, bucket.engine.replica_position(vb)?.high_seqno);
             }
-            DcpEvent::Mutation(i) => apply(node, &stats, i, QueueOp::Mutation, false).await?,
-            DcpEvent::Deletion(i) => apply(node, &stats, i, QueueOp::Deletion, true).await?,
-            DcpEvent::Expiration(i) => apply(node, &stats, i, QueueOp::Expiration, true).await?,
+            DcpEvent::Mutation(i) => apply(bucket, &stats, i, QueueOp::Mutation, false).await?,
+            DcpEvent::Deletion(i) => apply(bucket, &stats, i, QueueOp::Deletion, true).await?,
+            DcpEvent::Expiration(i) => apply(bucket, &stats, i, QueueOp::Expiration, true).await?,
             DcpEvent::Prepare {
                 item,
                 deleted,
                 level,
-            } => apply(node, &stats, item, QueueOp::Prepare(level), deleted).await?,
+            } => apply(bucket, &stats, item, QueueOp::Prepare(level), deleted).await?,
             DcpEvent::Commit {
                 vb,
                 key,
                 prepared,
                 seqno,
-            } => complete(node, vb, key, seqno, QueueOp::Commit { prepared }).await?,
+            } => complete(bucket, vb, key, seqno, QueueOp::Commit { prepared }).await?,
             DcpEvent::Abort {
                 vb,
                 key,
                 prepared,
                 seqno,
-            } => complete(node, vb, key, seqno, QueueOp::Abort { prepared }).await?,
+            } => complete(bucket, vb, key, seqno, QueueOp::Abort { prepared }).await?,
             DcpEvent::SnapshotMarker {
                 vb,
                 start,
@@ -322,11 +333,11 @@ async fn follow(
                 } else {
                     SnapshotKind::Memory
                 };
-                node.bucket.replica_snapshot(vb, start, end, kind)?;
+                bucket.engine.replica_snapshot(vb, start, end, kind)?;
                 passive.on_snapshot(vb, end);
             }
             DcpEvent::Rollback { vb, to } => {
-                let pos = node.bucket.replica_position(vb)?;
+                let pos = bucket.engine.replica_position(vb)?;
                 let restart = match rollback_plan(to, pos.high_seqno) {
                     // Ask again holding a complete snapshot at our high seqno.
                     RollbackPlan::Resume { seqno } => DcpPosition {
@@ -339,8 +350,8 @@ async fn follow(
                     RollbackPlan::StartOver => {
                         tracing::warn!(%vb, to = to.0, high = pos.high_seqno.0,
                             "replica rolls back: starting the vbucket over from 0");
-                        let bucket = node.bucket.clone();
-                        tokio::task::spawn_blocking(move || bucket.reset_vbucket(vb)).await??;
+                        let engine = bucket.engine.clone();
+                        tokio::task::spawn_blocking(move || engine.reset_vbucket(vb)).await??;
                         DcpPosition::zero(vb)
                     }
                 };
@@ -350,7 +361,7 @@ async fn follow(
             DcpEvent::VbucketState { vb, state } => {
                 // Takeover: pending while the producer sends the rest, then active here.
                 tracing::info!(%vb, state = state.as_str(), "takeover: vbucket state from the producer");
-                node.bucket.set_vbucket_state(vb, state)?;
+                bucket.engine.set_vbucket_state(vb, state)?;
             }
             DcpEvent::StreamEnd { vb, reason } => {
                 tracing::info!(%vb, reason = reason.name(), "replication stream ended");
@@ -360,7 +371,7 @@ async fn follow(
             // The end of a snapshot is acked at once: a durable write on the active waits
             // for it. The rest (mid-snapshot, persistence) goes out on the timer.
             if let Some((in_memory, persisted)) =
-                passive.on_applied(vb, seqno, || node.bucket.persisted_seqno(vb).ok())
+                passive.on_applied(vb, seqno, || bucket.engine.persisted_seqno(vb).ok())
             {
                 stream.ack_seqno(vb, in_memory, persisted);
             }
@@ -371,7 +382,7 @@ async fn follow(
 /// Applies one document change or prepare (`deleted`: a tombstone, or a durable delete's
 /// prepare), waiting out temporary memory pressure.
 async fn apply(
-    node: &Arc<Node>,
+    bucket: &BucketHandle,
     stats: &FeedStats,
     item: DcpItem,
     op: QueueOp,
@@ -398,14 +409,14 @@ async fn apply(
         op,
     };
     let bytes = change.key.len() + change.value.len();
-    apply_change(node, item.vb, change).await?;
+    apply_change(bucket, item.vb, change).await?;
     stats.record(bytes, item.cas.0, now_unix_ns());
     Ok(())
 }
 
 /// Applies a commit or an abort: the engine takes the rest from the prepare it holds.
 async fn complete(
-    node: &Arc<Node>,
+    bucket: &BucketHandle,
     vb: VbId,
     key: bytes::Bytes,
     seqno: Seqno,
@@ -420,12 +431,16 @@ async fn complete(
         },
         op,
     };
-    apply_change(node, vb, change).await
+    apply_change(bucket, vb, change).await
 }
 
-async fn apply_change(node: &Arc<Node>, vb: VbId, change: ReplicaChange) -> Result<(), FeedError> {
+async fn apply_change(
+    bucket: &BucketHandle,
+    vb: VbId,
+    change: ReplicaChange,
+) -> Result<(), FeedError> {
     loop {
-        match node.bucket.apply_replica(vb, change.clone()) {
+        match bucket.engine.apply_replica(vb, change.clone()) {
             Ok(()) => return Ok(()),
             Err(EngineError::TempFail) => tokio::time::sleep(TEMPFAIL_WAIT).await,
             Err(e) => return Err(e.into()),

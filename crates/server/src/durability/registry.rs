@@ -1,7 +1,7 @@
 //! The monitors of this node's active vbuckets, their waiting writers, and the engine calls
 //! that carry out what the monitors decide.
 
-use crate::node::Node;
+use crate::bucket_handle::BucketHandle;
 use parking_lot::Mutex;
 use sluice_cluster::NodeId;
 use sluice_dcp::durability::{
@@ -63,25 +63,25 @@ impl DurabilityMonitor {
     /// the receiver of its outcome (with whatever else `write` returned).
     pub fn write<T>(
         &self,
-        node: &Node,
+        bucket: &BucketHandle,
         vb: VbId,
         level: DurabilityLevel,
         deadline: Instant,
         write: impl FnOnce() -> Result<(Mutation, T), EngineError>,
     ) -> Result<((Mutation, T), oneshot::Receiver<WriteOutcome>), TrackError> {
         let mut vbs = self.vbs.lock();
-        let entry = entry(&mut vbs, node, vb)?.ok_or(TrackError::Moving)?;
+        let entry = entry(&mut vbs, bucket, vb)?.ok_or(TrackError::Moving)?;
         entry.monitor.chain().check_possible()?;
         let (m, extra) = write()?;
         let (tx, rx) = oneshot::channel();
         entry.waiters.insert(m.seqno, tx);
         match entry.monitor.add(m.seqno, level, Some(deadline)) {
-            Ok(resolutions) => apply(node, vb, entry, resolutions),
+            Ok(resolutions) => apply(bucket, vb, entry, resolutions),
             Err(e) => {
                 // The chain was checked under this same lock: only a bug gets here. The
                 // prepare must not stay pending with nobody tracking it.
                 tracing::error!(%vb, seqno = %m.seqno, error = %e, "durable write not tracked");
-                let outcome = match node.bucket.abort(vb, m.seqno) {
+                let outcome = match bucket.engine.abort(vb, m.seqno) {
                     Ok(_) => WriteOutcome::Aborted,
                     Err(_) => WriteOutcome::Unknown,
                 };
@@ -97,7 +97,7 @@ impl DurabilityMonitor {
     /// A replica's DCP_SEQNO_ACKNOWLEDGED, received on producer connection `conn`.
     pub fn ack(
         &self,
-        node: &Node,
+        bucket: &BucketHandle,
         conn: u64,
         vb: VbId,
         from: NodeId,
@@ -105,7 +105,7 @@ impl DurabilityMonitor {
         persisted: Option<Seqno>,
     ) {
         let mut vbs = self.vbs.lock();
-        let Ok(Some(entry)) = entry(&mut vbs, node, vb) else {
+        let Ok(Some(entry)) = entry(&mut vbs, bucket, vb) else {
             return;
         };
         entry.ack_conns.insert(from, conn);
@@ -114,7 +114,7 @@ impl DurabilityMonitor {
             persisted: persisted.map_or(Seqno::ZERO, |p| p.min(in_memory)),
         };
         let resolutions = entry.monitor.ack(from, ack);
-        apply(node, vb, entry, resolutions);
+        apply(bucket, vb, entry, resolutions);
     }
 
     /// Producer connection `conn` closed: the acks it delivered (and no newer connection
@@ -135,23 +135,23 @@ impl DurabilityMonitor {
     }
 
     /// The active persisted `vb` further (a persist-level writer saw it happen).
-    pub fn persisted(&self, node: &Node, vb: VbId) {
-        let Ok(seqno) = node.bucket.persisted_seqno(vb) else {
+    pub fn persisted(&self, bucket: &BucketHandle, vb: VbId) {
+        let Ok(seqno) = bucket.engine.persisted_seqno(vb) else {
             return;
         };
         let mut vbs = self.vbs.lock();
         if let Some(entry) = vbs.get_mut(&vb) {
             let resolutions = entry.monitor.persisted(seqno);
-            apply(node, vb, entry, resolutions);
+            apply(bucket, vb, entry, resolutions);
         }
     }
 
     /// Aborts what is due in `vb` (a writer reached its deadline).
-    pub fn expire(&self, node: &Node, vb: VbId, now: Instant) {
+    pub fn expire(&self, bucket: &BucketHandle, vb: VbId, now: Instant) {
         let mut vbs = self.vbs.lock();
         if let Some(entry) = vbs.get_mut(&vb) {
             let resolutions = entry.monitor.tick(now);
-            apply(node, vb, entry, resolutions);
+            apply(bucket, vb, entry, resolutions);
         }
     }
 
@@ -159,14 +159,14 @@ impl DurabilityMonitor {
     /// active here (their writers hear "unknown"), follows chain changes and local
     /// persistence, aborts what is due; and starts the monitors of active vbuckets that
     /// inherited prepares (a promotion, warmup), which adopt them.
-    pub fn tick(&self, node: &Node, now: Instant) {
+    pub fn tick(&self, bucket: &BucketHandle, now: Instant) {
         let mut vbs = self.vbs.lock();
         let vb_ids: Vec<VbId> = vbs.keys().copied().collect();
         for vb in vb_ids {
             let Some(entry) = vbs.get_mut(&vb) else {
                 continue;
             };
-            let current = still_active(node, vb, entry.vb_uuid).then(|| chain_of(node, vb));
+            let current = still_active(bucket, vb, entry.vb_uuid).then(|| chain_of(bucket, vb));
             let Some(Some(chain)) = current else {
                 let entry = vbs.remove(&vb).expect("present");
                 drop_entry(vb, entry);
@@ -176,16 +176,16 @@ impl DurabilityMonitor {
             if &chain != entry.monitor.chain() {
                 resolutions.extend(entry.monitor.set_chain(chain));
             }
-            if let Ok(p) = node.bucket.persisted_seqno(vb) {
+            if let Ok(p) = bucket.engine.persisted_seqno(vb) {
                 resolutions.extend(entry.monitor.persisted(p));
             }
             resolutions.extend(entry.monitor.tick(now));
-            apply(node, vb, entry, resolutions);
+            apply(bucket, vb, entry, resolutions);
         }
         let mut to_adopt = self.to_adopt.lock();
-        to_adopt.extend(node.bucket.take_inherited_prepares());
+        to_adopt.extend(bucket.engine.take_inherited_prepares());
         // Kept only while the vbucket is active here and the map does not say so yet.
-        to_adopt.retain(|&vb| matches!(entry(&mut vbs, node, vb), Ok(None)));
+        to_adopt.retain(|&vb| matches!(entry(&mut vbs, bucket, vb), Ok(None)));
     }
 
     /// How many durable writes are tracked (stats).
@@ -198,34 +198,38 @@ impl DurabilityMonitor {
 /// entry adopts the prepares the engine holds (with no deadline: nobody waits for them).
 fn entry<'a>(
     vbs: &'a mut HashMap<VbId, VbEntry>,
-    node: &Node,
+    bucket: &BucketHandle,
     vb: VbId,
 ) -> Result<Option<&'a mut VbEntry>, EngineError> {
-    let vb_uuid = node.bucket.vb_uuid(vb)?;
+    let vb_uuid = bucket.engine.vb_uuid(vb)?;
     if let Some(e) = vbs.get(&vb) {
-        if !still_active(node, vb, e.vb_uuid) || e.vb_uuid != vb_uuid {
+        if !still_active(bucket, vb, e.vb_uuid) || e.vb_uuid != vb_uuid {
             let e = vbs.remove(&vb).expect("present");
             drop_entry(vb, e);
         }
     }
     match vbs.entry(vb) {
         Entry::Occupied(o) => Ok(Some(o.into_mut())),
-        Entry::Vacant(v) => Ok(new_entry(node, vb, vb_uuid)?.map(|e| v.insert(e))),
+        Entry::Vacant(v) => Ok(new_entry(bucket, vb, vb_uuid)?.map(|e| v.insert(e))),
     }
 }
 
 /// A monitor for `vb`, active here under `vb_uuid`, if the map gives its chain.
-fn new_entry(node: &Node, vb: VbId, vb_uuid: VbUuid) -> Result<Option<VbEntry>, EngineError> {
-    if node.bucket.vb_state(vb)? != VbState::Active {
+fn new_entry(
+    bucket: &BucketHandle,
+    vb: VbId,
+    vb_uuid: VbUuid,
+) -> Result<Option<VbEntry>, EngineError> {
+    if bucket.engine.vb_state(vb)? != VbState::Active {
         return Err(EngineError::NotMyVbucket);
     }
-    let Some(chain) = chain_of(node, vb) else {
+    let Some(chain) = chain_of(bucket, vb) else {
         return Ok(None);
     };
     let possible = chain.check_possible();
-    let mut monitor = ActiveMonitor::new(chain, node.bucket.persisted_seqno(vb)?);
+    let mut monitor = ActiveMonitor::new(chain, bucket.engine.persisted_seqno(vb)?);
     let mut adopted = Vec::new();
-    for p in node.bucket.pending_writes(vb)? {
+    for p in bucket.engine.pending_writes(vb)? {
         match &possible {
             // Prepares this active did not make (or lost the writer of) may have been
             // acknowledged: they are re-committed, never aborted, once the chain holds them.
@@ -253,18 +257,18 @@ fn new_entry(node: &Node, vb: VbId, vb_uuid: VbUuid) -> Result<Option<VbEntry>, 
         waiters: HashMap::new(),
         ack_conns: HashMap::new(),
     };
-    apply(node, vb, &mut e, adopted);
+    apply(bucket, vb, &mut e, adopted);
     Ok(Some(e))
 }
 
-fn still_active(node: &Node, vb: VbId, vb_uuid: VbUuid) -> bool {
-    node.bucket.vb_state(vb).ok() == Some(VbState::Active)
-        && node.bucket.vb_uuid(vb).ok() == Some(vb_uuid)
+fn still_active(bucket: &BucketHandle, vb: VbId, vb_uuid: VbUuid) -> bool {
+    bucket.engine.vb_state(vb).ok() == Some(VbState::Active)
+        && bucket.engine.vb_uuid(vb).ok() == Some(vb_uuid)
 }
 
 /// The vbucket's chain, if the map places its active here.
-fn chain_of(node: &Node, vb: VbId) -> Option<Chain<NodeId>> {
-    let view = node.cluster_map();
+fn chain_of(bucket: &BucketHandle, vb: VbId) -> Option<Chain<NodeId>> {
+    let view = bucket.cluster_map();
     let chain = view.map.vbmap().chain(vb)?;
     (chain.active == Some(view.this)).then(|| Chain {
         active: view.this,
@@ -273,17 +277,17 @@ fn chain_of(node: &Node, vb: VbId) -> Option<Chain<NodeId>> {
 }
 
 /// Carries out the monitor's decisions, in order, and tells the writers.
-fn apply(node: &Node, vb: VbId, entry: &mut VbEntry, resolutions: Vec<Resolution>) {
+fn apply(bucket: &BucketHandle, vb: VbId, entry: &mut VbEntry, resolutions: Vec<Resolution>) {
     for r in resolutions {
         let outcome = match r.outcome {
-            Outcome::Commit => match node.bucket.commit(vb, r.seqno) {
+            Outcome::Commit => match bucket.engine.commit(vb, r.seqno) {
                 Ok(_) => WriteOutcome::Committed,
                 Err(e) => {
                     tracing::warn!(%vb, seqno = %r.seqno, error = %e, "commit refused");
                     WriteOutcome::Unknown
                 }
             },
-            Outcome::Abort => match node.bucket.abort(vb, r.seqno) {
+            Outcome::Abort => match bucket.engine.abort(vb, r.seqno) {
                 Ok(_) => WriteOutcome::Aborted,
                 Err(e) => {
                     tracing::warn!(%vb, seqno = %r.seqno, error = %e, "abort refused");

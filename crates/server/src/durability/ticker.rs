@@ -16,10 +16,13 @@ pub async fn run(node: Arc<Node>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        let node2 = node.clone();
+        let buckets = node.buckets.all();
         // Engine calls take vbucket locks and may commit: off the async workers.
-        let pass =
-            tokio::task::spawn_blocking(move || node2.durability.tick(&node2, Instant::now()));
+        let pass = tokio::task::spawn_blocking(move || {
+            for bucket in buckets {
+                bucket.durability.tick(&bucket, Instant::now());
+            }
+        });
         if pass.await.is_err() {
             tracing::error!("the durability pass panicked");
         }

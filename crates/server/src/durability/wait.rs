@@ -3,7 +3,7 @@
 //! at its deadline for the abort it triggers.
 
 use super::WriteOutcome;
-use crate::node::Node;
+use crate::bucket_handle::BucketHandle;
 use sluice_types::{DurabilityLevel, Seqno, VbId};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -25,14 +25,19 @@ const OUTCOME_AFTER_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Waits until `seqno` of `vb` is persisted on this node, at most `timeout`: `false` on the
 /// timeout, or when the bucket refuses writes after a storage failure.
-pub async fn wait_persisted(node: &Node, vb: VbId, seqno: Seqno, timeout: Duration) -> bool {
-    let bucket = node.bucket.clone();
+pub async fn wait_persisted(
+    bucket: &BucketHandle,
+    vb: VbId,
+    seqno: Seqno,
+    timeout: Duration,
+) -> bool {
+    let bucket = bucket.engine.clone();
     let done = tokio::task::spawn_blocking(move || bucket.wait_persisted(vb, seqno, timeout)).await;
     matches!(done, Ok(Ok(true)))
 }
 
 /// Waits for the write's outcome.
-pub async fn wait(node: &Node, w: DurableWrite) -> WriteOutcome {
+pub async fn wait(bucket: &BucketHandle, w: DurableWrite) -> WriteOutcome {
     let DurableWrite {
         vb,
         seqno,
@@ -45,9 +50,9 @@ pub async fn wait(node: &Node, w: DurableWrite) -> WriteOutcome {
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::select! {
             o = &mut outcome => return o.unwrap_or(WriteOutcome::Unknown),
-            persisted = wait_persisted(node, vb, seqno, left) => {
+            persisted = wait_persisted(bucket, vb, seqno, left) => {
                 if persisted {
-                    node.durability.persisted(node, vb);
+                    bucket.durability.persisted(bucket, vb);
                 }
             }
         }
@@ -56,7 +61,7 @@ pub async fn wait(node: &Node, w: DurableWrite) -> WriteOutcome {
         o = &mut outcome => return o.unwrap_or(WriteOutcome::Unknown),
         _ = tokio::time::sleep_until(until) => {}
     }
-    node.durability.expire(node, vb, Instant::now());
+    bucket.durability.expire(bucket, vb, Instant::now());
     match tokio::time::timeout(OUTCOME_AFTER_DEADLINE, outcome).await {
         Ok(Ok(o)) => o,
         _ => WriteOutcome::Unknown,

@@ -1,6 +1,7 @@
 //! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
 
 use super::{Held, Next, Responder};
+use crate::bucket_handle::BucketHandle;
 use crate::durability::{DurableWrite, TrackError};
 use crate::node::Node;
 use bytes::Bytes;
@@ -15,18 +16,24 @@ const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Executes `cmd`, the command of `req` (whose header gives the vbucket, CAS, datatype and
 /// frame infos).
-pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Responder<'_>) -> Next {
-    let bucket = &node.bucket;
+pub fn execute(
+    node: &Node,
+    handle: &BucketHandle,
+    req: &Request<'_>,
+    cmd: &KvCommand<'_>,
+    mut r: Responder<'_>,
+) -> Next {
+    let bucket = &handle.engine;
     let vb = req.vb;
     let cas = req.cas;
-    if node.is_fenced() && fenced_out(node, vb, cmd) {
-        engine_error(&mut r, &EngineError::NotMyVbucket, node);
+    if node.is_fenced() && fenced_out(handle, vb, cmd) {
+        engine_error(&mut r, &EngineError::NotMyVbucket, handle);
         return Next::Continue;
     }
     let d = match req.frame_infos.durability {
         None => None,
         Some((level, timeout_ms)) => {
-            if level != DurabilityLevel::Majority && !node.bucket.config.is_persistent() {
+            if level != DurabilityLevel::Majority && !bucket.config.is_persistent() {
                 r.error(
                     Status::DurabilityInvalidLevel,
                     "an ephemeral bucket cannot persist",
@@ -86,12 +93,12 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
                 preserve_ttl: req.frame_infos.preserve_ttl,
                 durability: level,
             };
-            mutate(node, vb, d, &mut r, || {
+            mutate(handle, vb, d, &mut r, || {
                 bucket.store(vb, &sr).map(|m| (m, ()))
             })
             .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new()))
         }
-        KvCommand::Delete { key } => mutate(node, vb, d, &mut r, || {
+        KvCommand::Delete { key } => mutate(handle, vb, d, &mut r, || {
             bucket.delete(vb, key, cas, level).map(|m| (m, ()))
         })
         .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new())),
@@ -111,12 +118,12 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
                 cas,
                 durability: level,
             };
-            mutate(node, vb, d, &mut r, || {
+            mutate(handle, vb, d, &mut r, || {
                 bucket.arithmetic(vb, &ar).map(|(value, m)| (m, value))
             })
             .map(|done| answer(req, cmd, &mut r, done, |v: u64| v.to_be_bytes().to_vec()))
         }
-        KvCommand::Concat { append, key, value } => mutate(node, vb, d, &mut r, || {
+        KvCommand::Concat { append, key, value } => mutate(handle, vb, d, &mut r, || {
             bucket
                 .concat(vb, key, *append, value, cas, level)
                 .map(|m| (m, ()))
@@ -172,7 +179,7 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
             Next::Continue
         }
         Err(e) => {
-            engine_error(&mut r, &e, node);
+            engine_error(&mut r, &e, handle);
             Next::Continue
         }
     }
@@ -181,9 +188,9 @@ pub fn execute(node: &Node, req: &Request<'_>, cmd: &KvCommand<'_>, mut r: Respo
 /// A fenced node (cut off from a majority of the voters, which may have promoted the
 /// replicas) serves nothing from its active vbuckets: not a write, which could be lost, nor
 /// a read, which could be stale. A replica read is what it is, and says so.
-fn fenced_out(node: &Node, vb: VbId, cmd: &KvCommand<'_>) -> bool {
+fn fenced_out(handle: &BucketHandle, vb: VbId, cmd: &KvCommand<'_>) -> bool {
     !matches!(cmd, KvCommand::GetReplica { .. })
-        && node.bucket.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
+        && handle.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
 }
 
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped
@@ -243,7 +250,7 @@ type Done<T> = (Mutation, T, Option<DurableWrite>);
 /// Runs the engine call `f`; with durability, as a SyncWrite tracked from the moment its
 /// prepare exists. `Ok(None)`: refused before anything was written, and answered here.
 fn mutate<T>(
-    node: &Node,
+    handle: &BucketHandle,
     vb: VbId,
     d: Option<Durable>,
     r: &mut Responder<'_>,
@@ -252,7 +259,7 @@ fn mutate<T>(
     let Some(Durable { level, deadline }) = d else {
         return f().map(|(m, x)| Some((m, x, None)));
     };
-    match node.durability.write(node, vb, level, deadline, f) {
+    match handle.durability.write(handle, vb, level, deadline, f) {
         Ok(((m, x), outcome)) => Ok(Some((
             m,
             x,
@@ -341,10 +348,10 @@ fn finish_mutation(
 }
 
 /// Maps an engine error onto the wire.
-pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, node: &Node) {
+pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, bucket: &BucketHandle) {
     let (status, context): (Status, &str) = match e {
         EngineError::NotMyVbucket => {
-            let view = node.cluster_map();
+            let view = bucket.cluster_map();
             if r.map_known.is_some_and(|known| known >= view.version()) {
                 let p = r.packet(Status::NotMyVbucket);
                 r.send(p);

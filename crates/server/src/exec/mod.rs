@@ -93,8 +93,8 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     r.quiet = req.quiet;
     if session.port == Port::Memcached {
         // Plain memcached clients know nothing of vbuckets (they send 0): route by key here.
-        if let Some(key) = req.command.key() {
-            req.vb = vbucket_of(key, node.bucket.num_vbuckets());
+        if let (Some(key), Some(bucket)) = (req.command.key(), &session.bucket) {
+            req.vb = vbucket_of(key, bucket.engine.num_vbuckets());
         }
     }
     if !session.authenticated() && !allowed_before_auth(&req.command) {
@@ -109,23 +109,28 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     {
         session_ops::recompute_access(node, session);
     }
-    if needs_bucket(&req.command) && !session.bucket_selected {
-        r.error(Status::NoBucket, "select a bucket first");
-        return Next::Continue;
-    }
+    let bucket = match (&session.bucket, needs_bucket(&req.command)) {
+        (Some(bucket), _) => Some(bucket.clone()),
+        (None, false) => None,
+        (None, true) => {
+            r.error(Status::NoBucket, "select a bucket first");
+            return Next::Continue;
+        }
+    };
     if let Some(why) = access::refused(session, &req.command) {
         r.error(Status::Eaccess, why);
         return Next::Continue;
     }
-    match &req.command {
-        Command::Kv(cmd) => kv::execute(node, &req, cmd, r),
-        Command::Session(cmd) => session_ops::execute(node, session, cmd, r),
-        Command::Vbucket(cmd) => {
+    match (&req.command, bucket) {
+        (Command::Kv(cmd), Some(bucket)) => kv::execute(node, &bucket, &req, cmd, r),
+        (Command::Vbucket(cmd), Some(bucket)) => {
             // A client that cannot see prepares and aborts is told the seqnos it can reach.
             let sync_writes = session.has(sluice_proto::Feature::SyncReplication);
-            vbucket_ops::execute(node, req.vb, cmd, sync_writes, r)
+            vbucket_ops::execute(&bucket, req.vb, cmd, sync_writes, r)
         }
-        Command::Dcp(cmd) => dcp_ops::execute(cmd, r),
+        (Command::Session(cmd), _) => session_ops::execute(node, session, cmd, r),
+        (Command::Dcp(cmd), _) => dcp_ops::execute(cmd, r),
+        (Command::Kv(_) | Command::Vbucket(_), None) => unreachable!("needs_bucket checked"),
     }
 }
 

@@ -115,30 +115,17 @@ pub fn execute(
             sasl_step(session, step, r);
             refresh_access(node, session);
         }
-        SessionCommand::SelectBucket { name } => {
-            if *name == b"@no bucket@" {
-                session.bucket_selected = session.port == Port::Memcached;
-                let p = r.packet(Status::Success);
-                r.send(p);
-            } else if *name == node.config.bucket.as_bytes() {
-                let access = bucket_access(node, session);
-                session.access_generation = node.credentials.generation();
-                if access.any {
-                    session.access = access;
-                    session.bucket_selected = true;
-                    let p = r.packet(Status::Success);
-                    r.send(p);
-                } else {
-                    r.error(Status::Eaccess, "no role on this bucket");
-                }
-            } else {
-                r.error(Status::KeyEnoent, "no such bucket");
-            }
-        }
+        SessionCommand::SelectBucket { name } => select_bucket(node, session, name, r),
         SessionCommand::ListBuckets => {
-            let p = r
-                .packet(Status::Success)
-                .value(node.config.bucket.as_bytes());
+            // The buckets the user has a role on, space-separated, as Couchbase lists them.
+            let names: Vec<String> = node
+                .buckets
+                .names()
+                .into_iter()
+                .filter(|b| bucket_access(node, session, b).any)
+                .collect();
+            let names = names.join(" ");
+            let p = r.packet(Status::Success).value(names.as_bytes());
             r.send(p);
         }
         SessionCommand::GetErrorMap { version } => {
@@ -147,11 +134,14 @@ pub fn execute(
             r.send(p);
         }
         SessionCommand::GetClusterConfig { known } => {
-            let view = node.cluster_map();
+            let view = match &session.bucket {
+                Some(bucket) => bucket.cluster_map(),
+                None => node.cluster_map(),
+            };
             if known.is_some_and(|k| k >= view.version()) {
                 let p = r.packet(Status::Success);
                 r.send(p);
-            } else if session.bucket_selected {
+            } else if session.bucket.is_some() {
                 let dt = json_bit(&r);
                 let p = r
                     .packet(Status::Success)
@@ -176,7 +166,14 @@ pub fn execute(
             let p = r.packet(Status::Success).value(VERSION.as_bytes());
             r.send(p);
         }
-        SessionCommand::Stat { group } => return stats::execute(node, group, r),
+        SessionCommand::Stat { group } => {
+            // The selected bucket's; before SELECT_BUCKET, the node's own bucket's.
+            let bucket = session
+                .bucket
+                .clone()
+                .unwrap_or_else(|| node.bucket.clone());
+            return stats::execute(node, &bucket, group, r);
+        }
         SessionCommand::Quit => {
             let p = r.packet(Status::Success);
             r.success(p);
@@ -194,13 +191,51 @@ fn json_bit(r: &Responder<'_>) -> u8 {
     }
 }
 
-/// What the session's user may do with the bucket (everything on the memcached port).
-fn bucket_access(node: &Node, session: &Session) -> BucketAccess {
+/// SELECT_BUCKET: `@no bucket@` deselects; a bucket the user has no role on is refused with
+/// EACCESS, one that does not exist with KEY_ENOENT. The memcached port stays bound to its
+/// bucket.
+fn select_bucket(node: &Node, session: &mut Session, name: &[u8], mut r: Responder<'_>) {
+    if session.port == Port::Memcached {
+        let bound = session.bucket.as_ref().map(|b| b.name.as_bytes());
+        if name == b"@no bucket@" || Some(name) == bound {
+            let p = r.packet(Status::Success);
+            r.send(p);
+        } else {
+            r.error(Status::Eaccess, "the memcached port is bound to its bucket");
+        }
+        return;
+    }
+    if name == b"@no bucket@" {
+        session.bucket = None;
+        recompute_access(node, session);
+        let p = r.packet(Status::Success);
+        r.send(p);
+        return;
+    }
+    let Some(bucket) = std::str::from_utf8(name)
+        .ok()
+        .and_then(|n| node.buckets.get(n))
+    else {
+        r.error(Status::KeyEnoent, "no such bucket");
+        return;
+    };
+    let access = bucket_access(node, session, &bucket.name);
+    session.access_generation = node.credentials.generation();
+    if access.any {
+        session.access = access;
+        session.bucket = Some(bucket);
+        let p = r.packet(Status::Success);
+        r.send(p);
+    } else {
+        r.error(Status::Eaccess, "no role on this bucket");
+    }
+}
+
+/// What the session's user may do with bucket `bucket` (everything on the memcached port).
+fn bucket_access(node: &Node, session: &Session, bucket: &str) -> BucketAccess {
     match (&session.port, &session.user) {
         (Port::Memcached, _) => BucketAccess::ALL,
-        (Port::Kv, Some(user)) => {
-            BucketAccess::of(&node.credentials.roles_of(user), &node.config.bucket)
-        }
+        (Port::Kv, Some(user)) => BucketAccess::of(&node.credentials.roles_of(user), bucket),
         (Port::Kv, None) => BucketAccess::default(),
     }
 }
@@ -210,7 +245,10 @@ fn bucket_access(node: &Node, session: &Session) -> BucketAccess {
 /// refused with EACCESS from the next command on.
 pub(crate) fn recompute_access(node: &Node, session: &mut Session) {
     session.access_generation = node.credentials.generation();
-    session.access = bucket_access(node, session);
+    session.access = match &session.bucket {
+        Some(bucket) => bucket_access(node, session, &bucket.name),
+        None => BucketAccess::default(),
+    };
 }
 
 /// After a login (or a failed one): the access to a bucket selected before is the new
@@ -218,7 +256,7 @@ pub(crate) fn recompute_access(node: &Node, session: &mut Session) {
 fn refresh_access(node: &Node, session: &mut Session) {
     recompute_access(node, session);
     if session.port == Port::Kv && !session.access.any {
-        session.bucket_selected = false;
+        session.bucket = None;
     }
 }
 

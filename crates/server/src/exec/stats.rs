@@ -7,16 +7,17 @@
 //! An unknown group answers KEY_ENOENT.
 
 use super::{Next, Responder};
+use crate::bucket_handle::BucketHandle;
 use crate::node::Node;
 use sluice_proto::Status;
 use std::sync::atomic::Ordering;
 
-pub fn execute(node: &Node, group: &[u8], mut r: Responder<'_>) -> Next {
+pub fn execute(node: &Node, handle: &BucketHandle, group: &[u8], mut r: Responder<'_>) -> Next {
     let group = String::from_utf8_lossy(group);
     let mut words = group.split_whitespace();
     let name = words.next().unwrap_or("");
     let vb_filter: Option<u16> = words.next().and_then(|w| w.parse().ok());
-    let Some(stats) = collect(node, name, vb_filter) else {
+    let Some(stats) = collect(node, handle, name, vb_filter) else {
         r.error(Status::KeyEnoent, "unknown stat group");
         return Next::Continue;
     };
@@ -34,8 +35,13 @@ pub fn execute(node: &Node, group: &[u8], mut r: Responder<'_>) -> Next {
 
 /// The (name, value) pairs of a stat group, or `None` for an unknown group. Also used by the
 /// admin HTTP endpoint.
-pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(String, String)>> {
-    let bucket = &node.bucket;
+pub fn collect(
+    node: &Node,
+    handle: &BucketHandle,
+    group: &str,
+    vb_filter: Option<u16>,
+) -> Option<Vec<(String, String)>> {
+    let bucket = &handle.engine;
     let mut out: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| out.push((k.to_string(), v));
     match group {
@@ -51,7 +57,7 @@ pub fn collect(node: &Node, group: &str, vb_filter: Option<u16>) -> Option<Vec<(
                     .to_string(),
             );
             put("version", super::session_ops::VERSION.to_string());
-            put("bucket", node.config.bucket.clone());
+            put("bucket", handle.name.clone());
             put(
                 "bucket_type",
                 format!("{:?}", bucket.config.bucket_type).to_lowercase(),

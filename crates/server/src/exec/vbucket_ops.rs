@@ -3,7 +3,7 @@
 
 use super::kv::engine_error;
 use super::{Held, Next, Responder};
-use crate::node::Node;
+use crate::bucket_handle::BucketHandle;
 use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::request::VbucketCommand;
 use sluice_proto::Status;
@@ -16,13 +16,13 @@ const PERSISTENCE_WAIT_MAX: Duration = Duration::from_secs(30);
 /// Executes `cmd` on `vb`, the request's vbucket. `sync_writes`: the connection negotiated
 /// HELLO SyncReplication (it can see prepares and aborts).
 pub fn execute(
-    node: &Node,
+    handle: &BucketHandle,
     vb: VbId,
     cmd: &VbucketCommand,
     sync_writes: bool,
     mut r: Responder<'_>,
 ) -> Next {
-    let bucket = &node.bucket;
+    let bucket = &handle.engine;
     let result = match cmd {
         VbucketCommand::GetAllVbSeqnos { state } => {
             let filter = match state {
@@ -71,7 +71,7 @@ pub fn execute(
         }),
         VbucketCommand::SeqnoPersistence { seqno } => {
             if let Err(e) = bucket.vb_state(vb) {
-                engine_error(&mut r, &e, node);
+                engine_error(&mut r, &e, handle);
                 return Next::Continue;
             }
             let mut on_success = Vec::new();
@@ -90,7 +90,7 @@ pub fn execute(
         }
     };
     if let Err(e) = result {
-        engine_error(&mut r, &e, node);
+        engine_error(&mut r, &e, handle);
     }
     Next::Continue
 }

@@ -31,6 +31,7 @@ mod stats;
 
 use super::registry::ConnShared;
 use super::wake::ConnWake;
+use crate::bucket_handle::BucketHandle;
 use crate::node::Node;
 use crate::session::Session;
 use bytes::BytesMut;
@@ -89,6 +90,8 @@ enum BackfillDone {
 
 struct Conn {
     node: Arc<Node>,
+    /// The bucket the connection selected before DCP_OPEN: the one it streams.
+    bucket: Arc<BucketHandle>,
     session: Session,
     producer: Producer,
     shared: Arc<ConnShared>,
@@ -112,15 +115,20 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     name: String,
     flags: OpenFlags,
 ) -> std::io::Result<()> {
+    let bucket = session
+        .bucket
+        .clone()
+        .expect("DCP_OPEN is refused before SELECT_BUCKET");
     let shared = node.dcp.register(&name);
-    let wake = Arc::new(ConnWake::new(node.bucket.num_vbuckets()));
+    let wake = Arc::new(ConnWake::new(bucket.engine.num_vbuckets()));
     let listener: Arc<dyn ChangeListener> = wake.clone();
-    node.bucket.add_change_listener(&listener);
+    bucket.engine.add_change_listener(&listener);
     tracing::info!(name, ?flags, "DCP producer connection opened");
     let snappy = session.has(Feature::Snappy);
     let mut conn = Conn {
         producer: Producer::new(name.clone(), flags, Instant::now()),
         node: node.clone(),
+        bucket: bucket.clone(),
         session,
         shared: shared.clone(),
         wake: wake.clone(),
@@ -137,7 +145,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
     conn.release_all();
-    node.durability.connection_closed(shared.id);
+    bucket.durability.connection_closed(shared.id);
     node.dcp.unregister(shared.id);
     tracing::info!(name, "DCP producer connection closed");
     result

@@ -51,7 +51,7 @@ impl Conn {
                         self.wake.watch(vb, true);
                         true
                     } else {
-                        match self.node.bucket.stream_cursor(vb, after) {
+                        match self.bucket.engine.stream_cursor(vb, after) {
                             Ok(Some(c)) => {
                                 self.slots.set_cursor(vb, c);
                                 self.wake.watch(vb, true);
@@ -76,7 +76,7 @@ impl Conn {
                 StreamAction::SetVbucketDead => {
                     // From here on writes to the vbucket get NOT_MY_VBUCKET; what was
                     // written before is still in the cursor's way, and is sent next.
-                    if let Err(e) = self.node.bucket.set_vbucket_state(vb, VbState::Dead) {
+                    if let Err(e) = self.bucket.engine.set_vbucket_state(vb, VbState::Dead) {
                         tracing::warn!(%vb, error = %e, "takeover: cannot set the vbucket dead");
                         self.stream_failed(vb);
                         continue;
@@ -87,7 +87,7 @@ impl Conn {
                 StreamAction::ReleaseCursor => {
                     self.wake.watch(vb, false);
                     if let Some(c) = self.slots.take_cursor(vb) {
-                        self.node.bucket.release_stream_cursor(vb, c);
+                        self.bucket.engine.release_stream_cursor(vb, c);
                     }
                     self.backfills.cancel(vb);
                 }
@@ -130,8 +130,8 @@ impl Conn {
                 continue;
             }
             match self
-                .node
                 .bucket
+                .engine
                 .read_stream_cursor(vb, cursor, CURSOR_READ_BYTES)
             {
                 Ok(Some(chunks)) => {
@@ -182,7 +182,7 @@ impl Conn {
         // Starting reads changes no ready queue: what is queued is counted once.
         let queued = self.producer.ready_bytes();
         while let Some(task) = self.backfills.next(queued) {
-            let bucket = self.node.bucket.clone();
+            let bucket = self.bucket.engine.clone();
             match task {
                 BackfillTask::Start { vb, stream, after } => {
                     self.in_flight
@@ -237,7 +237,7 @@ impl Conn {
                         cursor: Some(c), ..
                     }) = result
                     {
-                        self.node.bucket.release_stream_cursor(vb, c);
+                        self.bucket.engine.release_stream_cursor(vb, c);
                     }
                     return;
                 }

@@ -149,8 +149,8 @@ impl Conn {
                 "seqno ack from a consumer without a node consumer_name: ignored");
             return;
         };
-        self.node.durability.ack(
-            &self.node,
+        self.bucket.durability.ack(
+            &self.bucket,
             self.shared.id,
             vb,
             NodeId(node_id),
@@ -175,7 +175,7 @@ impl Conn {
             );
             return;
         }
-        let info = match self.node.bucket.stream_info(vb) {
+        let info = match self.bucket.engine.stream_info(vb) {
             Ok(info) => info,
             Err(_) => {
                 r.error(Status::NotMyVbucket, "no such vbucket");
@@ -221,7 +221,7 @@ impl Conn {
                 // one starts.
                 let (_, old_cursor) = self.slots.open(vb, takeover);
                 if let Some(c) = old_cursor {
-                    self.node.bucket.release_stream_cursor(vb, c);
+                    self.bucket.engine.release_stream_cursor(vb, c);
                 }
                 self.backfills.cancel(vb);
                 let actions = stream.start();

@@ -12,15 +12,15 @@ use std::collections::HashMap;
 impl Conn {
     pub(super) fn release_all(&mut self) {
         for (vb, c) in self.slots.drain_cursors() {
-            self.node.bucket.release_stream_cursor(vb, c);
+            self.bucket.engine.release_stream_cursor(vb, c);
         }
         self.in_flight.abort_all();
     }
 
     pub(super) fn publish_stats(&self) {
         let highs: HashMap<VbId, u64> = self
-            .node
             .bucket
+            .engine
             .vb_seqnos(None)
             .into_iter()
             .map(|(vb, s)| (vb, s.0))

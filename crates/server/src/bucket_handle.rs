@@ -1,0 +1,263 @@
+//! One bucket a node serves: its engine, the map it is served under, and its durable writes.
+//!
+//! Everything a request needs of "its" bucket hangs here, so a connection that selected a
+//! bucket holds one `Arc<BucketHandle>` and never looks a bucket up again. A node holds its
+//! buckets in a [`Buckets`] table; a bucket deleted from the table stays alive for the
+//! connections still holding it, which find its vbuckets dead or its engine shut down.
+
+use crate::cluster_map::{self, BucketFacts, MapView};
+use crate::config::ServerConfig;
+use crate::node_error::OpenError;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
+use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
+use sluice_storage::{FjallStore, StoreMemory};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a bucket is opened with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketSpec {
+    pub name: String,
+    pub bucket_type: BucketType,
+    pub vbuckets: u16,
+    pub replicas: u8,
+    pub quota_bytes: u64,
+}
+
+impl BucketSpec {
+    /// The bucket a node is started with (`--bucket` and its flags).
+    pub fn from_config(config: &ServerConfig) -> BucketSpec {
+        BucketSpec {
+            name: config.bucket.clone(),
+            bucket_type: config.bucket_type,
+            vbuckets: config.vbuckets,
+            replicas: config.replicas,
+            quota_bytes: config.memory_quota_mb * 1024 * 1024,
+        }
+    }
+}
+
+/// Facts about a bucket that must not change across restarts, kept beside its data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct BucketIdentity {
+    uuid: String,
+    bucket_type: String,
+    num_vbuckets: u16,
+}
+
+pub struct BucketHandle {
+    pub name: String,
+    /// Hex uuid of the bucket, stable across restarts (cluster map `uuid`).
+    pub uuid: String,
+    pub bucket_type: BucketType,
+    pub engine: Arc<Bucket>,
+    /// The replicas' seqno acks, which durable writes on this bucket's actives wait for.
+    pub durability: crate::durability::DurabilityMonitor,
+    /// Woken when the bucket freed memory: writes stalled for room retry (see
+    /// `ServerConfig::write_stall`).
+    pub write_room: Arc<tokio::sync::Notify>,
+    /// The bucket's map as this node serves it; the cluster agent follows it.
+    map: tokio::sync::watch::Sender<Arc<MapView>>,
+}
+
+impl BucketHandle {
+    /// Opens (or creates) bucket `spec` under the node's data directory and warms it up,
+    /// serving at first the map of `me` alone. Blocking.
+    pub fn open(
+        config: &ServerConfig,
+        spec: &BucketSpec,
+        me: &NodeInfo,
+    ) -> Result<BucketHandle, OpenError> {
+        let bucket_dir = config.data_dir.join(&spec.name);
+        std::fs::create_dir_all(&bucket_dir).map_err(|source| OpenError::Io {
+            what: "creating data directory",
+            path: bucket_dir.clone(),
+            source,
+        })?;
+        let identity = load_or_create_identity(&bucket_dir, spec)?;
+        let mut bc = BucketConfig::new(&spec.name, spec.bucket_type);
+        bc.num_vbuckets = spec.vbuckets;
+        bc.quota_bytes = spec.quota_bytes;
+        bc.value_bytes_max = config.value_bytes_max;
+        bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
+        bc.flush_interval = config.flush_interval;
+        let store: Option<Arc<dyn sluice_storage::Store>> = match spec.bucket_type {
+            BucketType::Couchbase => Some(Arc::new(
+                open_store_in_batch_thread(
+                    &bucket_dir.join("store"),
+                    StoreMemory::for_quota(bc.quota_bytes),
+                )
+                .map_err(|source| OpenError::Storage {
+                    dir: bucket_dir.clone(),
+                    source,
+                })?,
+            )),
+            BucketType::Ephemeral => None,
+        };
+        let started = Instant::now();
+        let engine = Bucket::open(bc, store, Arc::new(SystemClock)).map_err(OpenError::Warmup)?;
+        let write_room = Arc::new(tokio::sync::Notify::new());
+        let room = write_room.clone();
+        engine.set_room_listener(Box::new(move || room.notify_waiters()));
+        tracing::info!(bucket = %spec.name, items = engine.gauges()[0].1,
+            elapsed_ms = started.elapsed().as_millis() as u64, "warmup complete");
+        let facts = BucketFacts {
+            name: &spec.name,
+            uuid: &identity.uuid,
+            bucket_type: spec.bucket_type,
+        };
+        let alone = cluster_map::single_node(me.clone(), spec.replicas, spec.vbuckets);
+        let placeholder = MapView::render(alone, me.id, me, &facts);
+        Ok(BucketHandle {
+            name: spec.name.clone(),
+            uuid: identity.uuid,
+            bucket_type: spec.bucket_type,
+            engine,
+            durability: Default::default(),
+            write_room,
+            map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
+        })
+    }
+
+    /// The map this bucket is served under now.
+    pub fn cluster_map(&self) -> Arc<MapView> {
+        self.map.borrow().clone()
+    }
+
+    /// Follows map changes (the cluster agent, connections pushing maps).
+    pub fn watch_cluster_map(&self) -> tokio::sync::watch::Receiver<Arc<MapView>> {
+        self.map.subscribe()
+    }
+
+    /// Serves `map` from now on, as node `this` listening on `me`. A map older than the one
+    /// served is ignored (maps only move forward; a revision may be re-rendered, e.g. once
+    /// ports are bound).
+    pub fn install_map(&self, map: ClusterMap, this: NodeId, me: &NodeInfo) {
+        let facts = BucketFacts {
+            name: &self.name,
+            uuid: &self.uuid,
+            bucket_type: self.bucket_type,
+        };
+        let view = Arc::new(MapView::render(map, this, me, &facts));
+        self.map.send_if_modified(|current| {
+            if view.rev() < current.rev() {
+                return false;
+            }
+            *current = view;
+            true
+        });
+    }
+
+    /// The bucket's cluster map (CCCP JSON): GET_CLUSTER_CONFIG, NOT_MY_VBUCKET bodies.
+    pub fn bucket_config_json(&self) -> bytes::Bytes {
+        self.cluster_map().bucket_json.clone()
+    }
+
+    /// Whether any vbucket has ever taken a change (a high seqno above 0).
+    pub fn holds_data(&self) -> bool {
+        self.engine.vb_seqnos(None).iter().any(|(_, s)| s.0 > 0)
+    }
+}
+
+/// The buckets a node serves, by name.
+#[derive(Default)]
+pub struct Buckets {
+    table: RwLock<BTreeMap<String, Arc<BucketHandle>>>,
+}
+
+impl Buckets {
+    pub fn get(&self, name: &str) -> Option<Arc<BucketHandle>> {
+        self.table.read().get(name).cloned()
+    }
+
+    /// Every bucket, in name order.
+    pub fn all(&self) -> Vec<Arc<BucketHandle>> {
+        self.table.read().values().cloned().collect()
+    }
+
+    /// The buckets' names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.table.read().keys().cloned().collect()
+    }
+
+    /// Serves `bucket` from now on (replacing one of the same name).
+    pub fn insert(&self, bucket: Arc<BucketHandle>) {
+        self.table.write().insert(bucket.name.clone(), bucket);
+    }
+
+    /// Stops listing bucket `name`; connections holding it keep it until they let go.
+    pub fn remove(&self, name: &str) -> Option<Arc<BucketHandle>> {
+        self.table.write().remove(name)
+    }
+}
+
+/// Opens the store from a short-lived batch-class thread, so the storage engine's workers
+/// (created during open) inherit the batch scheduling class.
+fn open_store_in_batch_thread(
+    dir: &Path,
+    memory: StoreMemory,
+) -> sluice_storage::Result<FjallStore> {
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        sluice_engine::mark_current_thread_as_batch();
+        FjallStore::open_with(&dir, memory)
+    })
+    .join()
+    .unwrap_or_else(|_| {
+        Err(sluice_storage::StoreError::Io(
+            "storage open panicked".into(),
+        ))
+    })
+}
+
+fn load_or_create_identity(dir: &Path, spec: &BucketSpec) -> Result<BucketIdentity, OpenError> {
+    let path = dir.join("bucket.json");
+    let wanted_type = match spec.bucket_type {
+        BucketType::Couchbase => "couchbase",
+        BucketType::Ephemeral => "ephemeral",
+    };
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { what, path, source }
+    };
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(io("reading", &path))?;
+        let id: BucketIdentity =
+            serde_json::from_str(&text).map_err(|source| OpenError::Identity {
+                path: path.clone(),
+                source,
+            })?;
+        if id.num_vbuckets != spec.vbuckets {
+            return Err(OpenError::VbucketsChanged {
+                dir: dir.to_path_buf(),
+                had: id.num_vbuckets,
+                asked: spec.vbuckets,
+            });
+        }
+        if id.bucket_type != wanted_type {
+            return Err(OpenError::TypeChanged {
+                dir: dir.to_path_buf(),
+                had: id.bucket_type,
+                asked: wanted_type,
+            });
+        }
+        return Ok(id);
+    }
+    let id = BucketIdentity {
+        uuid: format!("{:032x}", rand::random::<u128>()),
+        bucket_type: wanted_type.into(),
+        num_vbuckets: spec.vbuckets,
+    };
+    let tmp = dir.join("bucket.json.tmp");
+    let bytes = serde_json::to_vec_pretty(&id).map_err(|source| OpenError::Identity {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io("writing", &path))?;
+    Ok(id)
+}
