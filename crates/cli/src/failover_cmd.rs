@@ -40,17 +40,21 @@ pub fn run(args: FailoverArgs) -> anyhow::Result<()> {
         let why = answer.body["error"].as_str().unwrap_or("no reason given");
         anyhow::bail!("failover refused ({}): {why}", answer.status);
     }
-    let b = &answer.body;
-    let count = |field: &str| b[field].as_array().map_or(0, Vec::len);
-    println!(
-        "node {} failed over: map rev {}, {} vbuckets promoted ({} past a first replica that \
-         was behind), {} lost, {} with no copy known complete",
-        args.node,
-        b["rev"],
-        b["promoted"],
-        b["promoted_out_of_order"].as_u64().unwrap_or(0),
-        count("lost"),
-        count("no_safe_copy"),
-    );
+    let empty = Vec::new();
+    let buckets = answer.body["buckets"].as_array().unwrap_or(&empty);
+    println!("node {} failed over", args.node);
+    for b in buckets {
+        let count = |field: &str| b[field].as_array().map_or(0, Vec::len);
+        println!(
+            "  bucket {}: map rev {}, {} vbuckets promoted ({} past a first replica that was \
+             behind), {} lost, {} with no copy known complete",
+            b["bucket"].as_str().unwrap_or("?"),
+            b["rev"],
+            b["promoted"],
+            b["promoted_out_of_order"].as_u64().unwrap_or(0),
+            count("lost"),
+            count("no_safe_copy"),
+        );
+    }
     Ok(())
 }

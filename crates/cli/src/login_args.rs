@@ -34,3 +34,59 @@ impl AdminLogin {
         sluice_client::Credentials::new(&self.username, &self.password)
     }
 }
+
+/// Which member an admin command calls, and as whom.
+#[derive(Args, Debug)]
+pub struct AdminTarget {
+    /// Admin address (host:port) of any member of the cluster.
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    pub admin: String,
+    #[command(flatten)]
+    pub login: AdminLogin,
+}
+
+/// An admin command on one named thing (a user, a bucket).
+#[derive(Args, Debug)]
+pub struct NamedTarget {
+    pub name: String,
+    #[command(flatten)]
+    pub common: AdminTarget,
+}
+
+impl AdminTarget {
+    /// `method path` on the member (a form body unless `form` is empty): the answer's body,
+    /// or an error with the reasons a refusal gave.
+    pub async fn send(
+        &self,
+        method: sluice_client::admin_http::Method,
+        path: &str,
+        form: &[(&str, &str)],
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<serde_json::Value> {
+        use sluice_client::admin_http::{self, Body};
+        let body = match form.is_empty() {
+            true => Body::None,
+            false => Body::Form(form),
+        };
+        let who = self.login.credentials();
+        let answer = admin_http::send(None, &self.admin, &who, method, path, body, timeout).await?;
+        if !answer.ok() {
+            anyhow::bail!("refused ({}): {}", answer.status, refusal(&answer.body));
+        }
+        Ok(answer.body)
+    }
+}
+
+/// A refusal's reasons: Couchbase's `{"errors": {field: why}}`, its `error`, or the body.
+fn refusal(body: &serde_json::Value) -> String {
+    match body["errors"].as_object() {
+        Some(errors) => errors
+            .iter()
+            .map(|(field, why)| format!("{field}: {}", why.as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        None => body["error"]
+            .as_str()
+            .map_or(body.to_string(), str::to_string),
+    }
+}

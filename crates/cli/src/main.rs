@@ -1,5 +1,6 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
+//! - `bucket` — the cluster's buckets: create, list, delete (`bucket_cmd`);
 //! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
 //! - `failover` — fail a node over by hand (`failover_cmd`);
 //! - `kv` — get / set / delete one document through the smart client (`kv_cmd`);
@@ -8,6 +9,7 @@
 //! - `user`   — the cluster's users and their roles (`user_cmd`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
+mod bucket_cmd;
 mod cluster_cmd;
 mod cluster_tls;
 mod failover_cmd;
@@ -69,6 +71,9 @@ enum Command {
     /// The cluster's users and their roles: set, list, delete.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
+    /// The cluster's buckets: create, list, delete.
+    #[command(subcommand)]
+    Bucket(bucket_cmd::BucketCommand),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -137,6 +142,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::User(cmd) => user_cmd::run(cmd),
+        Command::Bucket(cmd) => bucket_cmd::run(cmd),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => bench(sluice_bench::run_kv(args)),
         Command::Bench(BenchCommand::Dcp(args)) => bench(sluice_bench::run_dcp(args)),

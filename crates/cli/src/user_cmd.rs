@@ -1,8 +1,9 @@
 //! `sluice user set|list|delete`: the cluster's users and their roles, through any member's
 //! admin port (`/settings/rbac/users`, which only `admin` may call).
 
+use crate::login_args::{AdminTarget, NamedTarget};
 use clap::{Args, Subcommand};
-use sluice_client::admin_http::{self, Body, Method};
+use sluice_client::admin_http::{self, Method};
 use std::time::Duration;
 
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -12,18 +13,9 @@ pub enum UserCommand {
     /// Create a user or change its roles (and its password, when given).
     Set(SetArgs),
     /// List the users and their roles.
-    List(Common),
+    List(AdminTarget),
     /// Delete a user.
-    Delete(DeleteArgs),
-}
-
-#[derive(Args)]
-pub struct Common {
-    /// Admin address (host:port) of any member of the cluster.
-    #[arg(long, default_value = "127.0.0.1:8091")]
-    pub admin: String,
-    #[command(flatten)]
-    pub login: crate::login_args::AdminLogin,
+    Delete(NamedTarget),
 }
 
 #[derive(Args)]
@@ -39,14 +31,7 @@ pub struct SetArgs {
     #[arg(long, env = "SLUICE_USER_PASSWORD", hide_env_values = true)]
     pub user_password: Option<String>,
     #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args)]
-pub struct DeleteArgs {
-    pub name: String,
-    #[command(flatten)]
-    pub common: Common,
+    pub common: AdminTarget,
 }
 
 pub fn run(cmd: UserCommand) -> anyhow::Result<()> {
@@ -65,19 +50,10 @@ pub fn run(cmd: UserCommand) -> anyhow::Result<()> {
             UserCommand::List(c) => (c, Method::GET, "/settings/rbac/users".into(), vec![]),
             UserCommand::Delete(a) => (&a.common, Method::DELETE, user_path(&a.name), vec![]),
         };
-        let body = match form.is_empty() {
-            true => Body::None,
-            false => Body::Form(&form),
-        };
-        let who = common.login.credentials();
-        let answer =
-            admin_http::send(None, &common.admin, &who, method, &path, body, HTTP_TIMEOUT).await?;
-        if !answer.ok() {
-            anyhow::bail!("refused ({}): {}", answer.status, answer.body);
-        }
+        let answer = common.send(method, &path, &form, HTTP_TIMEOUT).await?;
         match &cmd {
             UserCommand::List(_) => {
-                for u in answer.body.as_array().into_iter().flatten() {
+                for u in answer.as_array().into_iter().flatten() {
                     let roles: Vec<String> = u["roles"]
                         .as_array()
                         .into_iter()

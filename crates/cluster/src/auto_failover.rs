@@ -70,9 +70,12 @@ impl AutoFailover {
         self.down_since.clear();
     }
 
-    /// What to do at `now` given the map and the nodes already failed over.
-    pub fn decide(&self, map: &VbMap, failed_over: &[NodeId], now: Instant) -> Decision {
-        let listed = map.nodes();
+    /// What to do at `now` given every bucket's map and the nodes already failed over. A
+    /// node no map lists is never failed over; one whose failover loses a vbucket of any
+    /// bucket is held.
+    pub fn decide(&self, maps: &[&VbMap], failed_over: &[NodeId], now: Instant) -> Decision {
+        let listed: std::collections::BTreeSet<NodeId> =
+            maps.iter().flat_map(|m| m.nodes()).collect();
         let down: Vec<NodeId> = self
             .down_since
             .keys()
@@ -91,7 +94,7 @@ impl AutoFailover {
         if let Some(&other) = failed_over.first() {
             return Decision::Held(Held::AlreadyFailedOver(other));
         }
-        let lost = fail_over(map, &[node]).lost.len();
+        let lost: usize = maps.iter().map(|m| fail_over(m, &[node]).lost.len()).sum();
         if lost > 0 {
             return Decision::Held(Held::WouldLoseData { node, lost });
         }
@@ -119,16 +122,16 @@ mod tests {
         a.observe(NodeId(1), false, t0);
         a.observe(NodeId(1), false, t0 + Duration::from_secs(3));
         assert_eq!(
-            a.decide(&m, &[], t0 + Duration::from_secs(4)),
+            a.decide(&[&m], &[], t0 + Duration::from_secs(4)),
             Decision::Nothing
         );
-        assert_eq!(a.decide(&m, &[], t0 + T), Decision::FailOver(NodeId(1)));
+        assert_eq!(a.decide(&[&m], &[], t0 + T), Decision::FailOver(NodeId(1)));
         // One good probe restarts the clock.
         a.observe(NodeId(1), true, t0 + T);
         a.observe(NodeId(1), false, t0 + T + Duration::from_secs(1));
-        assert_eq!(a.decide(&m, &[], t0 + T + T), Decision::Nothing);
+        assert_eq!(a.decide(&[&m], &[], t0 + T + T), Decision::Nothing);
         assert_eq!(
-            a.decide(&m, &[], t0 + T + T + Duration::from_secs(1)),
+            a.decide(&[&m], &[], t0 + T + T + Duration::from_secs(1)),
             Decision::FailOver(NodeId(1))
         );
     }
@@ -141,16 +144,24 @@ mod tests {
         a.observe(NodeId(1), false, t0);
         a.observe(NodeId(2), false, t0);
         assert_eq!(
-            a.decide(&map(4, 1), &[], later),
+            a.decide(&[&map(4, 1)], &[], later),
             Decision::Held(Held::SeveralDown(vec![NodeId(1), NodeId(2)]))
         );
         a.observe(NodeId(2), true, t0);
         assert_eq!(
-            a.decide(&map(4, 1), &[NodeId(7)], later),
+            a.decide(&[&map(4, 1)], &[NodeId(7)], later),
             Decision::Held(Held::AlreadyFailedOver(NodeId(7)))
         );
         assert_eq!(
-            a.decide(&map(3, 0), &[], later),
+            a.decide(&[&map(3, 0)], &[], later),
+            Decision::Held(Held::WouldLoseData {
+                node: NodeId(1),
+                lost: fail_over(&map(3, 0), &[NodeId(1)]).lost.len()
+            })
+        );
+        // A bucket without replicas holds the failover back, whatever the others have.
+        assert_eq!(
+            a.decide(&[&map(3, 1), &map(3, 0)], &[], later),
             Decision::Held(Held::WouldLoseData {
                 node: NodeId(1),
                 lost: fail_over(&map(3, 0), &[NodeId(1)]).lost.len()
@@ -159,9 +170,9 @@ mod tests {
         // A node the map does not list (joining, or already failed over) is not counted.
         let mut b = AutoFailover::new(T);
         b.observe(NodeId(9), false, t0);
-        assert_eq!(b.decide(&map(3, 1), &[], later), Decision::Nothing);
+        assert_eq!(b.decide(&[&map(3, 1)], &[], later), Decision::Nothing);
         b.reset();
         b.observe(NodeId(0), false, later);
-        assert_eq!(b.decide(&map(3, 1), &[], later), Decision::Nothing);
+        assert_eq!(b.decide(&[&map(3, 1)], &[], later), Decision::Nothing);
     }
 }

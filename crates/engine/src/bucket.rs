@@ -258,7 +258,7 @@ impl Bucket {
         if crate::checkpoint_recovery::needed(self) {
             self.pager_wake.notify();
         }
-        if m.checkpoint_used() > m.checkpoint_bytes_max {
+        if m.checkpoint_used() > m.checkpoint_bytes_max() {
             // Checkpoints are drained by the flusher: give it a nudge.
             self.flusher_wake.notify();
         } else if self.config.is_persistent() && m.above_high_watermark() {
@@ -274,13 +274,13 @@ impl Bucket {
     /// Whether a write of `incoming` bytes would be refused for want of memory now.
     fn lacks_room_for(&self, incoming: usize) -> bool {
         let m = &self.memory;
-        if m.checkpoint_used() > m.checkpoint_bytes_max {
+        if m.checkpoint_used() > m.checkpoint_bytes_max() {
             true
         } else if self.config.is_persistent() {
             m.would_exceed_quota(incoming)
         } else {
             // Ephemeral: nothing can be evicted, so stop at the high watermark.
-            m.used() + incoming as u64 > m.high_watermark_bytes
+            m.used() + incoming as u64 > m.high_watermark_bytes()
         }
     }
 
@@ -654,6 +654,22 @@ impl Bucket {
 
     pub fn memory(&self) -> MemorySnapshot {
         self.memory.snapshot()
+    }
+
+    /// Changes the memory quota while the bucket serves (an administrator's edit). A smaller
+    /// one wakes the pager, which evicts down to the new watermarks; writes are refused
+    /// meanwhile as they would be at the old quota's limits. The storage engine's caches keep
+    /// the size they were opened with.
+    pub fn set_quota(&self, quota_bytes: u64) {
+        let before = self.memory.quota_bytes();
+        self.memory.set_quota(quota_bytes);
+        tracing::info!(bucket = %self.config.name, before, quota_bytes, "memory quota changed");
+        if quota_bytes < before {
+            self.pager_wake.notify();
+        }
+        if let Some(listener) = self.room_listener.get() {
+            listener();
+        }
     }
 
     /// Why writes are refused, if they are.

@@ -19,7 +19,7 @@ pub const RECOVERY_STOP: f64 = 0.6;
 
 fn over(bucket: &Bucket, share: f64) -> bool {
     let m = &bucket.memory;
-    m.checkpoint_used() as f64 > m.checkpoint_bytes_max as f64 * share
+    m.checkpoint_used() as f64 > m.checkpoint_bytes_max() as f64 * share
 }
 
 /// Whether recovery should run now.

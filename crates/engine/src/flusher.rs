@@ -24,7 +24,7 @@ pub fn run(bucket: &Bucket) {
         let m = &bucket.memory;
         let seen = FlusherObservation {
             checkpoint_bytes: m.checkpoint_used(),
-            checkpoint_bytes_max: m.checkpoint_bytes_max,
+            checkpoint_bytes_max: m.checkpoint_bytes_max(),
             stopping: bucket.shutdown.load(Ordering::SeqCst),
         };
         match schedule.step(Instant::now(), seen) {

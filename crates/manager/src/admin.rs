@@ -64,6 +64,7 @@ pub async fn serve(
     let users = crate::users_api::router(node.clone(), meta.clone());
     let rebalance = crate::rebalance::routes::router(control.clone(), meta.clone());
     let janitor = crate::janitor::routes::router(control.clone());
+    let buckets = crate::buckets_api::router(control.clone(), meta.clone());
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
@@ -72,6 +73,7 @@ pub async fn serve(
         .with_state(state)
         .merge(rebalance)
         .merge(janitor)
+        .merge(buckets)
         .merge(data)
         .merge(users)
         .merge(internal)
@@ -244,23 +246,25 @@ struct FailoverRequest {
 async fn failover(State(s): State<AppState>, Json(req): Json<FailoverRequest>) -> Response {
     use crate::failover::{fail_over_node, FailoverError};
     let node = sluice_cluster::NodeId(req.node);
-    match fail_over_node(
-        &s.meta,
-        &s.control.node.config.bucket,
-        node,
-        req.allow_data_loss,
-    )
-    .await
-    {
-        Ok(report) => Json(json!({
-            "node": report.node.0,
-            "rev": report.rev.0,
-            "promoted": report.promoted,
-            "promoted_out_of_order": report.promoted_out_of_order,
-            "lost": report.lost.iter().map(|vb| vb.0).collect::<Vec<_>>(),
-            "no_safe_copy": report.no_safe_copy.iter().map(|vb| vb.0).collect::<Vec<_>>(),
-        }))
-        .into_response(),
+    match fail_over_node(&s.meta, node, req.allow_data_loss).await {
+        Ok(report) => {
+            let vbs = |v: &[sluice_types::VbId]| v.iter().map(|vb| vb.0).collect::<Vec<_>>();
+            let buckets: Vec<_> = report
+                .buckets
+                .iter()
+                .map(|b| {
+                    json!({
+                        "bucket": b.bucket,
+                        "rev": b.rev.0,
+                        "promoted": b.promoted,
+                        "promoted_out_of_order": b.promoted_out_of_order,
+                        "lost": vbs(&b.lost),
+                        "no_safe_copy": vbs(&b.no_safe_copy),
+                    })
+                })
+                .collect();
+            Json(json!({ "node": report.node.0, "buckets": buckets })).into_response()
+        }
         Err(e) => {
             let status = match &e {
                 FailoverError::UnknownNode(_) => StatusCode::NOT_FOUND,

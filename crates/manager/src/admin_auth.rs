@@ -8,7 +8,9 @@
 //! | `GET /api/v1/cluster...`, other GETs | reading the cluster (`ro_admin`, `cluster_admin`, `replication_admin`) |
 //! | `POST /api/v1/cluster/...`, `/internal/meta/join/*`, other non-GETs | changing the cluster (`cluster_admin`) |
 //! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
-//! | `/pools/default/b/B` (the map, as SDKs fetch it) | any role on bucket B |
+//! | `/pools/default/b/B` (the map, as SDKs fetch it), `GET /pools/default/buckets/B` | any role on bucket B |
+//! | `POST /pools/default/buckets/B` (edit) | managing bucket B (`bucket_admin[B]`) |
+//! | `POST /pools/default/buckets` (create), `DELETE /pools/default/buckets/B` | changing the cluster (`cluster_admin`) |
 //! | `/settings/rbac/...`, `POST /node/controller/reloadCertificate` | security (`admin` only) |
 //! | other `/internal/*` (Raft, forwarded proposals, rebalance internals, positions) | the cluster identity only |
 //!
@@ -40,6 +42,7 @@ pub(crate) enum Rule {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Need {
     AnyOfBucket(String),
+    ManageBucket(String),
     ClusterRead,
     ClusterWrite,
     Stats,
@@ -50,6 +53,7 @@ impl Need {
     fn privilege(&self) -> Privilege<'_> {
         match self {
             Need::AnyOfBucket(b) => Privilege::AnyOfBucket(b),
+            Need::ManageBucket(b) => Privilege::ManageBucket(b),
             Need::ClusterRead => Privilege::ClusterRead,
             Need::ClusterWrite => Privilege::ClusterWrite,
             Need::Stats => Privilege::Stats,
@@ -75,8 +79,14 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
     } else if path == "/metrics" || is_bucket_stats(path) {
         Rule::Needs(Need::Stats)
     } else if let Some(bucket) = path
+        .strip_prefix("/pools/default/buckets/")
+        .filter(|b| method == Method::POST && !b.is_empty() && !b.contains('/'))
+    {
+        Rule::Needs(Need::ManageBucket(bucket.to_string()))
+    } else if let Some(bucket) = path
         .strip_prefix("/pools/default/b/")
-        .filter(|b| !changes && !b.contains('/'))
+        .or_else(|| path.strip_prefix("/pools/default/buckets/"))
+        .filter(|b| !changes && !b.is_empty() && !b.contains('/'))
     {
         Rule::Needs(Need::AnyOfBucket(bucket.to_string()))
     } else if changes {
@@ -187,6 +197,23 @@ mod tests {
                 needs(Need::AnyOfBucket("default".into())),
             ),
             (&post, "/pools/default/b/default", needs(Need::ClusterWrite)),
+            (&get, "/pools/default/buckets", needs(Need::ClusterRead)),
+            (&post, "/pools/default/buckets", needs(Need::ClusterWrite)),
+            (
+                &get,
+                "/pools/default/buckets/orders",
+                needs(Need::AnyOfBucket("orders".into())),
+            ),
+            (
+                &post,
+                "/pools/default/buckets/orders",
+                needs(Need::ManageBucket("orders".into())),
+            ),
+            (
+                &Method::DELETE,
+                "/pools/default/buckets/orders",
+                needs(Need::ClusterWrite),
+            ),
             (&get, "/settings/rbac/users", needs(Need::Security)),
             (
                 &post,

@@ -1,4 +1,4 @@
-//! Automatic failover, run by the metadata leader: probe every node the map lists, feed the
+//! Automatic failover, run by the metadata leader: probe every node a map lists, feed the
 //! answers to `sluice_cluster::auto_failover`, and fail a node over when it says so.
 //!
 //! A probe is `GET /health` on the node's admin port, bounded by [`PROBE_TIMEOUT`]: a
@@ -9,8 +9,9 @@ use crate::failover::fail_over_node;
 use sluice_client::admin_http;
 use sluice_cluster::auto_failover::{AutoFailover, Decision};
 use sluice_cluster::metadata::NodeStatus;
-use sluice_cluster::NodeInfo;
+use sluice_cluster::{NodeId, NodeInfo};
 use sluice_meta::MetaNode;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How long one probe may take before the node counts as down for it.
@@ -18,7 +19,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Probes every `interval` while this node is the leader; never returns (aborted on
 /// shutdown).
-pub async fn run(meta: MetaNode, bucket: String, timeout: Duration) {
+pub async fn run(meta: MetaNode, timeout: Duration) {
     // Several probes per timeout, so that one slow answer does not decide alone.
     let interval = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(1));
     let mut detector = AutoFailover::new(timeout);
@@ -33,15 +34,14 @@ pub async fn run(meta: MetaNode, bucket: String, timeout: Duration) {
             continue;
         }
         let state = meta.state().borrow().clone();
-        let Some(map) = state.map(&bucket) else {
-            continue;
-        };
-        let others: Vec<NodeInfo> = map
-            .nodes()
-            .iter()
-            .filter(|n| n.id != meta.id())
-            .cloned()
-            .collect();
+        // Every node some bucket's map lists, once.
+        let mut others: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+        for (_, map) in state.maps() {
+            for n in map.nodes().iter().filter(|n| n.id != meta.id()) {
+                others.entry(n.id).or_insert_with(|| n.clone());
+            }
+        }
+        let others = others.into_values();
         let mut probes = tokio::task::JoinSet::new();
         for n in others {
             let who = meta.config().secret.credentials();
@@ -60,7 +60,8 @@ pub async fn run(meta: MetaNode, bucket: String, timeout: Duration) {
             }
         }
         let failed = state.nodes_with(NodeStatus::FailedOver);
-        match detector.decide(map.vbmap(), &failed, Instant::now()) {
+        let vbmaps: Vec<&sluice_cluster::VbMap> = state.maps().map(|(_, m)| m.vbmap()).collect();
+        match detector.decide(&vbmaps, &failed, Instant::now()) {
             Decision::Nothing => last_held = None,
             Decision::Held(why) => {
                 if last_held.as_ref() != Some(&why) {
@@ -70,7 +71,7 @@ pub async fn run(meta: MetaNode, bucket: String, timeout: Duration) {
             }
             Decision::FailOver(node) => {
                 tracing::warn!(%node, ?timeout, "node unreachable for the auto-failover timeout: failing it over");
-                match fail_over_node(&meta, &bucket, node, false).await {
+                match fail_over_node(&meta, node, false).await {
                     Ok(report) => {
                         tracing::warn!(?report, "automatic failover done");
                         detector.reset();

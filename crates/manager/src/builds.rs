@@ -7,7 +7,7 @@
 //! Builds are not in any chain, so their seqno acks count for no durable write.
 
 use parking_lot::Mutex;
-use sluice_server::{Node, Replication, ReplicationSpec};
+use sluice_server::{BucketHandle, Node, Replication, ReplicationSpec};
 use sluice_types::VbId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,9 +31,16 @@ pub struct BuildConflict {
 }
 
 impl Builds {
-    /// Starts building `vb` from the node at KV address `source` (idempotent for the same
-    /// source). The vbucket becomes a replica here and resumes from what it holds.
-    pub fn start(&self, node: &Arc<Node>, vb: VbId, source: &str) -> Result<(), BuildConflict> {
+    /// Starts building `vb` of `bucket` from the node at KV address `source` (idempotent
+    /// for the same source). The vbucket becomes a replica here and resumes from what it
+    /// holds.
+    pub fn start(
+        &self,
+        node: &Arc<Node>,
+        bucket: &Arc<BucketHandle>,
+        vb: VbId,
+        source: &str,
+    ) -> Result<(), BuildConflict> {
         let mut builds = self.builds.lock();
         if let Some(b) = builds.get(&vb) {
             if b.source == source {
@@ -44,23 +51,23 @@ impl Builds {
                 from: b.source.clone(),
             });
         }
-        let cfg = &node.config;
-        let this = node.cluster_map().this;
+        let this = bucket.cluster_map().this;
         let who = node.peer_credentials();
         let replication = Replication::start(
             node.clone(),
+            bucket.clone(),
             ReplicationSpec {
                 source: source.to_string(),
                 // The cluster identity: only its seqno acks and takeovers count.
                 username: who.username,
                 password: who.password,
-                bucket: cfg.bucket.clone(),
+                bucket: bucket.name.clone(),
                 vbuckets: vec![vb],
-                name: format!("rebalance:{source}->{this}:{}:{vb}", cfg.bucket),
+                name: format!("rebalance:{source}->{this}:{}:{vb}", bucket.name),
                 consumer_name: this.0.to_string(),
             },
         );
-        tracing::info!(%vb, %source, "rebalance: building a copy");
+        tracing::info!(bucket = %bucket.name, %vb, %source, "rebalance: building a copy");
         builds.insert(
             vb,
             Build {

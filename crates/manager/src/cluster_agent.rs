@@ -1,4 +1,5 @@
-//! Makes this node what the cluster map says it is, each time the map changes:
+//! Makes this node what a bucket's cluster map says it is, each time the map changes (one
+//! agent per bucket):
 //!
 //! - each vbucket's state: active where the map puts the active copy here, replica where it
 //!   puts a replica here, dead elsewhere (the data stays until a rebalance drops it);
@@ -21,9 +22,9 @@
 //! failover-log branch (`Bucket::set_vbucket_state`), so every consumer that followed the
 //! old active rolls back to the point both histories share.
 
-use crate::control::Control;
+use crate::control::BucketControl;
 use sluice_cluster::NodeId;
-use sluice_server::{MapView, Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
+use sluice_server::{MapView, Node, Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
 use sluice_types::{VbId, VbState};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,12 +84,12 @@ pub struct ClusterAgent {
 }
 
 impl ClusterAgent {
-    pub fn start(control: Arc<Control>) -> ClusterAgent {
+    pub fn start(node: Arc<Node>, control: Arc<BucketControl>) -> ClusterAgent {
         let stop = Arc::new(Notify::new());
-        let maps = control.node.watch_cluster_map();
+        let maps = control.bucket.watch_cluster_map();
         let (tx, takeovers) = tokio::sync::mpsc::channel(TAKEOVERS_QUEUED_MAX);
         *control.agent_takeovers.lock() = Some(tx);
-        let task = tokio::spawn(run(control, maps, takeovers, stop.clone()));
+        let task = tokio::spawn(run(node, control, maps, takeovers, stop.clone()));
         ClusterAgent { stop, task }
     }
 
@@ -105,7 +106,8 @@ struct Feed {
 }
 
 async fn run(
-    control: Arc<Control>,
+    node: Arc<Node>,
+    control: Arc<BucketControl>,
     mut maps: watch::Receiver<Arc<MapView>>,
     mut takeovers: tokio::sync::mpsc::Receiver<VbId>,
     stop: Arc<Notify>,
@@ -115,7 +117,7 @@ async fn run(
     loop {
         if apply_map {
             let view = maps.borrow_and_update().clone();
-            apply(&control, &view, &mut feeds).await;
+            apply(&node, &control, &view, &mut feeds).await;
         }
         tokio::select! {
             _ = stop.notified() => break,
@@ -144,8 +146,13 @@ async fn run(
     }
 }
 
-async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, Feed>) {
-    let node = &control.node;
+async fn apply(
+    node: &Arc<Node>,
+    control: &BucketControl,
+    view: &MapView,
+    feeds: &mut BTreeMap<NodeId, Feed>,
+) {
+    let bucket = &control.bucket;
     let plan = plan(view);
     // Feeds first: a vbucket leaving a feed must stop being written by it before its state
     // changes (a promoted replica must not keep applying its old active's stream).
@@ -176,7 +183,7 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
             VbState::Active if held.contains(vb) => VbState::Dead,
             other => *other,
         };
-        if let Err(e) = node.bucket.engine.set_vbucket_state(*vb, state) {
+        if let Err(e) = bucket.engine.set_vbucket_state(*vb, state) {
             tracing::error!(%vb, ?state, error = %e, "cannot apply the map's vbucket state");
         }
     }
@@ -185,26 +192,26 @@ async fn apply(control: &Control, view: &MapView, feeds: &mut BTreeMap<NodeId, F
         if feeds.contains_key(&id) {
             continue;
         }
-        let cfg = &node.config;
         let who = node.peer_credentials();
         let replication = Replication::start(
             node.clone(),
+            bucket.clone(),
             ReplicationSpec {
                 source: spec.source.clone(),
                 // The cluster identity: only its seqno acks and takeovers count.
                 username: who.username,
                 password: who.password,
-                bucket: cfg.bucket.clone(),
+                bucket: bucket.name.clone(),
                 vbuckets: spec.vbuckets.clone(),
-                name: format!("replication:{id}->{}:{}", view.this, cfg.bucket),
+                name: format!("replication:{id}->{}:{}", view.this, bucket.name),
                 consumer_name: view.this.0.to_string(),
             },
         );
         feeds.insert(id, Feed { spec, replication });
     }
     control.set_applied(view.rev());
-    tracing::info!(rev = view.rev().0, node = %view.this, feeds = feeds.len(),
-        "cluster map applied");
+    tracing::info!(bucket = %bucket.name, rev = view.rev().0, node = %view.this,
+        feeds = feeds.len(), "cluster map applied");
 }
 
 #[cfg(test)]

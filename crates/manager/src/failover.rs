@@ -39,7 +39,15 @@ const NAMED_MAX: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FailoverReport {
     pub node: NodeId,
-    /// The map revision that no longer lists the node.
+    /// What the failover did to each bucket, in name order.
+    pub buckets: Vec<BucketFailover>,
+}
+
+/// One bucket's part of a failover.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BucketFailover {
+    pub bucket: String,
+    /// The bucket's map revision that no longer lists the node.
     pub rev: Rev,
     /// vbuckets whose replica became active.
     pub promoted: usize,
@@ -62,16 +70,26 @@ pub enum FailoverError {
     #[error("the cluster has no map yet")]
     NoMap,
     #[error(
-        "failing over node {node} loses {} vbuckets with no other copy; \
+        "failing over node {node} loses {} vbuckets of bucket {bucket} with no other copy; \
          ask again allowing data loss to do it anyway", lost.len()
     )]
-    WouldLoseData { node: NodeId, lost: Vec<VbId> },
+    WouldLoseData {
+        node: NodeId,
+        bucket: String,
+        lost: Vec<VbId>,
+    },
     #[error(
-        "failing over node {node} would promote, for {}, a replica not known to hold every \
-         acknowledged write (its node did not answer in time, or the copy is mid-snapshot); ask again allowing data loss to promote the first live replica \
-         anyway", name_vbuckets(vbuckets)
+        "failing over node {node} would promote, for {} of bucket {bucket}, a replica not \
+         known to hold every acknowledged write (its node did not answer in time, or the copy \
+         is mid-snapshot); ask again allowing data loss to promote the first live replica \
+         anyway",
+        name_vbuckets(vbuckets)
     )]
-    NoSafeCopy { node: NodeId, vbuckets: Vec<VbId> },
+    NoSafeCopy {
+        node: NodeId,
+        bucket: String,
+        vbuckets: Vec<VbId>,
+    },
     #[error("the cluster refused the failover: {0}")]
     Refused(Rejection),
     #[error(transparent)]
@@ -87,12 +105,10 @@ impl FailoverError {
     }
 }
 
-/// Fails `node` over, through the metadata leader. `bucket` is the one bucket nodes serve
-/// so far (the node side answers positions for it alone); the metadata refuses a failover
-/// that leaves another bucket's map naming the failed node.
+/// Fails `node` over, through the metadata leader: every bucket's map at once, each
+/// promoting its most advanced complete replicas.
 pub async fn fail_over_node(
     meta: &MetaNode,
-    bucket: &str,
     node: NodeId,
     allow_data_loss: bool,
 ) -> Result<FailoverReport, FailoverError> {
@@ -103,61 +119,82 @@ pub async fn fail_over_node(
             Some(NodeStatus::FailedOver) => return Err(FailoverError::AlreadyFailedOver(node)),
             Some(_) => {}
         }
-        let Some(map) = state.map(bucket) else {
+        if state.maps().next().is_none() {
             return Err(FailoverError::NoMap);
-        };
+        }
         // What is lost does not depend on the positions: refuse before asking for them.
-        let lost = fail_over(map.vbmap(), &[node]).lost;
-        if !lost.is_empty() && !allow_data_loss {
-            return Err(FailoverError::WouldLoseData { node, lost });
+        for (bucket, map) in state.maps() {
+            let lost = fail_over(map.vbmap(), &[node]).lost;
+            if !lost.is_empty() && !allow_data_loss {
+                let bucket = bucket.to_string();
+                return Err(FailoverError::WouldLoseData { node, bucket, lost });
+            }
         }
-        let positions = ask_positions(meta, map, node).await;
-        let outcome = fail_over_safely(map.vbmap(), &[node], &|vb, n| {
-            positions.get(&(vb, n)).copied()
-        });
-        if !outcome.no_safe_copy.is_empty() && !allow_data_loss {
-            return Err(FailoverError::NoSafeCopy {
-                node,
-                vbuckets: outcome.no_safe_copy,
+        let mut planned = Vec::new();
+        for (bucket, map) in state.maps() {
+            let positions = ask_positions(meta, bucket, map, node).await;
+            let outcome = fail_over_safely(map.vbmap(), &[node], &|vb, n| {
+                positions.get(&(vb, n)).copied()
             });
+            if !outcome.no_safe_copy.is_empty() && !allow_data_loss {
+                return Err(FailoverError::NoSafeCopy {
+                    node,
+                    bucket: bucket.to_string(),
+                    vbuckets: outcome.no_safe_copy,
+                });
+            }
+            planned.push((bucket.to_string(), map.rev(), outcome));
         }
-        let out_of_order = outcome.promotions.iter().filter(|p| p.out_of_order).count();
         let cmd = MetaCommand::FailOver(FailOverCommand {
             nodes: vec![node],
-            maps: vec![BucketVbmap {
-                bucket: bucket.to_string(),
-                expected_rev: map.rev(),
-                vbmap: outcome.map,
-            }],
+            maps: planned
+                .iter()
+                .map(|(bucket, rev, outcome)| BucketVbmap {
+                    bucket: bucket.clone(),
+                    expected_rev: *rev,
+                    vbmap: outcome.map.clone(),
+                })
+                .collect(),
         });
         match meta.propose(cmd).await? {
             Ok(applied) => {
-                let rev = match applied {
-                    Applied::FailedOver { revs, .. } => {
-                        revs.iter().find(|(b, _)| b == bucket).map(|(_, rev)| *rev)
-                    }
-                    _ => None,
-                }
-                .unwrap_or(map.rev().next());
-                tracing::warn!(%node, promoted = outcome.promotions.len(),
-                    promoted_out_of_order = out_of_order, lost = outcome.lost.len(),
-                    no_safe_copy = outcome.no_safe_copy.len(), rev = rev.0, "node failed over");
-                return Ok(FailoverReport {
-                    node,
-                    rev,
-                    promoted: outcome.promotions.len(),
-                    promoted_out_of_order: out_of_order,
-                    lost: outcome.lost,
-                    no_safe_copy: outcome.no_safe_copy,
-                });
+                let revs = match applied {
+                    Applied::FailedOver { revs, .. } => revs,
+                    _ => vec![],
+                };
+                let buckets = planned
+                    .into_iter()
+                    .map(|(bucket, rev, outcome)| {
+                        let rev = revs
+                            .iter()
+                            .find(|(b, _)| *b == bucket)
+                            .map_or(rev.next(), |(_, r)| *r);
+                        let out_of_order =
+                            outcome.promotions.iter().filter(|p| p.out_of_order).count();
+                        tracing::warn!(%node, %bucket, promoted = outcome.promotions.len(),
+                            promoted_out_of_order = out_of_order, lost = outcome.lost.len(),
+                            no_safe_copy = outcome.no_safe_copy.len(), rev = rev.0,
+                            "node failed over");
+                        BucketFailover {
+                            bucket,
+                            rev,
+                            promoted: outcome.promotions.len(),
+                            promoted_out_of_order: out_of_order,
+                            lost: outcome.lost,
+                            no_safe_copy: outcome.no_safe_copy,
+                        }
+                    })
+                    .collect();
+                return Ok(FailoverReport { node, buckets });
             }
-            Err(Rejection::StaleRev { .. }) => {
+            Err(Rejection::StaleRev { bucket, .. }) => {
                 // Another map was published first: wait until it is applied here, then
                 // compute again from it.
+                let seen = state.rev(&bucket);
                 let mut states = meta.state();
                 let _ = tokio::time::timeout(
                     std::time::Duration::from_secs(2),
-                    states.wait_for(|s| s.map(bucket).is_some_and(|m| m.rev() != map.rev())),
+                    states.wait_for(|s| s.rev(&bucket) != seen),
                 )
                 .await;
             }
@@ -202,6 +239,7 @@ impl VbPosition {
 /// contributes nothing (its copies count as unknown).
 pub(crate) async fn ask_positions(
     meta: &MetaNode,
+    bucket: &str,
     map: &ClusterMap,
     active: NodeId,
 ) -> BTreeMap<(VbId, NodeId), CopyPosition> {
@@ -212,6 +250,7 @@ pub(crate) async fn ask_positions(
         .flat_map(|(_, chain)| chain.replicas.iter().flatten().copied())
         .filter(|&n| n != active)
         .collect();
+    let path = crate::peer::for_bucket(POSITIONS_PATH, bucket);
     let mut calls = tokio::task::JoinSet::new();
     for info in map
         .nodes()
@@ -220,9 +259,9 @@ pub(crate) async fn ask_positions(
         .cloned()
     {
         let meta = meta.clone();
+        let path = path.clone();
         calls.spawn(async move {
-            let answer =
-                crate::peer::call(&meta, &info, POSITIONS_PATH, None, POSITIONS_TIMEOUT).await;
+            let answer = crate::peer::call(&meta, &info, &path, None, POSITIONS_TIMEOUT).await;
             (info.id, answer)
         });
     }

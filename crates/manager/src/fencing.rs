@@ -16,6 +16,7 @@ use sluice_client::admin_http;
 use sluice_cluster::fencing::{Fence, FenceState, Reachability};
 use sluice_meta::MetaNode;
 use sluice_server::Node;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +31,7 @@ pub const FENCE_BOUND: Duration = Duration::from_millis(1500);
 /// How long after a round began its word lets the node serve (`Node::lease`). Shorter
 /// than the fence bound, so the lease never lets a node serve past it.
 pub const LEASE: Duration = FENCE_AFTER;
-/// What a probe asks: the map revision the voter serves.
+/// What a probe asks: the map revision the voter serves of each bucket.
 const MAP_REV: &str = "/internal/rebalance/map_rev";
 
 /// One voter's answer to a round's probe.
@@ -41,6 +42,21 @@ enum Probe {
     KnowsNewer,
     /// No answer within the probe timeout.
     Silent,
+}
+
+/// Whether a voter's `map_revs` (bucket name → map revision it serves) shows a newer map
+/// of a bucket this node serves than `mine` (an answer that cannot be read counts as
+/// newer). Buckets this node does not serve yet do not count: their maps cannot be stale
+/// here.
+fn knows_newer(theirs: &serde_json::Value, mine: &BTreeMap<String, u64>) -> bool {
+    let Some(theirs) = theirs.as_object() else {
+        return true;
+    };
+    mine.iter().any(|(bucket, &rev)| {
+        theirs
+            .get(bucket)
+            .is_some_and(|r| r.as_u64().is_none_or(|r| r > rev))
+    })
 }
 
 /// Runs until aborted.
@@ -65,7 +81,14 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
         let began = Instant::now();
         let voters = meta.membership().voters;
         let state = meta.state().borrow().clone();
-        let mine = node.cluster_map().rev().0;
+        // Each bucket's map revision served here.
+        let mine: Arc<BTreeMap<String, u64>> = Arc::new(
+            node.buckets
+                .all()
+                .iter()
+                .map(|b| (b.name.clone(), b.cluster_map().rev().0))
+                .collect(),
+        );
         let mut probes = tokio::task::JoinSet::new();
         for id in voters.iter().copied().filter(|&id| id != meta.id()) {
             // A voter the state does not list (yet) cannot be probed: it counts as
@@ -74,6 +97,7 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
                 .node(id)
                 .map(|e| format!("{}:{}", e.info.host, e.info.admin_port));
             let who = meta.config().secret.credentials();
+            let mine = mine.clone();
             probes.spawn(async move {
                 let Some(addr) = addr else {
                     return Probe::Silent;
@@ -82,9 +106,9 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
                 // be, since it is no member this node can count on.
                 match admin_http::call_from(source, &addr, &who, MAP_REV, None, PROBE_TIMEOUT).await
                 {
-                    Ok(a) if a.ok() => match a.body["map_rev"].as_u64() {
-                        Some(rev) if rev <= mine => Probe::Agrees,
-                        _ => Probe::KnowsNewer,
+                    Ok(a) if a.ok() => match knows_newer(&a.body["map_revs"], &mine) {
+                        false => Probe::Agrees,
+                        true => Probe::KnowsNewer,
                     },
                     _ => Probe::Silent,
                 }
@@ -125,5 +149,23 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::knows_newer;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_voter_knows_newer_only_of_a_bucket_served_here() {
+        let mine: BTreeMap<String, u64> = [("a".to_string(), 5), ("b".to_string(), 2)].into();
+        assert!(!knows_newer(&json!({"a": 5, "b": 1}), &mine));
+        assert!(knows_newer(&json!({"a": 5, "b": 3}), &mine));
+        // A bucket not served here yet, or one the voter does not serve: no word either way.
+        assert!(!knows_newer(&json!({"a": 4, "c": 9}), &mine));
+        assert!(knows_newer(&json!({"a": "x"}), &mine));
+        assert!(knows_newer(&json!(null), &mine));
     }
 }

@@ -6,9 +6,13 @@
 //! Layout:
 //! - [`start`] / [`Running`] — a whole node: the data plane bound and served, its place in
 //!   the cluster taken, the agent or a hand-set replication following;
-//! - `control`     — [`Control`]: what the control plane holds beside the data plane's `Node`;
+//! - `control`     — [`Control`]: what the control plane holds beside the data plane's
+//!   `Node`, per bucket (`BucketControl`: builds, agent, held vbuckets);
 //! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
-//! - `cluster_agent` — makes the node what the map says: vbucket states, replication feeds;
+//! - `buckets`     — which buckets the node serves, following the metadata: opened, given
+//!   their maps and agents, deleted; `buckets_api` — `/pools/default/buckets`: create,
+//!   list, describe, delete;
+//! - `cluster_agent` — makes a bucket what its map says: vbucket states, replication feeds;
 //! - `failover`    — failing a node over (its replicas elsewhere become active);
 //! - `auto_failover` — the leader's probes, and the failover of a node down too long;
 //! - `fencing`     — every node's probes of the voters; cut off, it stops serving its actives;
@@ -27,6 +31,8 @@
 mod admin;
 mod admin_auth;
 mod auto_failover;
+mod buckets;
+mod buckets_api;
 mod builds;
 mod cluster_agent;
 mod control;
@@ -61,7 +67,6 @@ pub struct Running {
     pub memcached_addr: Option<std::net::SocketAddr>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     replication: Option<Replication>,
-    agent: Option<cluster_agent::ClusterAgent>,
     /// This node's share of the replicated cluster metadata.
     pub meta: sluice_meta::MetaNode,
 }
@@ -100,20 +105,19 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         let _ = meta.shutdown().await;
         return Err(e.into());
     }
-    if let Some(map) = meta.state().borrow().map(&cfg.bucket) {
-        node.install_map(map.clone(), meta.id());
+    let state = meta.state().borrow().clone();
+    let home = control
+        .bucket(&cfg.bucket)
+        .expect("the node's own bucket is in the table");
+    if let Some(map) = state.map(&cfg.bucket) {
+        // Over the placeholder map of this node alone, even at the same revision.
+        let id = meta.id();
+        home.bucket
+            .install_map(map.clone(), id, &node.node_info(id));
     }
-    node.credentials.set_users(meta.state().borrow().users());
-    tasks.push(tokio::spawn(membership::follow_map(
-        node.clone(),
-        meta.clone(),
-    )));
+    node.credentials.set_users(state.users());
     if let Some(timeout) = cfg.auto_failover_timeout {
-        tasks.push(tokio::spawn(auto_failover::run(
-            meta.clone(),
-            cfg.bucket.clone(),
-            timeout,
-        )));
+        tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
     }
     tasks.push(tokio::spawn(fencing::run(meta.clone(), node.clone())));
 
@@ -127,20 +131,21 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
             name: format!("replication:{kv_addr}<-{source}:{}", cfg.bucket),
             consumer_name: meta.id().0.to_string(),
         };
-        Replication::start(node.clone(), spec)
+        Replication::start(node.clone(), node.bucket.clone(), spec)
     });
-    // `--replica-of` follows one node by hand; otherwise the cluster map decides.
+    // `--replica-of` follows one node by hand; otherwise the cluster maps decide.
     let restarted = matches!(planned.plan, membership::Plan::Restart(_));
-    if replication.is_none() && restart_hold::hold_at_start(&control, restarted) {
-        tasks.push(tokio::spawn(restart_hold::run(
+    if replication.is_none() {
+        if state.map(&cfg.bucket).is_some() {
+            // Before the KV port serves: a restart that lost data holds its actives first.
+            buckets::start(&control, &meta, &home, restarted);
+        }
+        // The other buckets' agents, and every change of the metadata from now on.
+        tasks.push(tokio::spawn(buckets::follow(
             control.clone(),
             meta.clone(),
+            restarted,
         )));
-    }
-    let agent = replication
-        .is_none()
-        .then(|| cluster_agent::ClusterAgent::start(control.clone()));
-    if agent.is_some() {
         // It repairs what the agents cannot see alone; a hand-set replica has no agent.
         tasks.push(tokio::spawn(janitor::run(meta.clone(), control.clone())));
     }
@@ -159,7 +164,6 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         memcached_addr,
         tasks,
         replication,
-        agent,
         meta,
     })
 }
@@ -175,20 +179,21 @@ impl Running {
         if let Some(r) = self.replication.take() {
             r.stop().await;
         }
-        if let Some(a) = self.agent.take() {
-            a.stop().await;
-        }
-        self.control.builds.stop(|_| true).await;
+        // The metadata follower first: it would start agents for buckets again.
         for t in &self.tasks {
             t.abort();
+        }
+        for bc in self.control.buckets() {
+            bc.stop().await;
         }
         if let Err(e) = self.meta.shutdown().await {
             tracing::warn!(error = %e, "stopping the meta node");
         }
-        let node = self.node.clone();
-        tokio::task::spawn_blocking(move || node.bucket.engine.shutdown())
-            .await?
-            .map_err(NodeError::Flush)?;
+        for bucket in self.node.buckets.all() {
+            tokio::task::spawn_blocking(move || bucket.engine.shutdown())
+                .await?
+                .map_err(NodeError::Flush)?;
+        }
         tracing::info!("sluice node stopped cleanly");
         Ok(())
     }

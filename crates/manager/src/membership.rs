@@ -25,13 +25,12 @@
 use crate::membership_error::MembershipError;
 use serde::{Deserialize, Serialize};
 use sluice_client::Credentials;
-use sluice_cluster::metadata::{BucketDef, ClusterState, MetaCommand};
+use sluice_cluster::metadata::{BucketDef, MetaCommand};
 use sluice_cluster::{place, BucketKind, NodeId, NodeInfo};
 use sluice_engine::BucketType;
 use sluice_meta::{ClusterSecret, MetaConfig, MetaNode};
 use sluice_server::Node;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one join step (or the first proposals of a new cluster) may take.
@@ -306,12 +305,11 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
             tracing::info!(%member, node = %id, "joined the cluster");
         }
     }
+    // Once the state lists this node, it holds every bucket defined before the node was
+    // added, with its map.
+    let id = plan.node_id();
     let mut state = meta.state();
-    let waited = tokio::time::timeout(
-        MAP_WAIT,
-        state.wait_for(|s| s.map(&node.config.bucket).is_some()),
-    )
-    .await;
+    let waited = tokio::time::timeout(MAP_WAIT, state.wait_for(|s| s.node(id).is_some())).await;
     match waited {
         Ok(Ok(_)) => Ok(()),
         _ => Err(MembershipError::NoMap(MAP_WAIT)),
@@ -399,28 +397,5 @@ async fn expect_applied(
         Ok(Ok(_)) => Ok(()),
         Ok(Err(rejection)) => Err(MembershipError::Refused { what, rejection }),
         Err(source) => Err(MembershipError::Meta { what, source }),
-    }
-}
-
-/// Serves every map the replicated state publishes, as node `id`, and lets in the users it
-/// lists. Runs until the meta node stops.
-pub async fn follow_map(node: Arc<Node>, meta: MetaNode) {
-    let id = meta.id();
-    let mut states = meta.state();
-    let mut users_seen = None;
-    loop {
-        let state: Arc<ClusterState> = states.borrow_and_update().clone();
-        if users_seen.as_ref() != Some(state.users()) {
-            node.credentials.set_users(state.users());
-            users_seen = Some(state.users().clone());
-        }
-        if let Some(map) = state.map(&node.config.bucket) {
-            if map.rev() > node.cluster_map().rev() || node.cluster_map().this != id {
-                node.install_map(map.clone(), id);
-            }
-        }
-        if states.changed().await.is_err() {
-            return;
-        }
     }
 }

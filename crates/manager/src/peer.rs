@@ -51,3 +51,22 @@ pub async fn call_leader(
 pub fn leading(meta: &MetaNode) -> bool {
     meta.leader() == Some(meta.id())
 }
+
+/// `path` with the internal routes' `bucket` parameter naming `bucket` (a bucket name's
+/// only character a query must escape is `%`).
+pub fn for_bucket(path: &str, bucket: &str) -> String {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{path}{sep}bucket={}", bucket.replace('%', "%25"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bucket_parameters_are_appended_and_escaped() {
+        assert_eq!(super::for_bucket("/a", "b"), "/a?bucket=b");
+        assert_eq!(
+            super::for_bucket("/a?x=1", "5%off"),
+            "/a?x=1&bucket=5%25off"
+        );
+    }
+}

@@ -26,12 +26,12 @@
 //! writes only it holds. The auto-failover (or an operator's failover) of that replica's
 //! node changes the chain and decides it.
 
-use crate::control::Control;
+use crate::control::BucketControl;
 use crate::failover::ask_positions;
 use sluice_cluster::metadata::MetaCommand;
 use sluice_cluster::{after_restart, CopyPosition, NodeId, RestartVerdict, WaitReason};
 use sluice_meta::MetaNode;
-use sluice_server::Node;
+use sluice_server::BucketHandle;
 use sluice_types::{VbId, VbState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -61,8 +61,8 @@ impl Held {
 /// At start, before the KV port serves: if this node restarted into its cluster with less
 /// than it had (`Bucket::warmed_up_whole`), holds every vbucket and makes the active ones
 /// dead. Returns whether anything is held (then [`run`] must be started).
-pub fn hold_at_start(control: &Control, restarted: bool) -> bool {
-    let bucket = &control.node.bucket.engine;
+pub fn hold_at_start(control: &BucketControl, restarted: bool) -> bool {
+    let bucket = &control.bucket.engine;
     if !restarted || bucket.warmed_up_whole() {
         return false;
     }
@@ -84,9 +84,9 @@ pub fn hold_at_start(control: &Control, restarted: bool) -> bool {
 }
 
 /// Decides every held vbucket, then returns.
-pub async fn run(control: Arc<Control>, meta: MetaNode) {
+pub async fn run(control: Arc<BucketControl>, meta: MetaNode) {
     let me = meta.id();
-    let mut maps = control.node.watch_cluster_map();
+    let mut maps = control.bucket.watch_cluster_map();
     let mut told: BTreeMap<VbId, WaitReason> = BTreeMap::new();
     loop {
         let view = maps.borrow_and_update().clone();
@@ -105,11 +105,11 @@ pub async fn run(control: Arc<Control>, meta: MetaNode) {
             }
         }
         if !mine.is_empty() {
-            let positions = ask_positions(&meta, map, me).await;
+            let positions = ask_positions(&meta, &control.bucket.name, map, me).await;
             let mut hand = Vec::new();
             let mut kept = 0usize;
             for (vb, chain) in &mine {
-                let Some(own) = own_position(&control.node, *vb) else {
+                let Some(own) = own_position(&control.bucket, *vb) else {
                     continue;
                 };
                 match after_restart(chain, me, own, |n| positions.get(&(*vb, n)).copied()) {
@@ -134,7 +134,7 @@ pub async fn run(control: Arc<Control>, meta: MetaNode) {
             if !hand.is_empty() {
                 let count = hand.len();
                 let cmd = MetaCommand::SetChains {
-                    bucket: control.node.config.bucket.clone(),
+                    bucket: control.bucket.name.clone(),
                     expected_rev: map.rev(),
                     chains: hand,
                 };
@@ -157,33 +157,28 @@ pub async fn run(control: Arc<Control>, meta: MetaNode) {
 
 /// Stops holding `vb`; if the map (the node's latest) makes it active here, it becomes
 /// active now.
-fn release(control: &Control, vb: VbId, me: NodeId) {
+fn release(control: &BucketControl, vb: VbId, me: NodeId) {
     let mut held = control.held.lock();
     if !held.remove(&vb) {
         return;
     }
-    let view = control.node.watch_cluster_map().borrow().clone();
+    let view = control.bucket.watch_cluster_map().borrow().clone();
     let active_here = view
         .map
         .vbmap()
         .chain(vb)
         .is_some_and(|c| c.active == Some(me));
     if active_here {
-        if let Err(e) = control
-            .node
-            .bucket
-            .engine
-            .set_vbucket_state(vb, VbState::Active)
-        {
+        if let Err(e) = control.bucket.engine.set_vbucket_state(vb, VbState::Active) {
             tracing::error!(%vb, error = %e, "cannot make the kept vbucket active");
         }
     }
 }
 
 /// This node's copy of `vb` as warmup left it (it is held, so nothing has changed it since).
-fn own_position(node: &Node, vb: VbId) -> Option<CopyPosition> {
-    let high_seqno = node.bucket.engine.replica_position(vb).ok()?.high_seqno;
-    let (high_prepared, _) = node.bucket.engine.sync_write_seqnos(vb).ok()?;
+fn own_position(bucket: &BucketHandle, vb: VbId) -> Option<CopyPosition> {
+    let high_seqno = bucket.engine.replica_position(vb).ok()?.high_seqno;
+    let (high_prepared, _) = bucket.engine.sync_write_seqnos(vb).ok()?;
     Some(CopyPosition {
         high_prepared,
         high_seqno,

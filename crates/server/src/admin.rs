@@ -14,10 +14,11 @@
 //!   connections; 400 if the node serves no TLS or the files do not make a configuration
 //!   (the old one keeps serving).
 
+use crate::bucket_handle::BucketHandle;
 use crate::exec::stats;
 use crate::metrics;
 use crate::node::Node;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -148,12 +149,21 @@ struct VbPosition {
     complete: bool,
 }
 
-async fn vb_positions(State(s): State<AppState>) -> Response {
-    let node = s.node.clone();
+/// The internal routes' `?bucket=NAME` (without it: the node's own bucket).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct BucketParam {
+    pub bucket: Option<String>,
+}
+
+async fn vb_positions(State(s): State<AppState>, Query(q): Query<BucketParam>) -> Response {
+    let name = q.bucket.as_deref().unwrap_or(&s.node.config.bucket);
+    let Some(bucket) = s.node.buckets.get(name) else {
+        return (StatusCode::NOT_FOUND, "no such bucket").into_response();
+    };
     // Every vbucket's lock in turn: off the async workers, as the stats are.
     let read = tokio::task::spawn_blocking(move || {
-        (0..node.bucket.engine.num_vbuckets())
-            .filter_map(|vb| vb_position(&node, VbId(vb)))
+        (0..bucket.engine.num_vbuckets())
+            .filter_map(|vb| vb_position(&bucket, VbId(vb)))
             .collect::<Vec<_>>()
     });
     match read.await {
@@ -164,10 +174,10 @@ async fn vb_positions(State(s): State<AppState>) -> Response {
 
 /// The three reads take the vbucket's lock one after the other, so they may straddle a
 /// change; a failover asks once the active is gone, when a replica no longer changes.
-fn vb_position(node: &Node, vb: VbId) -> Option<VbPosition> {
-    let state = node.bucket.engine.vb_state(vb).ok()?;
-    let at = node.bucket.engine.replica_position(vb).ok()?;
-    let (high_prepared, _) = node.bucket.engine.sync_write_seqnos(vb).ok()?;
+fn vb_position(bucket: &BucketHandle, vb: VbId) -> Option<VbPosition> {
+    let state = bucket.engine.vb_state(vb).ok()?;
+    let at = bucket.engine.replica_position(vb).ok()?;
+    let (high_prepared, _) = bucket.engine.sync_write_seqnos(vb).ok()?;
     // Complete means "not inside a disk snapshot": a disk snapshot is deduplicated, so a copy
     // part-way through one is no prefix of the active's history. A memory snapshot never
     // deduplicates prepares, so a copy inside one holds every prepare up to its high seqno.

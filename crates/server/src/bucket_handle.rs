@@ -15,6 +15,7 @@ use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_storage::{FjallStore, StoreMemory};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,10 @@ pub struct BucketSpec {
     pub vbuckets: u16,
     pub replicas: u8,
     pub quota_bytes: u64,
+    /// The uuid the cluster gave the bucket. Files of a bucket of the same name under
+    /// another uuid belong to a deleted one, and are wiped. `None`: keep (or create) the
+    /// local identity's (the node's own bucket, opened before the node knows the cluster).
+    pub uuid: Option<String>,
 }
 
 impl BucketSpec {
@@ -37,6 +42,7 @@ impl BucketSpec {
             vbuckets: config.vbuckets,
             replicas: config.replicas,
             quota_bytes: config.memory_quota_mb * 1024 * 1024,
+            uuid: None,
         }
     }
 }
@@ -62,6 +68,8 @@ pub struct BucketHandle {
     pub write_room: Arc<tokio::sync::Notify>,
     /// The bucket's map as this node serves it; the cluster agent follows it.
     map: tokio::sync::watch::Sender<Arc<MapView>>,
+    /// Set once the cluster deleted the bucket: connections still holding it close.
+    deleted: AtomicBool,
 }
 
 impl BucketHandle {
@@ -120,7 +128,18 @@ impl BucketHandle {
             durability: Default::default(),
             write_room,
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
+            deleted: AtomicBool::new(false),
         })
+    }
+
+    /// Marks the bucket deleted: the connections that selected it close at their next
+    /// request, its DCP streams at their next check.
+    pub fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
     }
 
     /// The map this bucket is served under now.
@@ -231,6 +250,13 @@ fn load_or_create_identity(dir: &Path, spec: &BucketSpec) -> Result<BucketIdenti
                 path: path.clone(),
                 source,
             })?;
+        if spec.uuid.as_ref().is_some_and(|u| *u != id.uuid) {
+            // A deleted bucket's files, left by a stop before they were removed.
+            tracing::warn!(dir = %dir.display(), had = %id.uuid, "files of a deleted bucket of this name: wiped");
+            std::fs::remove_dir_all(dir).map_err(io("removing", dir))?;
+            std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+            return load_or_create_identity(dir, spec);
+        }
         if id.num_vbuckets != spec.vbuckets {
             return Err(OpenError::VbucketsChanged {
                 dir: dir.to_path_buf(),
@@ -248,7 +274,10 @@ fn load_or_create_identity(dir: &Path, spec: &BucketSpec) -> Result<BucketIdenti
         return Ok(id);
     }
     let id = BucketIdentity {
-        uuid: format!("{:032x}", rand::random::<u128>()),
+        uuid: spec
+            .uuid
+            .clone()
+            .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>())),
         bucket_type: wanted_type.into(),
         num_vbuckets: spec.vbuckets,
     };

@@ -46,7 +46,7 @@ mod session;
 pub mod tls;
 mod workers;
 
-pub use admin::router as admin_router;
+pub use admin::{router as admin_router, BucketParam};
 pub use bucket_handle::{BucketHandle, BucketSpec, Buckets};
 pub use cluster_map::{BucketFacts, MapView};
 pub use config::{

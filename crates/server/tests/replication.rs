@@ -45,7 +45,8 @@ fn items(prefix: &str, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
 async fn agent_applied(node: &sluice_manager::Running) {
     let rev = node.node.cluster_map().rev();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while node.control.applied_rev() != Some(rev) {
+    let own = node.control.bucket(&node.node.config.bucket).unwrap();
+    while own.applied_rev() != Some(rev) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the agent applied its map"
@@ -174,6 +175,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
     let who = active.node.peer_credentials();
     let feed = sluice_server::Replication::start(
         replica.node.clone(),
+        replica.node.bucket.clone(),
         sluice_server::ReplicationSpec {
             source: active.kv_addr.to_string(),
             username: who.username,

@@ -8,8 +8,8 @@ use crate::cluster_map::{ClusterMap, Rev};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
 use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 use crate::metadata::state::{
-    BucketDef, BucketEntry, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, BUCKETS_MAX,
-    HOST_BYTES_MAX,
+    BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
+    BUCKETS_MAX, HOST_BYTES_MAX,
 };
 use crate::metadata::users::{check_user_name, UserRecord, USERS_MAX};
 use crate::node::{NodeId, NodeInfo};
@@ -26,6 +26,9 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::RemoveNode { id } => remove_node(state, *id),
         MetaCommand::DefineBucket { bucket } => define_bucket(state, bucket),
         MetaCommand::DeleteBucket { name } => delete_bucket(state, name),
+        MetaCommand::SetBucketQuota { name, quota_bytes } => {
+            set_bucket_quota(state, name, *quota_bytes)
+        }
         MetaCommand::SetMap {
             bucket,
             expected_rev,
@@ -199,6 +202,21 @@ fn delete_bucket(state: &mut ClusterState, name: &str) -> MetaResponse {
     }
     state.buckets.remove(name);
     Ok(Applied::BucketDeleted)
+}
+
+fn set_bucket_quota(state: &mut ClusterState, name: &str, quota_bytes: u64) -> MetaResponse {
+    let entry = state
+        .buckets
+        .get_mut(name)
+        .ok_or_else(|| Rejection::NoSuchBucket {
+            name: name.to_string(),
+        })?;
+    if quota_bytes == 0 {
+        return Err(Rejection::Bucket(BucketError::ZeroQuota));
+    }
+    let changed = entry.def.quota_bytes != quota_bytes;
+    entry.def.quota_bytes = quota_bytes;
+    Ok(Applied::BucketQuotaSet { changed })
 }
 
 /// The name a command's bucket is filed under. Commands logged before buckets were named

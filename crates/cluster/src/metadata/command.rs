@@ -38,6 +38,8 @@ pub enum MetaCommand {
     DefineBucket { bucket: BucketDef },
     /// Deletes a bucket and its map. Not while a rebalance runs.
     DeleteBucket { name: String },
+    /// Gives bucket `name` a new memory quota per node (above 0).
+    SetBucketQuota { name: String, quota_bytes: u64 },
     /// Publishes bucket `bucket`'s map as its next revision: the first one
     /// (`expected_rev: None`) or a replacement of revision `expected_rev`. `nodes` is the
     /// map's node list, in the order clients index it; their addresses come from the node
@@ -150,6 +152,10 @@ pub enum Applied {
         created: bool,
     },
     BucketDeleted,
+    /// `changed` is false when the bucket had that quota already.
+    BucketQuotaSet {
+        changed: bool,
+    },
     /// The bucket's map's new revision.
     MapSet {
         rev: Rev,

@@ -205,6 +205,36 @@ fn two_buckets(n: u32) -> ClusterState {
 }
 
 #[test]
+fn a_buckets_quota_is_changed_alone() {
+    let mut state = two_buckets(2);
+    let before = state.buckets()["other"].clone();
+    let set = |name: &str, quota_bytes| MetaCommand::SetBucketQuota {
+        name: name.into(),
+        quota_bytes,
+    };
+    assert_eq!(
+        ok(&mut state, set("default", 200 << 20)),
+        Applied::BucketQuotaSet { changed: true }
+    );
+    assert_eq!(state.bucket("default").unwrap().quota_bytes, 200 << 20);
+    assert_eq!(state.buckets()["other"], before);
+    assert_eq!(
+        ok(&mut state, set("default", 200 << 20)),
+        Applied::BucketQuotaSet { changed: false }
+    );
+    assert_eq!(
+        refused(&mut state, set("default", 0)),
+        Rejection::Bucket(BucketError::ZeroQuota)
+    );
+    assert_eq!(
+        refused(&mut state, set("nope", 1)),
+        Rejection::NoSuchBucket {
+            name: "nope".into()
+        }
+    );
+}
+
+#[test]
 fn each_bucket_has_its_own_map_and_revisions() {
     let mut state = two_buckets(3);
     assert_eq!(state.map("other").unwrap().vbmap().replicas(), 2);

@@ -47,7 +47,8 @@ const RESUME_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs on every node; acts only while it leads. Never returns (aborted on shutdown).
 pub async fn run(meta: MetaNode, control: Arc<Control>) {
-    let mut core = Janitor::new();
+    // One core per bucket: each bucket's copies and map are checked on their own.
+    let mut cores: BTreeMap<String, Janitor> = BTreeMap::new();
     let mut leading_since: Option<Instant> = None;
     let mut ticks = tokio::time::interval(PERIOD);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -55,34 +56,43 @@ pub async fn run(meta: MetaNode, control: Arc<Control>) {
     loop {
         ticks.tick().await;
         if !peer::leading(&meta) {
-            core.reset();
+            cores.clear();
             leading_since = None;
             continue;
         }
         let since = *leading_since.get_or_insert_with(Instant::now);
         if control.rebalance.lock().running {
-            core.reset();
+            cores.clear();
             continue;
         }
         let state = meta.state().borrow().clone();
-        // The bucket nodes serve so far; each bucket gets its own pass once nodes serve many.
-        let bucket = control.node.config.bucket.as_str();
-        let Some(map) = state.map(bucket).cloned() else {
-            continue;
-        };
-        let reports = ask_copies(&meta, &map).await;
-        let pass = core.pass(&map, &reports, state.rebalance().is_some());
-        if pass.silent != last_silent {
-            if !pass.silent.is_empty() {
-                tracing::info!(silent = ?pass.silent, "janitor: nodes that did not list their copies");
+        cores.retain(|name, _| state.map(name).is_some());
+        let mut settled = true;
+        let mut repaired = false;
+        let mut silent = Vec::new();
+        for (bucket, map) in state.maps() {
+            let core = cores.entry(bucket.to_string()).or_default();
+            let reports = ask_copies(&meta, bucket, map).await;
+            let pass = core.pass(map, &reports, state.rebalance().is_some());
+            settled &= pass.settled;
+            silent.extend(pass.silent.iter().copied());
+            if !pass.repairs.is_empty() {
+                carry_out(&meta, bucket, map, &pass.repairs).await;
+                repaired = true;
             }
-            last_silent = pass.silent.clone();
         }
-        if !pass.repairs.is_empty() {
-            carry_out(&meta, bucket, &map, &pass.repairs).await;
+        silent.sort();
+        silent.dedup();
+        if silent != last_silent {
+            if !silent.is_empty() {
+                tracing::info!(silent = ?silent, "janitor: nodes that did not list their copies");
+            }
+            last_silent = silent;
+        }
+        if repaired {
             continue;
         }
-        if pass.settled && state.rebalance().is_some() && since.elapsed() >= RESUME_GRACE {
+        if settled && state.rebalance().is_some() && since.elapsed() >= RESUME_GRACE {
             tracing::warn!(target = ?state.rebalance().map(|r| &r.target),
                 "janitor: a rebalance is recorded that no orchestrator runs; resuming it here");
             if let Err(e) = crate::rebalance::resume(meta.clone(), control.rebalance.clone()) {
@@ -93,12 +103,18 @@ pub async fn run(meta: MetaNode, control: Arc<Control>) {
 }
 
 /// Every listed node's copies, asked all at once (`None`: no usable answer).
-async fn ask_copies(meta: &MetaNode, map: &ClusterMap) -> BTreeMap<NodeId, Option<NodeReport>> {
+async fn ask_copies(
+    meta: &MetaNode,
+    bucket: &str,
+    map: &ClusterMap,
+) -> BTreeMap<NodeId, Option<NodeReport>> {
+    let path = peer::for_bucket(COPIES_PATH, bucket);
     let mut calls = tokio::task::JoinSet::new();
     for info in map.nodes().iter().cloned() {
         let meta = meta.clone();
+        let path = path.clone();
         calls.spawn(async move {
-            let answer = peer::call(&meta, &info, COPIES_PATH, None, ASK_TIMEOUT).await;
+            let answer = peer::call(&meta, &info, &path, None, ASK_TIMEOUT).await;
             let report = match answer {
                 Ok(a) if a.ok() => serde_json::from_value::<CopiesAnswer>(a.body)
                     .ok()
@@ -181,7 +197,8 @@ async fn carry_out(meta: &MetaNode, bucket: &str, map: &ClusterMap, repairs: &[R
             Repair::StopBuild { vb, node } => (*node, STOP_BUILD_PATH, json!({ "vb": vb.0 })),
         };
         let Some(target) = info(node) else { continue };
-        match peer::call(meta, &target, path, Some(&body), ASK_TIMEOUT).await {
+        let path = peer::for_bucket(path, bucket);
+        match peer::call(meta, &target, &path, Some(&body), ASK_TIMEOUT).await {
             Ok(a) if a.ok() => tracing::info!(?repair, "janitor: repaired"),
             Ok(a) => {
                 tracing::info!(?repair, status = a.status, answer = %a.body, "janitor: repair refused")

@@ -12,10 +12,11 @@
 //!   `vb` here (no rebalance is recorded to finish it), and makes the copy dead unless the
 //!   map this node serves puts it in the vbucket's chain.
 //!
-//! Both are internal (`/internal/`): the cluster identity only.
+//! Each takes `?bucket=NAME` (without it, the node's own bucket); a bucket this node does
+//! not serve answers 404. All are internal (`/internal/`): the cluster identity only.
 
-use crate::control::Control;
-use axum::extract::State;
+use crate::control::{Control, Named};
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -66,10 +67,10 @@ pub fn router(control: Arc<Control>) -> Router {
         .with_state(control)
 }
 
-async fn copies(State(control): State<Arc<Control>>) -> Response {
+async fn copies(Named(control): Named) -> Response {
     let read = tokio::task::spawn_blocking(move || {
         let before = control.applied_rev();
-        let bucket = &control.node.bucket.engine;
+        let bucket = &control.bucket.engine;
         let held = control.held.lock().clone();
         let vbuckets: Vec<CopyEntry> = (0..bucket.num_vbuckets())
             .filter_map(|vb| {
@@ -100,14 +101,11 @@ async fn copies(State(control): State<Arc<Control>>) -> Response {
     }
 }
 
-async fn activate(
-    State(control): State<Arc<Control>>,
-    Json(req): Json<ActivateRequest>,
-) -> Response {
+async fn activate(Named(control): Named, Json(req): Json<ActivateRequest>) -> Response {
     let vb = VbId(req.vb);
     let done = tokio::task::spawn_blocking(move || -> Result<(), String> {
         let held = control.held.lock();
-        let view = control.node.cluster_map();
+        let view = control.bucket.cluster_map();
         if view.rev().0 != req.rev || control.applied_rev().map(|r| r.0) != Some(req.rev) {
             return Err(format!(
                 "this node serves map revision {} (applied {:?}), not {}",
@@ -126,7 +124,7 @@ async fn activate(
         if control.builds.contains(vb) {
             return Err(format!("{vb} is being built here"));
         }
-        let bucket = &control.node.bucket.engine;
+        let bucket = &control.bucket.engine;
         match bucket.vb_state(vb) {
             Ok(VbState::Dead) => {}
             Ok(other) => return Err(format!("{vb} is {}, not dead", other.as_str())),
@@ -146,27 +144,19 @@ async fn activate(
     }
 }
 
-async fn stop_build(
-    State(control): State<Arc<Control>>,
-    Json(req): Json<StopBuildRequest>,
-) -> Response {
+async fn stop_build(Named(control): Named, Json(req): Json<StopBuildRequest>) -> Response {
     let vb = VbId(req.vb);
     control.builds.stop(|v| v == vb).await;
     // Under the agent's lock: a map applied meanwhile decides the state, not this.
     let held = control.held.lock();
-    let view = control.node.cluster_map();
+    let view = control.bucket.cluster_map();
     let chained = view
         .map
         .vbmap()
         .chain(vb)
         .is_some_and(|c| c.holds(view.this));
     if !chained {
-        if let Err(e) = control
-            .node
-            .bucket
-            .engine
-            .set_vbucket_state(vb, VbState::Dead)
-        {
+        if let Err(e) = control.bucket.engine.set_vbucket_state(vb, VbState::Dead) {
             return (
                 StatusCode::CONFLICT,
                 Json(json!({ "error": e.to_string() })),

@@ -296,14 +296,15 @@ async fn carry_out(meta: &MetaNode, bucket: &str, mv: &VbMove) -> Result<(), Reb
         let builds = mv.builds();
         for &b in &builds {
             let body = json!({ "vb": vb.0, "source": format!("{}:{}", src.host, src.kv_port) });
-            call(meta, &info(b)?, "/internal/rebalance/build", Some(&body)).await?;
+            let path = peer::for_bucket("/internal/rebalance/build", bucket);
+            call(meta, &info(b)?, &path, Some(&body)).await?;
         }
         // Caught up once each copy holds what the active held when the builds started.
-        let wanted = vb_status(meta, &src, vb).await?.high_seqno;
+        let wanted = vb_status(meta, bucket, &src, vb).await?.high_seqno;
         for &b in &builds {
             let node = info(b)?;
             wait_for(meta, &format!("{vb} built on node {b}"), || async {
-                Ok(vb_status(meta, &node, vb).await?.high_seqno >= wanted)
+                Ok(vb_status(meta, bucket, &node, vb).await?.high_seqno >= wanted)
             })
             .await?;
         }
@@ -311,17 +312,12 @@ async fn carry_out(meta: &MetaNode, bucket: &str, mv: &VbMove) -> Result<(), Reb
             // The one step that cannot be left half done by two orchestrators at once.
             still_leading(meta)?;
             let to = info(t.to)?;
-            call(
-                meta,
-                &to,
-                "/internal/rebalance/takeover",
-                Some(&json!({ "vb": vb.0 })),
-            )
-            .await?;
+            let path = peer::for_bucket("/internal/rebalance/takeover", bucket);
+            call(meta, &to, &path, Some(&json!({ "vb": vb.0 }))).await?;
             wait_for(
                 meta,
                 &format!("{vb} taken over by node {}", t.to),
-                || async { Ok(vb_status(meta, &to, vb).await?.state == "active") },
+                || async { Ok(vb_status(meta, bucket, &to, vb).await?.state == "active") },
             )
             .await?;
             failpoint::after_takeover(meta.id(), source, t.to, vb);
@@ -338,7 +334,8 @@ async fn carry_out(meta: &MetaNode, bucket: &str, mv: &VbMove) -> Result<(), Reb
     // map: it is logged and the rebalance goes on.
     for id in mv.drops() {
         let body = json!({ "vb": vb.0 });
-        if let Err(e) = call(meta, &info(id)?, DROP_PATH, Some(&body)).await {
+        let path = peer::for_bucket(DROP_PATH, bucket);
+        if let Err(e) = call(meta, &info(id)?, &path, Some(&body)).await {
             tracing::warn!(%vb, node = %id, error = %e, "dropping a moved-out copy failed");
         }
     }
@@ -381,7 +378,8 @@ async fn propose(meta: &MetaNode, bucket: &str, cmd: MetaCommand) -> Result<(), 
                 meta,
                 &format!("node {} serving map rev {}", node.id, rev.0),
                 || async {
-                    let answer = call(meta, node, "/internal/rebalance/map_rev", None).await?;
+                    let path = peer::for_bucket("/internal/rebalance/map_rev", bucket);
+                    let answer = call(meta, node, &path, None).await?;
                     Ok(answer["map_rev"].as_u64().unwrap_or(0) >= rev.0)
                 },
             )
@@ -397,14 +395,14 @@ struct VbStatus {
     high_seqno: u64,
 }
 
-async fn vb_status(meta: &MetaNode, node: &NodeInfo, vb: VbId) -> Result<VbStatus, RebalanceError> {
-    let answer = call(
-        meta,
-        node,
-        &format!("/internal/rebalance/vb/{}", vb.0),
-        None,
-    )
-    .await?;
+async fn vb_status(
+    meta: &MetaNode,
+    bucket: &str,
+    node: &NodeInfo,
+    vb: VbId,
+) -> Result<VbStatus, RebalanceError> {
+    let path = peer::for_bucket(&format!("/internal/rebalance/vb/{}", vb.0), bucket);
+    let answer = call(meta, node, &path, None).await?;
     serde_json::from_value(answer).map_err(|source| RebalanceError::BadAnswer {
         node: node.id,
         source,

@@ -12,13 +12,14 @@
 //!
 //! Internal (the cluster identity): `/internal/rebalance/{start,status,abort}` (the leader's
 //! side of the three above), and what the orchestrator asks of each node: `build`,
-//! `takeover`, `drop`, `vb/N` (a copy's state and high seqno) and `map_rev`.
+//! `takeover`, `drop`, `vb/N` (a copy's state and high seqno) and `map_rev`, each of the
+//! bucket `?bucket=NAME` names (the node's own without it; 404 for one it does not serve).
 
 use super::{RebalanceStatus, DROP_PATH};
 use crate::admin::{conflict, propose_answer};
-use crate::control::Control;
+use crate::control::{Control, Named};
 use crate::peer;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,6 +27,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use sluice_cluster::metadata::MetaCommand;
 use sluice_meta::MetaNode;
+use sluice_server::BucketParam;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +38,12 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 struct RouteState {
     control: Arc<Control>,
     meta: MetaNode,
+}
+
+impl axum::extract::FromRef<RouteState> for Arc<Control> {
+    fn from_ref(s: &RouteState) -> Arc<Control> {
+        s.control.clone()
+    }
 }
 
 pub(crate) fn router(control: Arc<Control>, meta: MetaNode) -> Router {
@@ -169,16 +177,23 @@ struct BuildRequest {
     source: String,
 }
 
-async fn build_start(State(s): State<RouteState>, Json(req): Json<BuildRequest>) -> Response {
+async fn build_start(
+    State(s): State<RouteState>,
+    Named(bc): Named,
+    Json(req): Json<BuildRequest>,
+) -> Response {
     let vb = sluice_types::VbId(req.vb);
-    if req.vb >= s.control.node.bucket.engine.num_vbuckets() {
+    if req.vb >= bc.bucket.engine.num_vbuckets() {
         return (
             StatusCode::BAD_REQUEST,
             Json(json!({ "error": "no such vbucket" })),
         )
             .into_response();
     }
-    match s.control.builds.start(&s.control.node, vb, &req.source) {
+    match bc
+        .builds
+        .start(&s.control.node, &bc.bucket, vb, &req.source)
+    {
         Ok(()) => Json(json!({ "building": req.vb })).into_response(),
         Err(e) => conflict(e.to_string()),
     }
@@ -189,8 +204,8 @@ struct TakeoverRequest {
     vb: u16,
 }
 
-async fn takeover(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>) -> Response {
-    if s.control.request_takeover(sluice_types::VbId(req.vb)) {
+async fn takeover(Named(bc): Named, Json(req): Json<TakeoverRequest>) -> Response {
+    if bc.request_takeover(sluice_types::VbId(req.vb)) {
         Json(json!({ "takeover": req.vb })).into_response()
     } else {
         conflict(format!("vb:{} is followed by no replication here", req.vb))
@@ -200,19 +215,19 @@ async fn takeover(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>)
 /// A rebalance's drop: the vbucket moved away, delete this node's copy. Only a dead copy
 /// that the map this node serves leaves out of the vbucket's chain (409 otherwise: the map
 /// is not applied here yet, or the copy is in use).
-async fn drop_copy(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>) -> Response {
+async fn drop_copy(Named(bc): Named, Json(req): Json<TakeoverRequest>) -> Response {
     let vb = sluice_types::VbId(req.vb);
-    let node = s.control.node.clone();
-    let view = node.cluster_map();
+    let view = bc.bucket.cluster_map();
     let chained = view
         .map
         .vbmap()
         .chain(vb)
         .is_some_and(|c| c.nodes().any(|n| n == view.this));
-    if chained || s.control.builds.contains(vb) {
+    if chained || bc.builds.contains(vb) {
         return conflict(format!("vb:{} is still in use here", req.vb));
     }
-    match tokio::task::spawn_blocking(move || node.bucket.engine.drop_vbucket(vb)).await {
+    let engine = bc.bucket.engine.clone();
+    match tokio::task::spawn_blocking(move || engine.drop_vbucket(vb)).await {
         Ok(Ok(dropped)) => Json(json!({ "vb": req.vb, "dropped": dropped })).into_response(),
         Ok(Err(e)) => conflict(format!("vb:{} cannot be dropped: {e}", req.vb)),
         Err(e) => (
@@ -223,13 +238,13 @@ async fn drop_copy(State(s): State<RouteState>, Json(req): Json<TakeoverRequest>
     }
 }
 
-async fn vb_status(State(s): State<RouteState>, Path(vb): Path<u16>) -> Response {
+async fn vb_status(Path(vb): Path<u16>, Named(bc): Named) -> Response {
     let vb = sluice_types::VbId(vb);
-    match s.control.node.bucket.engine.vb_state_and_high(vb) {
+    match bc.bucket.engine.vb_state_and_high(vb) {
         Ok((state, high)) => Json(json!({
             "state": state.as_str(),
             "high_seqno": high.0,
-            "building": s.control.builds.contains(vb),
+            "building": bc.builds.contains(vb),
         }))
         .into_response(),
         Err(_) => (
@@ -240,7 +255,26 @@ async fn vb_status(State(s): State<RouteState>, Path(vb): Path<u16>) -> Response
     }
 }
 
-/// The map revision this node serves (a rebalance waits for every node to apply a step).
-async fn map_rev(State(s): State<RouteState>) -> Response {
-    Json(json!({ "map_rev": s.control.node.cluster_map().rev().0 })).into_response()
+/// The map revision this node serves of bucket `?bucket=` (a rebalance waits for every
+/// node to apply a step); without it, every bucket's, as `map_revs`.
+async fn map_rev(State(s): State<RouteState>, Query(q): Query<BucketParam>) -> Response {
+    if q.bucket.is_none() {
+        // Every bucket's (fencing's probe).
+        let revs: serde_json::Map<String, serde_json::Value> = s
+            .control
+            .buckets()
+            .iter()
+            .map(|bc| {
+                (
+                    bc.bucket.name.clone(),
+                    bc.bucket.cluster_map().rev().0.into(),
+                )
+            })
+            .collect();
+        return Json(json!({ "map_revs": revs })).into_response();
+    }
+    match s.control.named(&q) {
+        Ok(bc) => Json(json!({ "map_rev": bc.bucket.cluster_map().rev().0 })).into_response(),
+        Err(e) => e.into_response(),
+    }
 }

@@ -89,10 +89,11 @@ pub struct Replication {
 }
 
 impl Replication {
-    pub fn start(node: Arc<Node>, spec: ReplicationSpec) -> Replication {
+    /// Follows `spec` into `bucket` (this node's bucket of the source bucket's name).
+    pub fn start(node: Arc<Node>, bucket: Arc<BucketHandle>, spec: ReplicationSpec) -> Replication {
         let stop = Arc::new(Notify::new());
         let (takeovers, rx) = mpsc::channel(TAKEOVERS_QUEUED_MAX);
-        let task = tokio::spawn(run(node, spec, stop.clone(), rx));
+        let task = tokio::spawn(run(node, bucket, spec, stop.clone(), rx));
         Replication {
             stop,
             takeovers,
@@ -116,15 +117,11 @@ impl Replication {
 
 async fn run(
     node: Arc<Node>,
+    bucket: Arc<BucketHandle>,
     spec: ReplicationSpec,
     stop: Arc<Notify>,
     mut takeovers: mpsc::Receiver<VbId>,
 ) {
-    // The feed applies into this node's bucket of the source bucket's name.
-    let Some(bucket) = node.buckets.get(&spec.bucket) else {
-        tracing::error!(bucket = %spec.bucket, "no such bucket here to replicate into");
-        return;
-    };
     for &vb in &spec.vbuckets {
         if let Err(e) = bucket.engine.set_vbucket_state(vb, VbState::Replica) {
             tracing::error!(%vb, error = %e, "cannot make the vbucket a replica");

@@ -82,6 +82,10 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         // Responses or server requests from a client: the stream is not what we expect.
         return Next::Close;
     }
+    if session.bucket.as_ref().is_some_and(|b| b.is_deleted()) {
+        // The bucket was deleted under this connection: Couchbase closes such connections.
+        return Next::Close;
+    }
     let mut r = Responder::new(out, frame.opcode, frame.opaque, session);
     let mut req = match validate(frame, &session.validate_ctx()) {
         Ok(req) => req,

@@ -185,6 +185,11 @@ impl Conn {
             if now >= next_stats {
                 self.publish_stats();
                 next_stats = now + STATS_EVERY;
+                if self.bucket.is_deleted() {
+                    tracing::info!(name = %self.producer.name, bucket = %self.bucket.name,
+                        "DCP connection closed: its bucket was deleted");
+                    return Ok(());
+                }
                 if !self.still_allowed() {
                     tracing::info!(name = %self.producer.name, user = ?self.session.user,
                         "DCP connection closed: its user lost the DCP role on the bucket (or was deleted)");

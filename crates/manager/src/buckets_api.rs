@@ -1,0 +1,508 @@
+//! Buckets through REST, shaped like Couchbase Server's, so the SDKs' bucket managers and
+//! `sluice bucket` work against it:
+//!
+//! - `GET /pools/default/buckets` — every bucket (`ro_admin`, `cluster_admin`);
+//! - `GET /pools/default/buckets/B` — one (any role on B); 404 if there is none;
+//! - `POST /pools/default/buckets` — creates one (`cluster_admin`), from a form:
+//!   `name`, `ramQuotaMB` (per node, at least [`QUOTA_MB_MIN`]), `bucketType`
+//!   (`couchbase`/`membase` or `ephemeral`), `replicaNumber` (0 to 3, default 1); the
+//!   settings Sluice has no choice in are accepted at the only value it has
+//!   (`durabilityMinLevel=none`, `conflictResolutionType=seqno`) and refused otherwise.
+//!   The bucket is placed on every active node at once (it is empty: nothing moves) and the
+//!   answer (202) comes once every node serves it, or after [`SERVED_WAIT`];
+//! - `POST /pools/default/buckets/B` — edits it (`bucket_admin[B]`): a new `ramQuotaMB`
+//!   applies on every node at once (a smaller one makes the pager evict down to it);
+//!   changing `replicaNumber` is refused as not built yet, changing `bucketType` as
+//!   Couchbase refuses it;
+//! - `DELETE /pools/default/buckets/B` — deletes it on every node (`cluster_admin`): its
+//!   data and files go, its connections close.
+//!
+//! A refused form answers 400 with `{"errors": {field: why}}`, as Couchbase does (the SDKs
+//! read "already exists" from it); a refusal by the metadata (a rebalance runs, too many
+//! buckets) answers 400 too, under `_`.
+
+use crate::control::Control;
+use crate::peer;
+use axum::extract::{Form, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use sluice_cluster::metadata::{BucketDef, BucketEntry, MetaCommand, NodeStatus, Rejection};
+use sluice_cluster::{BucketKind, ClusterMap, NodeInfo};
+use sluice_meta::MetaNode;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The smallest per-node quota a bucket may have (Couchbase's).
+pub const QUOTA_MB_MIN: u64 = 100;
+/// How long a create or delete waits for every node to have done it before answering.
+pub const SERVED_WAIT: Duration = Duration::from_secs(20);
+/// One node's answer about a bucket, at most this long.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+struct ApiState {
+    control: Arc<Control>,
+    meta: MetaNode,
+}
+
+pub fn router(control: Arc<Control>, meta: MetaNode) -> Router {
+    Router::new()
+        .route("/pools/default/buckets", get(list).post(create))
+        .route(
+            "/pools/default/buckets/{name}",
+            get(one).post(edit).delete(delete),
+        )
+        .with_state(ApiState { control, meta })
+}
+
+async fn list(State(s): State<ApiState>) -> Response {
+    let state = s.meta.state().borrow().clone();
+    let nodes = listed_nodes(&state);
+    let all: Vec<Value> = state
+        .buckets()
+        .values()
+        .map(|b| describe(b, &nodes))
+        .collect();
+    Json(all).into_response()
+}
+
+async fn one(State(s): State<ApiState>, Path(name): Path<String>) -> Response {
+    let state = s.meta.state().borrow().clone();
+    match state.buckets().get(&name) {
+        Some(b) => Json(describe(b, &listed_nodes(&state))).into_response(),
+        None => not_found(&name),
+    }
+}
+
+/// The form of a create.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateForm {
+    name: Option<String>,
+    #[serde(rename = "ramQuotaMB")]
+    ram_quota_mb: Option<String>,
+    /// Older clients' name for `ramQuotaMB`.
+    ram_quota: Option<String>,
+    bucket_type: Option<String>,
+    replica_number: Option<String>,
+    durability_min_level: Option<String>,
+    conflict_resolution_type: Option<String>,
+}
+
+async fn create(State(s): State<ApiState>, Form(form): Form<CreateForm>) -> Response {
+    let state = s.meta.state().borrow().clone();
+    // New buckets get the vbucket count the cluster's buckets have (the SDKs hash keys
+    // onto it; Couchbase's is fixed per cluster).
+    let vbuckets = state
+        .buckets()
+        .values()
+        .next()
+        .map_or(s.control.node.config.vbuckets, |b| b.def.vbuckets);
+    let def = match read_create(&form, vbuckets) {
+        Ok(def) => def,
+        Err(errors) => return bad_request(errors),
+    };
+    if state.bucket(&def.name).is_some() {
+        return error("name", "Bucket with given name already exists".into());
+    }
+    let name = def.name.clone();
+    let (vbuckets, replicas) = (def.vbuckets, def.replicas);
+    match s
+        .meta
+        .propose(MetaCommand::DefineBucket { bucket: def })
+        .await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(rejection)) => return refused(rejection),
+        Err(e) => return unavailable(e),
+    }
+    let state = s.meta.state().borrow().clone();
+    let targets = state.nodes_with(NodeStatus::Active);
+    let nodes: Vec<NodeInfo> = targets
+        .iter()
+        .filter_map(|id| state.node(*id).map(|n| n.info.clone()))
+        .collect();
+    let vbmap = match sluice_cluster::place(&targets, vbuckets, replicas) {
+        Ok(m) => m,
+        Err(e) => return error("_", e.to_string()),
+    };
+    let set = MetaCommand::SetMap {
+        bucket: name.clone(),
+        expected_rev: None,
+        nodes: targets,
+        vbmap,
+    };
+    match s.meta.propose(set).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(rejection)) => return refused(rejection),
+        Err(e) => return unavailable(e),
+    }
+    // (This node's state may not have applied the map yet: the nodes placed are known.)
+    let served = wait_on_nodes(&s.meta, &name, nodes, true).await;
+    tracing::info!(bucket = %name, served, "bucket created");
+    (StatusCode::ACCEPTED, Json(json!({ "served": served }))).into_response()
+}
+
+async fn edit(
+    State(s): State<ApiState>,
+    Path(name): Path<String>,
+    Form(form): Form<CreateForm>,
+) -> Response {
+    let Some(def) = s.meta.state().borrow().bucket(&name).cloned() else {
+        return not_found(&name);
+    };
+    let quota_mb = match read_edit(&form, &def) {
+        Ok(quota_mb) => quota_mb,
+        Err(errors) => return bad_request(errors),
+    };
+    if let Some(mb) = quota_mb {
+        let cmd = MetaCommand::SetBucketQuota {
+            name: name.clone(),
+            quota_bytes: mb * 1024 * 1024,
+        };
+        match s.meta.propose(cmd).await {
+            Ok(Ok(_)) => tracing::info!(bucket = %name, quota_mb = mb, "bucket quota set"),
+            Ok(Err(Rejection::NoSuchBucket { .. })) => return not_found(&name),
+            Ok(Err(rejection)) => return refused(rejection),
+            Err(e) => return unavailable(e),
+        }
+    }
+    Json(json!({ "edited": name })).into_response()
+}
+
+async fn delete(State(s): State<ApiState>, Path(name): Path<String>) -> Response {
+    let nodes = listed_nodes(&s.meta.state().borrow());
+    let cmd = MetaCommand::DeleteBucket { name: name.clone() };
+    match s.meta.propose(cmd).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(Rejection::NoSuchBucket { .. })) => return not_found(&name),
+        Ok(Err(rejection)) => return refused(rejection),
+        Err(e) => return unavailable(e),
+    }
+    let gone = wait_on_nodes(&s.meta, &name, nodes, false).await;
+    tracing::info!(bucket = %name, gone, "bucket deleted");
+    Json(json!({ "deleted": name, "gone_from_every_node": gone })).into_response()
+}
+
+/// An edit's form checked against the bucket's definition: the new quota in MiB, if one was
+/// given, or the errors by field.
+fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Option<u64>, BTreeMap<String, String>> {
+    let mut errors = BTreeMap::new();
+    let quota = form.ram_quota_mb.as_ref().or(form.ram_quota.as_ref());
+    let quota_mb = match quota.map(|q| q.parse::<u64>()) {
+        None => None,
+        Some(Ok(mb)) if mb >= QUOTA_MB_MIN => Some(mb),
+        Some(Ok(_)) => {
+            let why = format!("RAM quota cannot be less than {QUOTA_MB_MIN} MiB");
+            errors.insert("ramQuota".into(), why);
+            None
+        }
+        Some(Err(_)) => {
+            errors.insert("ramQuota".into(), "The RAM Quota must be a number".into());
+            None
+        }
+    };
+    let replicas = form.replica_number.as_deref().map(str::parse::<u8>);
+    if replicas.is_some_and(|r| r != Ok(def.replicas)) {
+        let why = "changing a bucket's replica count is not supported yet".into();
+        errors.insert("replicaNumber".into(), why);
+    }
+    let kind = form.bucket_type.as_deref().map(|t| match t {
+        "couchbase" | "membase" => Some(BucketKind::Couchbase),
+        "ephemeral" => Some(BucketKind::Ephemeral),
+        _ => None,
+    });
+    if kind.is_some_and(|k| k != Some(def.kind)) {
+        errors.insert("bucketType".into(), "Cannot change bucket type.".into());
+    }
+    fixed_settings(form, &mut errors);
+    match errors.is_empty() {
+        true => Ok(quota_mb),
+        false => Err(errors),
+    }
+}
+
+/// The settings Sluice has one value of: any other is refused.
+fn fixed_settings(form: &CreateForm, errors: &mut BTreeMap<String, String>) {
+    if form
+        .durability_min_level
+        .as_deref()
+        .is_some_and(|l| l != "none")
+    {
+        let why = "Sluice has no bucket-wide durability minimum yet: only none".into();
+        errors.insert("durabilityMinLevel".into(), why);
+    }
+    if form
+        .conflict_resolution_type
+        .as_deref()
+        .is_some_and(|c| c != "seqno")
+    {
+        let why = "Sluice resolves conflicts by sequence number (seqno) only".into();
+        errors.insert("conflictResolutionType".into(), why);
+    }
+}
+
+/// A create's form checked and made a definition, or the errors by field.
+fn read_create(form: &CreateForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<String, String>> {
+    let mut errors = BTreeMap::new();
+    let name = form.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        errors.insert("name".into(), "Bucket name needs to be specified".into());
+    }
+    let quota = form.ram_quota_mb.as_ref().or(form.ram_quota.as_ref());
+    let quota_mb = match quota.map(|q| q.parse::<u64>()) {
+        Some(Ok(mb)) if mb >= QUOTA_MB_MIN => mb,
+        Some(Ok(_)) => {
+            let why = format!("RAM quota cannot be less than {QUOTA_MB_MIN} MiB");
+            errors.insert("ramQuota".into(), why);
+            0
+        }
+        Some(Err(_)) => {
+            errors.insert("ramQuota".into(), "The RAM Quota must be a number".into());
+            0
+        }
+        None => {
+            errors.insert("ramQuota".into(), "RAM quota must be specified".into());
+            0
+        }
+    };
+    let kind = match form.bucket_type.as_deref().unwrap_or("couchbase") {
+        "couchbase" | "membase" => BucketKind::Couchbase,
+        "ephemeral" => BucketKind::Ephemeral,
+        "memcached" => {
+            let why = "memcached buckets are not supported: use an ephemeral bucket".into();
+            errors.insert("bucketType".into(), why);
+            BucketKind::Couchbase
+        }
+        _ => {
+            errors.insert("bucketType".into(), "invalid bucket type".into());
+            BucketKind::Couchbase
+        }
+    };
+    let replicas = match form.replica_number.as_deref().map(str::parse::<u8>) {
+        None => 1,
+        Some(Ok(r)) if r <= sluice_cluster::limits::REPLICAS_MAX => r,
+        Some(_) => {
+            let max = sluice_cluster::limits::REPLICAS_MAX;
+            errors.insert(
+                "replicaNumber".into(),
+                format!("Replica number must be an integer from 0 to {max}"),
+            );
+            0
+        }
+    };
+    fixed_settings(form, &mut errors);
+    let def = BucketDef {
+        name,
+        uuid: format!("{:032x}", rand::random::<u128>()),
+        kind,
+        replicas,
+        vbuckets,
+        quota_bytes: quota_mb * 1024 * 1024,
+    };
+    if errors.is_empty() {
+        if let Err(e) = def.validate() {
+            errors.insert("name".into(), e.to_string());
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(def),
+        false => Err(errors),
+    }
+}
+
+/// A bucket as Couchbase describes it (the fields the SDKs read).
+fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
+    let def = &b.def;
+    let (bucket_type, eviction) = match def.kind {
+        BucketKind::Couchbase => ("membase", "valueOnly"),
+        BucketKind::Ephemeral => ("ephemeral", "noEviction"),
+    };
+    let serving = b.map.as_ref().map_or(0, |m| m.nodes().len() as u64);
+    let name = &def.name;
+    let nodes: Vec<Value> = b
+        .map
+        .as_ref()
+        .map(ClusterMap::nodes)
+        .unwrap_or(nodes)
+        .iter()
+        .map(|n| {
+            json!({
+                "hostname": format!("{}:{}", n.host, n.admin_port),
+                "status": "healthy",
+                "version": concat!(env!("CARGO_PKG_VERSION"), "-sluice"),
+                "services": ["kv"],
+                "ports": { "direct": n.kv_port },
+            })
+        })
+        .collect();
+    json!({
+        "name": name,
+        "uuid": def.uuid,
+        "bucketType": bucket_type,
+        "quota": { "ram": def.quota_bytes * serving, "rawRAM": def.quota_bytes },
+        "replicaNumber": def.replicas,
+        "numVBuckets": def.vbuckets,
+        "evictionPolicy": eviction,
+        "conflictResolutionType": "seqno",
+        "durabilityMinLevel": "none",
+        "replicaIndex": false,
+        "controllers": { "flush": format!("/pools/default/buckets/{name}/controller/doFlush") },
+        "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "xattr", "nodesExt", "durableWrite"],
+        "nodes": nodes,
+    })
+}
+
+/// The active nodes: those a bucket without a map is described with, and those a deleted
+/// bucket must leave.
+fn listed_nodes(state: &sluice_cluster::ClusterState) -> Vec<NodeInfo> {
+    state
+        .nodes()
+        .values()
+        .filter(|n| n.status == NodeStatus::Active)
+        .map(|n| n.info.clone())
+        .collect()
+}
+
+/// Waits until every one of `nodes` serves bucket `name` to clients (its map, as the SDKs
+/// fetch it: listed for SELECT_BUCKET) (`serving`) or no longer does; `false` if one still
+/// did not after [`SERVED_WAIT`].
+async fn wait_on_nodes(meta: &MetaNode, name: &str, nodes: Vec<NodeInfo>, serving: bool) -> bool {
+    let path = format!("/pools/default/b/{}", name.replace('%', "%25"));
+    let deadline = tokio::time::Instant::now() + SERVED_WAIT;
+    let mut waiting = nodes;
+    while !waiting.is_empty() {
+        let mut still = Vec::new();
+        for node in waiting {
+            let answer = peer::call(meta, &node, &path, None, ASK_TIMEOUT).await;
+            let serves = answer.as_ref().is_ok_and(|a| a.ok());
+            let gone = answer.is_ok_and(|a| a.status == 404);
+            if (serving && !serves) || (!serving && !gone) {
+                still.push(node);
+            }
+        }
+        waiting = still;
+        if waiting.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let ids: Vec<u32> = waiting.iter().map(|n| n.id.0).collect();
+            tracing::warn!(bucket = %name, nodes = ?ids, serving,
+                "nodes had not caught up with the bucket's creation or deletion");
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+fn bad_request(errors: BTreeMap<String, String>) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response()
+}
+
+/// 400 with one error, under `field`.
+fn error(field: &str, why: String) -> Response {
+    bad_request([(field.to_string(), why)].into_iter().collect())
+}
+
+fn refused(rejection: Rejection) -> Response {
+    error("_", rejection.to_string())
+}
+
+fn not_found(name: &str) -> Response {
+    let error = format!("Requested resource not found: no bucket {name:?}");
+    (StatusCode::NOT_FOUND, Json(json!({ "error": error }))).into_response()
+}
+
+fn unavailable(e: sluice_meta::MetaError) -> Response {
+    let error = e.to_string();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({ "error": error })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form as the extractor reads it: every field a string, by its wire name.
+    fn form(pairs: &[(&str, &str)]) -> CreateForm {
+        let fields: serde_json::Map<String, Value> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect();
+        serde_json::from_value(Value::Object(fields)).unwrap()
+    }
+
+    #[test]
+    fn a_create_form_becomes_a_definition_or_errors_by_field() {
+        let ok = form(&[
+            ("name", "orders"),
+            ("ramQuotaMB", "128"),
+            ("bucketType", "ephemeral"),
+            ("replicaNumber", "2"),
+            ("durabilityMinLevel", "none"),
+        ]);
+        let def = read_create(&ok, 64).unwrap();
+        assert_eq!(
+            (def.name.as_str(), def.kind, def.replicas, def.vbuckets),
+            ("orders", BucketKind::Ephemeral, 2, 64)
+        );
+        assert_eq!(def.quota_bytes, 128 << 20);
+        // Older clients send ramQuota; the replica count defaults to 1.
+        let old = read_create(&form(&[("name", "b"), ("ramQuota", "100")]), 64).unwrap();
+        assert_eq!((old.replicas, old.kind), (1, BucketKind::Couchbase));
+        let bad = form(&[
+            ("ramQuotaMB", "50"),
+            ("bucketType", "memcached"),
+            ("replicaNumber", "4"),
+            ("durabilityMinLevel", "majority"),
+            ("conflictResolutionType", "lww"),
+        ]);
+        let errors = read_create(&bad, 64).unwrap_err();
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(
+            fields,
+            [
+                "bucketType",
+                "conflictResolutionType",
+                "durabilityMinLevel",
+                "name",
+                "ramQuota",
+                "replicaNumber"
+            ]
+        );
+        let bad_name = form(&[("name", ".hidden"), ("ramQuotaMB", "100")]);
+        assert!(read_create(&bad_name, 64).unwrap_err().contains_key("name"));
+    }
+
+    #[test]
+    fn an_edit_changes_the_quota_and_refuses_what_cannot_change() {
+        let def = read_create(&form(&[("name", "b"), ("ramQuotaMB", "100")]), 64).unwrap();
+        let edit = |pairs: &[(&str, &str)]| read_edit(&form(pairs), &def);
+        assert_eq!(edit(&[("ramQuotaMB", "300")]), Ok(Some(300)));
+        // The SDKs send every setting back: unchanged ones are fine.
+        let same = edit(&[
+            ("ramQuotaMB", "100"),
+            ("replicaNumber", "1"),
+            ("bucketType", "membase"),
+            ("durabilityMinLevel", "none"),
+        ]);
+        assert_eq!(same, Ok(Some(100)));
+        assert_eq!(edit(&[]), Ok(None));
+        let errors = edit(&[
+            ("ramQuotaMB", "99"),
+            ("replicaNumber", "2"),
+            ("bucketType", "ephemeral"),
+        ])
+        .unwrap_err();
+        let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+        assert_eq!(fields, ["bucketType", "ramQuota", "replicaNumber"]);
+    }
+}
