@@ -122,6 +122,15 @@ def test_two_buckets_with_their_own_quota_replicas_and_streams(tmp_path):
         assert (default_settings.ram_quota_mb, default_settings.num_replicas) == (128, 1)
         assert sorted(b.name for b in manager.get_all_buckets()) == ["default", "orders"]
 
+        # Every node shows each bucket under the one uuid the cluster gave it (the map's
+        # `uuid`, as the SDKs read it), the one REST describes.
+        from admin_http import get_json
+        for bucket in ("default", "orders"):
+            uuid = get_json(f"http://{HOST}:{base + 1}/pools/default/buckets/{bucket}")["uuid"]
+            eventually(f"{bucket}'s uuid in every node's map", lambda: all(
+                get_json(f"http://{HOST}:{base + 10 * i + 1}/pools/default/b/{bucket}")["uuid"]
+                == uuid for i in range(NODES)))
+
         # Each node runs the new bucket with its own quota.
         for i in range(NODES):
             port = kv_port(base, i)

@@ -57,7 +57,9 @@ async fn serve(control: &Arc<Control>, meta: &MetaNode, state: &ClusterState, re
                 None => continue,
             },
         };
-        install(control, &bucket.bucket, map, id);
+        // The node's own bucket was opened under a uuid of its own: maps show the cluster's.
+        let renamed = bucket.bucket.adopt_cluster_uuid(&entry.def.uuid);
+        install(control, &bucket.bucket, map, id, renamed);
         if bucket.bucket.engine.memory().quota_bytes != entry.def.quota_bytes {
             // Edited (or the node's own bucket, opened with its flag's quota).
             bucket.bucket.engine.set_quota(entry.def.quota_bytes);
@@ -76,11 +78,17 @@ async fn serve(control: &Arc<Control>, meta: &MetaNode, state: &ClusterState, re
     }
 }
 
-/// Serves `map` for `bucket` if it is newer than the one served (or was rendered for
-/// another node id: before this node knew its own).
-fn install(control: &Control, bucket: &BucketHandle, map: &sluice_cluster::ClusterMap, id: NodeId) {
+/// Serves `map` for `bucket` if it is newer than the one served, was rendered for another
+/// node id (before this node knew its own), or must be rendered again (`render`).
+fn install(
+    control: &Control,
+    bucket: &BucketHandle,
+    map: &sluice_cluster::ClusterMap,
+    id: NodeId,
+    render: bool,
+) {
     let served = bucket.cluster_map();
-    if map.rev() > served.rev() || served.this != id {
+    if render || map.rev() > served.rev() || served.this != id {
         bucket.install_map(map.clone(), id, &control.node.node_info(id));
     }
 }

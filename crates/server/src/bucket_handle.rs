@@ -57,8 +57,11 @@ struct BucketIdentity {
 
 pub struct BucketHandle {
     pub name: String,
-    /// Hex uuid of the bucket, stable across restarts (cluster map `uuid`).
+    /// Hex uuid of the bucket's files here, stable across restarts.
     pub uuid: String,
+    /// The uuid the cluster knows the bucket by, once the node knows it: what maps show
+    /// (the node's own bucket is opened before that, under a uuid of its own).
+    cluster_uuid: parking_lot::RwLock<Option<String>>,
     pub bucket_type: BucketType,
     pub engine: Arc<Bucket>,
     /// The replicas' seqno acks, which durable writes on this bucket's actives wait for.
@@ -122,6 +125,7 @@ impl BucketHandle {
         let placeholder = MapView::render(alone, me.id, me, &facts);
         Ok(BucketHandle {
             name: spec.name.clone(),
+            cluster_uuid: parking_lot::RwLock::new(spec.uuid.clone()),
             uuid: identity.uuid,
             bucket_type: spec.bucket_type,
             engine,
@@ -156,9 +160,10 @@ impl BucketHandle {
     /// served is ignored (maps only move forward; a revision may be re-rendered, e.g. once
     /// ports are bound).
     pub fn install_map(&self, map: ClusterMap, this: NodeId, me: &NodeInfo) {
+        let cluster_uuid = self.cluster_uuid.read().clone();
         let facts = BucketFacts {
             name: &self.name,
-            uuid: &self.uuid,
+            uuid: cluster_uuid.as_deref().unwrap_or(&self.uuid),
             bucket_type: self.bucket_type,
         };
         let view = Arc::new(MapView::render(map, this, me, &facts));
@@ -169,6 +174,17 @@ impl BucketHandle {
             *current = view;
             true
         });
+    }
+
+    /// Shows `uuid`, the cluster's, in the maps from the next one installed on. Whether it
+    /// changed (the map served then needs rendering again).
+    pub fn adopt_cluster_uuid(&self, uuid: &str) -> bool {
+        let mut current = self.cluster_uuid.write();
+        if current.as_deref() == Some(uuid) {
+            return false;
+        }
+        *current = Some(uuid.to_string());
+        true
     }
 
     /// The bucket's cluster map (CCCP JSON): GET_CLUSTER_CONFIG, NOT_MY_VBUCKET bodies.
