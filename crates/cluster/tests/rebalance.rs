@@ -193,6 +193,29 @@ fn swapping_a_node_and_changing_replicas() {
     }
 }
 
+/// The orchestrator changes a bucket's replica count by publishing the map resized first
+/// (empty slots added, the last replicas cut) and planning from it: the plan fills or keeps
+/// exactly what the resized map holds, building no more than planning from the old map.
+#[test]
+fn a_replica_count_change_plans_from_the_resized_map() {
+    for (n, r, v) in grid() {
+        let nodes = ids(0..n);
+        let map = place(&nodes, v, r).unwrap();
+        for r2 in (0..=3).filter(|&r2| r2 != r) {
+            let case = format!("{n}n {r}r -> {r2}r {v}vb, from the resized map");
+            let resized = map.with_replicas(r2).unwrap();
+            let plan = check_plan(&resized, &nodes, r2, &case);
+            let direct = plan_rebalance(&map, &nodes, r2).unwrap();
+            assert!(
+                plan.copies_built() <= direct.copies_built(),
+                "{case}: builds {} where the old map's plan builds {}",
+                plan.copies_built(),
+                direct.copies_built()
+            );
+        }
+    }
+}
+
 #[test]
 fn after_a_failover_the_survivors_are_rebalanced() {
     for (n, r, v) in grid().filter(|&(n, _, _)| n >= 2) {

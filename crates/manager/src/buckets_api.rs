@@ -11,9 +11,9 @@
 //!   The bucket is placed on every active node at once (it is empty: nothing moves) and the
 //!   answer (202) comes once every node serves it, or after [`SERVED_WAIT`];
 //! - `POST /pools/default/buckets/B` — edits it (`bucket_admin[B]`): a new `ramQuotaMB`
-//!   applies on every node at once (a smaller one makes the pager evict down to it);
-//!   changing `replicaNumber` is refused as not built yet, changing `bucketType` as
-//!   Couchbase refuses it;
+//!   applies on every node at once (a smaller one makes the pager evict down to it); a new
+//!   `replicaNumber` is recorded and the next rebalance builds or drops the copies, as in
+//!   Couchbase Server; changing `bucketType` is refused, as Couchbase refuses it;
 //! - `DELETE /pools/default/buckets/B` — deletes it on every node (`cluster_admin`): its
 //!   data and files go, its connections close.
 //!
@@ -155,23 +155,32 @@ async fn edit(
     let Some(def) = s.meta.state().borrow().bucket(&name).cloned() else {
         return not_found(&name);
     };
-    let quota_mb = match read_edit(&form, &def) {
-        Ok(quota_mb) => quota_mb,
+    let edit = match read_edit(&form, &def) {
+        Ok(edit) => edit,
         Err(errors) => return bad_request(errors),
     };
-    if let Some(mb) = quota_mb {
-        let cmd = MetaCommand::SetBucketQuota {
+    let quota = edit.quota_mb.map(|mb| MetaCommand::SetBucketQuota {
+        name: name.clone(),
+        quota_bytes: mb * 1024 * 1024,
+    });
+    let replicas = edit
+        .replicas
+        .map(|replicas| MetaCommand::SetBucketReplicas {
             name: name.clone(),
-            quota_bytes: mb * 1024 * 1024,
-        };
+            replicas,
+        });
+    for cmd in quota.into_iter().chain(replicas) {
         match s.meta.propose(cmd).await {
-            Ok(Ok(_)) => tracing::info!(bucket = %name, quota_mb = mb, "bucket quota set"),
+            Ok(Ok(_)) => {}
             Ok(Err(Rejection::NoSuchBucket { .. })) => return not_found(&name),
             Ok(Err(rejection)) => return refused(rejection),
             Err(e) => return unavailable(e),
         }
     }
-    Json(json!({ "edited": name })).into_response()
+    tracing::info!(bucket = %name, ?edit, "bucket edited");
+    // A new replica count takes effect when the cluster is rebalanced, as in Couchbase.
+    let rebalance_needed = edit.replicas.is_some();
+    Json(json!({ "edited": name, "rebalance_needed": rebalance_needed })).into_response()
 }
 
 async fn delete(State(s): State<ApiState>, Path(name): Path<String>) -> Response {
@@ -188,9 +197,9 @@ async fn delete(State(s): State<ApiState>, Path(name): Path<String>) -> Response
     Json(json!({ "deleted": name, "gone_from_every_node": gone })).into_response()
 }
 
-/// An edit's form checked against the bucket's definition: the new quota in MiB, if one was
-/// given, or the errors by field.
-fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Option<u64>, BTreeMap<String, String>> {
+/// An edit's form checked against the bucket's definition: what it changes, or the errors
+/// by field.
+fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Edit, BTreeMap<String, String>> {
     let mut errors = BTreeMap::new();
     let quota = form.ram_quota_mb.as_ref().or(form.ram_quota.as_ref());
     let quota_mb = match quota.map(|q| q.parse::<u64>()) {
@@ -206,11 +215,16 @@ fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Option<u64>, BTreeMap
             None
         }
     };
-    let replicas = form.replica_number.as_deref().map(str::parse::<u8>);
-    if replicas.is_some_and(|r| r != Ok(def.replicas)) {
-        let why = "changing a bucket's replica count is not supported yet".into();
-        errors.insert("replicaNumber".into(), why);
-    }
+    let replicas = match form.replica_number.as_deref().map(str::parse::<u8>) {
+        None => None,
+        Some(Ok(r)) if r <= sluice_cluster::limits::REPLICAS_MAX => Some(r),
+        Some(_) => {
+            let max = sluice_cluster::limits::REPLICAS_MAX;
+            let why = format!("Replica number must be an integer from 0 to {max}");
+            errors.insert("replicaNumber".into(), why);
+            None
+        }
+    };
     let kind = form.bucket_type.as_deref().map(|t| match t {
         "couchbase" | "membase" => Some(BucketKind::Couchbase),
         "ephemeral" => Some(BucketKind::Ephemeral),
@@ -221,9 +235,21 @@ fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Option<u64>, BTreeMap
     }
     fixed_settings(form, &mut errors);
     match errors.is_empty() {
-        true => Ok(quota_mb),
+        true => Ok(Edit {
+            quota_mb,
+            replicas: replicas.filter(|&r| r != def.replicas),
+        }),
         false => Err(errors),
     }
+}
+
+/// What an edit changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Edit {
+    /// A new quota per node, in MiB.
+    quota_mb: Option<u64>,
+    /// A new replica count, applied by the next rebalance.
+    replicas: Option<u8>,
 }
 
 /// The settings Sluice has one value of: any other is refused.
@@ -486,19 +512,21 @@ mod tests {
     fn an_edit_changes_the_quota_and_refuses_what_cannot_change() {
         let def = read_create(&form(&[("name", "b"), ("ramQuotaMB", "100")]), 64).unwrap();
         let edit = |pairs: &[(&str, &str)]| read_edit(&form(pairs), &def);
-        assert_eq!(edit(&[("ramQuotaMB", "300")]), Ok(Some(300)));
-        // The SDKs send every setting back: unchanged ones are fine.
+        let changes = |quota_mb, replicas| Ok(Edit { quota_mb, replicas });
+        assert_eq!(edit(&[("ramQuotaMB", "300")]), changes(Some(300), None));
+        assert_eq!(edit(&[("replicaNumber", "2")]), changes(None, Some(2)));
+        // The SDKs send every setting back: unchanged ones change nothing.
         let same = edit(&[
             ("ramQuotaMB", "100"),
             ("replicaNumber", "1"),
             ("bucketType", "membase"),
             ("durabilityMinLevel", "none"),
         ]);
-        assert_eq!(same, Ok(Some(100)));
-        assert_eq!(edit(&[]), Ok(None));
+        assert_eq!(same, changes(Some(100), None));
+        assert_eq!(edit(&[]), changes(None, None));
         let errors = edit(&[
             ("ramQuotaMB", "99"),
-            ("replicaNumber", "2"),
+            ("replicaNumber", "4"),
             ("bucketType", "ephemeral"),
         ])
         .unwrap_err();

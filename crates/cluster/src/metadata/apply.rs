@@ -8,8 +8,8 @@ use crate::cluster_map::{ClusterMap, Rev};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
 use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 use crate::metadata::state::{
-    BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
-    BUCKETS_MAX, HOST_BYTES_MAX,
+    BucketDef, BucketEntry, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, BUCKETS_MAX,
+    HOST_BYTES_MAX,
 };
 use crate::metadata::users::{check_user_name, UserRecord, USERS_MAX};
 use crate::node::{NodeId, NodeInfo};
@@ -28,6 +28,9 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::DeleteBucket { name } => delete_bucket(state, name),
         MetaCommand::SetBucketQuota { name, quota_bytes } => {
             set_bucket_quota(state, name, *quota_bytes)
+        }
+        MetaCommand::SetBucketReplicas { name, replicas } => {
+            set_bucket_replicas(state, name, *replicas)
         }
         MetaCommand::SetMap {
             bucket,
@@ -205,18 +208,34 @@ fn delete_bucket(state: &mut ClusterState, name: &str) -> MetaResponse {
 }
 
 fn set_bucket_quota(state: &mut ClusterState, name: &str, quota_bytes: u64) -> MetaResponse {
+    let changed = edit_bucket(state, name, |def| def.quota_bytes = quota_bytes)?;
+    Ok(Applied::BucketQuotaSet { changed })
+}
+
+fn set_bucket_replicas(state: &mut ClusterState, name: &str, replicas: u8) -> MetaResponse {
+    let changed = edit_bucket(state, name, |def| def.replicas = replicas)?;
+    Ok(Applied::BucketReplicasSet { changed })
+}
+
+/// Changes bucket `name`'s definition with `edit` if the result is valid: whether it
+/// changed anything.
+fn edit_bucket(
+    state: &mut ClusterState,
+    name: &str,
+    edit: impl FnOnce(&mut BucketDef),
+) -> Result<bool, Rejection> {
     let entry = state
         .buckets
         .get_mut(name)
         .ok_or_else(|| Rejection::NoSuchBucket {
             name: name.to_string(),
         })?;
-    if quota_bytes == 0 {
-        return Err(Rejection::Bucket(BucketError::ZeroQuota));
-    }
-    let changed = entry.def.quota_bytes != quota_bytes;
-    entry.def.quota_bytes = quota_bytes;
-    Ok(Applied::BucketQuotaSet { changed })
+    let mut def = entry.def.clone();
+    edit(&mut def);
+    def.validate()?;
+    let changed = def != entry.def;
+    entry.def = def;
+    Ok(changed)
 }
 
 /// The name a command's bucket is filed under. Commands logged before buckets were named

@@ -40,6 +40,9 @@ pub enum MetaCommand {
     DeleteBucket { name: String },
     /// Gives bucket `name` a new memory quota per node (above 0).
     SetBucketQuota { name: String, quota_bytes: u64 },
+    /// Gives bucket `name` a new replica count (0..=`REPLICAS_MAX`). Its map keeps its
+    /// chains: the next rebalance builds or drops the copies, as in Couchbase Server.
+    SetBucketReplicas { name: String, replicas: u8 },
     /// Publishes bucket `bucket`'s map as its next revision: the first one
     /// (`expected_rev: None`) or a replacement of revision `expected_rev`. `nodes` is the
     /// map's node list, in the order clients index it; their addresses come from the node
@@ -154,6 +157,10 @@ pub enum Applied {
     BucketDeleted,
     /// `changed` is false when the bucket had that quota already.
     BucketQuotaSet {
+        changed: bool,
+    },
+    /// `changed` is false when the bucket had that replica count already.
+    BucketReplicasSet {
         changed: bool,
     },
     /// The bucket's map's new revision.

@@ -235,6 +235,35 @@ fn a_buckets_quota_is_changed_alone() {
 }
 
 #[test]
+fn a_buckets_replica_count_changes_its_definition_not_its_map() {
+    let mut state = two_buckets(2);
+    let map = state.map("default").unwrap().clone();
+    let set = |replicas| MetaCommand::SetBucketReplicas {
+        name: "default".into(),
+        replicas,
+    };
+    assert_eq!(
+        ok(&mut state, set(2)),
+        Applied::BucketReplicasSet { changed: true }
+    );
+    assert_eq!(state.bucket("default").unwrap().replicas, 2);
+    assert_eq!(
+        state.map("default"),
+        Some(&map),
+        "the next rebalance moves copies"
+    );
+    assert_eq!(
+        ok(&mut state, set(2)),
+        Applied::BucketReplicasSet { changed: false }
+    );
+    assert!(matches!(
+        refused(&mut state, set(4)),
+        Rejection::Bucket(BucketError::Replicas { .. })
+    ));
+    assert_eq!(state.check(), Ok(()));
+}
+
+#[test]
 fn each_bucket_has_its_own_map_and_revisions() {
     let mut state = two_buckets(3);
     assert_eq!(state.map("other").unwrap().vbmap().replicas(), 2);

@@ -29,6 +29,8 @@ pub enum RebalanceError {
     NoMap,
     #[error(transparent)]
     Plan(#[from] PlanError),
+    #[error("resizing a map to its bucket's replica count: {0}")]
+    Resize(#[from] sluice_cluster::MapError),
     #[error("{0} is outside the map")]
     VbOutsideMap(VbId),
     #[error("{vb} changed under the rebalance (now {now:?}, planned from {planned:?})")]

@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::json;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
-use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, RebalancePlan, VbMove};
+use sluice_cluster::{plan_rebalance, ClusterMap, NodeId, NodeInfo, RebalancePlan, VbMap, VbMove};
 use sluice_meta::MetaNode;
 use sluice_types::VbId;
 use std::sync::Arc;
@@ -181,16 +181,19 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
     let mut plans = Vec::new();
     for (name, entry) in state.buckets() {
         let Some(map) = &entry.map else { continue };
-        let plan = plan_rebalance(map.vbmap(), &target, entry.def.replicas)?;
+        // A changed replica count: the map is published resized first (empty slots added,
+        // the last replicas cut), and the moves fill or keep what it holds.
+        let from = map.vbmap().with_replicas(entry.def.replicas)?;
+        let plan = plan_rebalance(&from, &target, entry.def.replicas)?;
         tracing::info!(bucket = %name, target = ?target, moves = plan.moves().len(),
             copies = plan.copies_built(), takeovers = plan.takeovers(), method = ?plan.method(),
             "rebalance planned");
-        plans.push((name.clone(), map.clone(), plan));
+        plans.push((name.clone(), map.clone(), from, plan));
     }
     {
         let mut s = status.lock();
         s.target = target.iter().map(|n| n.0).collect();
-        s.moves_total = plans.iter().map(|(_, _, p)| p.moves().len()).sum();
+        s.moves_total = plans.iter().map(|(_, _, _, p)| p.moves().len()).sum();
     }
     if let Origin::Fresh { .. } = origin {
         let start = MetaCommand::StartRebalance {
@@ -198,8 +201,8 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
         };
         propose(meta, "", start).await?;
     }
-    for (bucket, map, plan) in &plans {
-        rebalance_bucket(meta, status, bucket, map, plan, &target).await?;
+    for (bucket, map, from, plan) in &plans {
+        rebalance_bucket(meta, status, bucket, map, from, plan, &target).await?;
     }
     still_leading(meta)?;
     let applied = meta
@@ -218,29 +221,32 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
     Ok(())
 }
 
-/// One bucket's moves, from `map` (its map when planned) onto `target`.
+/// One bucket's moves, from `map` (its map when planned; `from`, its vbucket map at the
+/// bucket's replica count, is what the plan starts from) onto `target`.
 async fn rebalance_bucket(
     meta: &MetaNode,
     status: &SharedStatus,
     bucket: &str,
     map: &ClusterMap,
+    from: &VbMap,
     plan: &RebalancePlan,
     target: &[NodeId],
 ) -> Result<(), RebalanceError> {
-    // The map lists the new nodes before any chain names them.
+    // The map lists the new nodes before any chain names them, and has the bucket's
+    // replica count before any move.
     let mut listed: Vec<NodeId> = map.nodes().iter().map(|n| n.id).collect();
     let joining: Vec<NodeId> = target
         .iter()
         .copied()
         .filter(|id| !listed.contains(id))
         .collect();
-    if !joining.is_empty() {
+    if !joining.is_empty() || from != map.vbmap() {
         listed.extend(joining);
         let set = MetaCommand::SetMap {
             bucket: bucket.to_string(),
             expected_rev: Some(map.rev()),
             nodes: listed,
-            vbmap: map.vbmap().clone(),
+            vbmap: from.clone(),
         };
         propose(meta, bucket, set).await?;
     }
