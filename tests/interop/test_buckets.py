@@ -146,6 +146,16 @@ def test_two_buckets_with_their_own_quota_replicas_and_streams(tmp_path):
                        lambda: stat(kv_port(base, i), "orders", "memory")["ep_max_size"]
                        == str(150 << 20))
 
+        # /metrics labels each bucket's engine figures with its name.
+        import urllib.request
+
+        from admin_http import request
+        with urllib.request.urlopen(request(f"http://{HOST}:{base + 1}/metrics"),
+                                    timeout=10) as r:
+            metrics = r.read().decode()
+        assert f'sluice_ep_max_size{{bucket="orders"}} {150 << 20}' in metrics, metrics[:2000]
+        assert f'sluice_ep_max_size{{bucket="default"}} {128 << 20}' in metrics
+
         default = cluster.bucket("default").default_collection()
         orders = cluster.bucket("orders").default_collection()
         for i in range(DOCS):

@@ -25,14 +25,7 @@ impl std::fmt::Debug for NodeRef {
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let node = &self.0 .0;
-        for (name, value) in node.bucket.engine.stats.pairs() {
-            let m = encoder.encode_descriptor(name, name, None, MetricType::Counter)?;
-            ConstCounter::new(value).encode(m)?;
-        }
-        for (name, value) in node.bucket.engine.gauges() {
-            let m = encoder.encode_descriptor(name, name, None, MetricType::Gauge)?;
-            ConstGauge::new(value as i64).encode(m)?;
-        }
+        encode_buckets(node, &mut encoder)?;
         let conns = [
             (
                 "curr_connections",
@@ -58,6 +51,36 @@ impl Collector for NodeCollector {
         ConstGauge::new(node.started.elapsed().as_secs() as i64).encode(m)?;
         Ok(())
     }
+}
+
+/// Every bucket's engine counters and gauges, labelled `bucket="NAME"`: one family per
+/// name (the engine reports the same names for every bucket, in the same order).
+fn encode_buckets(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let buckets = node.buckets.all();
+    let counters: Vec<Vec<(&'static str, u64)>> =
+        buckets.iter().map(|b| b.engine.stats.pairs()).collect();
+    let gauges: Vec<Vec<(&'static str, u64)>> = buckets.iter().map(|b| b.engine.gauges()).collect();
+    let families = [
+        (MetricType::Counter, &counters),
+        (MetricType::Gauge, &gauges),
+    ];
+    for (kind, readings) in families {
+        let Some(names) = readings.first() else {
+            return Ok(());
+        };
+        for (i, (name, _)) in names.iter().enumerate() {
+            let mut family = encoder.encode_descriptor(name, name, None, kind)?;
+            for (bucket, values) in buckets.iter().zip(readings.iter()) {
+                let labels = [("bucket", bucket.name.as_str())];
+                let m = family.encode_family(&labels)?;
+                match kind {
+                    MetricType::Counter => ConstCounter::new(values[i].1).encode(m)?,
+                    _ => ConstGauge::new(values[i].1 as i64).encode(m)?,
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Per DCP connection, labelled by its name: the seeds' "items remaining" and bytes sent,
