@@ -29,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
+use sluice_client::admin_http;
 use sluice_cluster::metadata::{BucketDef, BucketEntry, MetaCommand, NodeStatus, Rejection};
 use sluice_cluster::{BucketKind, ClusterMap, NodeInfo};
 use sluice_meta::MetaNode;
@@ -78,10 +79,10 @@ async fn one(State(s): State<ApiState>, Path(name): Path<String>) -> Response {
     }
 }
 
-/// The form of a create.
+/// The form of a create or an edit.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct CreateForm {
+struct BucketForm {
     name: Option<String>,
     #[serde(rename = "ramQuotaMB")]
     ram_quota_mb: Option<String>,
@@ -93,7 +94,7 @@ struct CreateForm {
     conflict_resolution_type: Option<String>,
 }
 
-async fn create(State(s): State<ApiState>, Form(form): Form<CreateForm>) -> Response {
+async fn create(State(s): State<ApiState>, Form(form): Form<BucketForm>) -> Response {
     let state = s.meta.state().borrow().clone();
     // New buckets get the vbucket count the cluster's buckets have (the SDKs hash keys
     // onto it; Couchbase's is fixed per cluster).
@@ -121,11 +122,8 @@ async fn create(State(s): State<ApiState>, Form(form): Form<CreateForm>) -> Resp
         Err(e) => return unavailable(e),
     }
     let state = s.meta.state().borrow().clone();
-    let targets = state.nodes_with(NodeStatus::Active);
-    let nodes: Vec<NodeInfo> = targets
-        .iter()
-        .filter_map(|id| state.node(*id).map(|n| n.info.clone()))
-        .collect();
+    let nodes = listed_nodes(&state);
+    let targets: Vec<_> = nodes.iter().map(|n| n.id).collect();
     let vbmap = match sluice_cluster::place(&targets, vbuckets, replicas) {
         Ok(m) => m,
         Err(e) => return error("_", e.to_string()),
@@ -150,7 +148,7 @@ async fn create(State(s): State<ApiState>, Form(form): Form<CreateForm>) -> Resp
 async fn edit(
     State(s): State<ApiState>,
     Path(name): Path<String>,
-    Form(form): Form<CreateForm>,
+    Form(form): Form<BucketForm>,
 ) -> Response {
     let Some(def) = s.meta.state().borrow().bucket(&name).cloned() else {
         return not_found(&name);
@@ -199,32 +197,10 @@ async fn delete(State(s): State<ApiState>, Path(name): Path<String>) -> Response
 
 /// An edit's form checked against the bucket's definition: what it changes, or the errors
 /// by field.
-fn read_edit(form: &CreateForm, def: &BucketDef) -> Result<Edit, BTreeMap<String, String>> {
+fn read_edit(form: &BucketForm, def: &BucketDef) -> Result<Edit, BTreeMap<String, String>> {
     let mut errors = BTreeMap::new();
-    let quota = form.ram_quota_mb.as_ref().or(form.ram_quota.as_ref());
-    let quota_mb = match quota.map(|q| q.parse::<u64>()) {
-        None => None,
-        Some(Ok(mb)) if mb >= QUOTA_MB_MIN => Some(mb),
-        Some(Ok(_)) => {
-            let why = format!("RAM quota cannot be less than {QUOTA_MB_MIN} MiB");
-            errors.insert("ramQuota".into(), why);
-            None
-        }
-        Some(Err(_)) => {
-            errors.insert("ramQuota".into(), "The RAM Quota must be a number".into());
-            None
-        }
-    };
-    let replicas = match form.replica_number.as_deref().map(str::parse::<u8>) {
-        None => None,
-        Some(Ok(r)) if r <= sluice_cluster::limits::REPLICAS_MAX => Some(r),
-        Some(_) => {
-            let max = sluice_cluster::limits::REPLICAS_MAX;
-            let why = format!("Replica number must be an integer from 0 to {max}");
-            errors.insert("replicaNumber".into(), why);
-            None
-        }
-    };
+    let quota_mb = form.quota_mb(&mut errors);
+    let replicas = form.replicas(&mut errors);
     let kind = form.bucket_type.as_deref().map(|t| match t {
         "couchbase" | "membase" => Some(BucketKind::Couchbase),
         "ephemeral" => Some(BucketKind::Ephemeral),
@@ -252,8 +228,36 @@ struct Edit {
     replicas: Option<u8>,
 }
 
+impl BucketForm {
+    /// The quota per node in MiB, if one was given and is usable (else why not, in
+    /// `errors`).
+    fn quota_mb(&self, errors: &mut BTreeMap<String, String>) -> Option<u64> {
+        let quota = self.ram_quota_mb.as_ref().or(self.ram_quota.as_ref())?;
+        let why = match quota.parse::<u64>() {
+            Ok(mb) if mb >= QUOTA_MB_MIN => return Some(mb),
+            Ok(_) => format!("RAM quota cannot be less than {QUOTA_MB_MIN} MiB"),
+            Err(_) => "The RAM Quota must be a number".to_string(),
+        };
+        errors.insert("ramQuota".into(), why);
+        None
+    }
+
+    /// The replica count, if one was given and is usable (else why not, in `errors`).
+    fn replicas(&self, errors: &mut BTreeMap<String, String>) -> Option<u8> {
+        let max = sluice_cluster::limits::REPLICAS_MAX;
+        match self.replica_number.as_deref()?.parse::<u8>() {
+            Ok(r) if r <= max => Some(r),
+            _ => {
+                let why = format!("Replica number must be an integer from 0 to {max}");
+                errors.insert("replicaNumber".into(), why);
+                None
+            }
+        }
+    }
+}
+
 /// The settings Sluice has one value of: any other is refused.
-fn fixed_settings(form: &CreateForm, errors: &mut BTreeMap<String, String>) {
+fn fixed_settings(form: &BucketForm, errors: &mut BTreeMap<String, String>) {
     if form
         .durability_min_level
         .as_deref()
@@ -273,29 +277,17 @@ fn fixed_settings(form: &CreateForm, errors: &mut BTreeMap<String, String>) {
 }
 
 /// A create's form checked and made a definition, or the errors by field.
-fn read_create(form: &CreateForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<String, String>> {
+fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<String, String>> {
     let mut errors = BTreeMap::new();
     let name = form.name.clone().unwrap_or_default();
     if name.is_empty() {
         errors.insert("name".into(), "Bucket name needs to be specified".into());
     }
-    let quota = form.ram_quota_mb.as_ref().or(form.ram_quota.as_ref());
-    let quota_mb = match quota.map(|q| q.parse::<u64>()) {
-        Some(Ok(mb)) if mb >= QUOTA_MB_MIN => mb,
-        Some(Ok(_)) => {
-            let why = format!("RAM quota cannot be less than {QUOTA_MB_MIN} MiB");
-            errors.insert("ramQuota".into(), why);
-            0
-        }
-        Some(Err(_)) => {
-            errors.insert("ramQuota".into(), "The RAM Quota must be a number".into());
-            0
-        }
-        None => {
-            errors.insert("ramQuota".into(), "RAM quota must be specified".into());
-            0
-        }
-    };
+    let given = form.ram_quota_mb.is_some() || form.ram_quota.is_some();
+    if !given {
+        errors.insert("ramQuota".into(), "RAM quota must be specified".into());
+    }
+    let quota_mb = form.quota_mb(&mut errors).unwrap_or(0);
     let kind = match form.bucket_type.as_deref().unwrap_or("couchbase") {
         "couchbase" | "membase" => BucketKind::Couchbase,
         "ephemeral" => BucketKind::Ephemeral,
@@ -309,17 +301,9 @@ fn read_create(form: &CreateForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<S
             BucketKind::Couchbase
         }
     };
-    let replicas = match form.replica_number.as_deref().map(str::parse::<u8>) {
+    let replicas = match form.replica_number {
         None => 1,
-        Some(Ok(r)) if r <= sluice_cluster::limits::REPLICAS_MAX => r,
-        Some(_) => {
-            let max = sluice_cluster::limits::REPLICAS_MAX;
-            errors.insert(
-                "replicaNumber".into(),
-                format!("Replica number must be an integer from 0 to {max}"),
-            );
-            0
-        }
+        Some(_) => form.replicas(&mut errors).unwrap_or(0),
     };
     fixed_settings(form, &mut errors);
     let def = BucketDef {
@@ -398,7 +382,7 @@ fn listed_nodes(state: &sluice_cluster::ClusterState) -> Vec<NodeInfo> {
 /// fetch it: listed for SELECT_BUCKET) (`serving`) or no longer does; `false` if one still
 /// did not after [`SERVED_WAIT`].
 async fn wait_on_nodes(meta: &MetaNode, name: &str, nodes: Vec<NodeInfo>, serving: bool) -> bool {
-    let path = format!("/pools/default/b/{}", name.replace('%', "%25"));
+    let path = format!("/pools/default/b/{}", admin_http::percent_encode(name));
     let deadline = tokio::time::Instant::now() + SERVED_WAIT;
     let mut waiting = nodes;
     while !waiting.is_empty() {
@@ -458,7 +442,7 @@ mod tests {
     use super::*;
 
     /// The form as the extractor reads it: every field a string, by its wire name.
-    fn form(pairs: &[(&str, &str)]) -> CreateForm {
+    fn form(pairs: &[(&str, &str)]) -> BucketForm {
         let fields: serde_json::Map<String, Value> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))

@@ -54,19 +54,14 @@ impl Control {
         self.buckets.read().get(name).cloned()
     }
 
-    /// The bucket named by an internal request's `bucket` parameter, or without one the
-    /// node's own bucket (requests from before there were many buckets).
-    pub fn bucket_or_own(&self, name: Option<&str>) -> Option<Arc<BucketControl>> {
-        self.bucket(name.unwrap_or(&self.node.config.bucket))
-    }
-
-    /// The bucket an internal request's `?bucket=` names (404 if this node serves none
-    /// of that name).
+    /// The bucket an internal request's `?bucket=` names, or without one the node's own
+    /// (requests from before there were many buckets); 404 if this node serves none of
+    /// that name.
     pub(crate) fn named(
         &self,
         q: &sluice_server::BucketParam,
     ) -> Result<Arc<BucketControl>, NoSuchBucket> {
-        self.bucket_or_own(q.bucket.as_deref())
+        self.bucket(q.bucket.as_deref().unwrap_or(&self.node.config.bucket))
             .ok_or_else(|| NoSuchBucket(q.bucket.clone()))
     }
 

@@ -52,11 +52,10 @@ pub fn leading(meta: &MetaNode) -> bool {
     meta.leader() == Some(meta.id())
 }
 
-/// `path` with the internal routes' `bucket` parameter naming `bucket` (a bucket name's
-/// only character a query must escape is `%`).
+/// `path` with the internal routes' `bucket` parameter naming `bucket`.
 pub fn for_bucket(path: &str, bucket: &str) -> String {
     let sep = if path.contains('?') { '&' } else { '?' };
-    format!("{path}{sep}bucket={}", bucket.replace('%', "%25"))
+    format!("{path}{sep}bucket={}", admin_http::percent_encode(bucket))
 }
 
 #[cfg(test)]

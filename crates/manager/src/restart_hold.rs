@@ -162,7 +162,7 @@ fn release(control: &BucketControl, vb: VbId, me: NodeId) {
     if !held.remove(&vb) {
         return;
     }
-    let view = control.bucket.watch_cluster_map().borrow().clone();
+    let view = control.bucket.cluster_map();
     let active_here = view
         .map
         .vbmap()

@@ -160,11 +160,6 @@ impl Node {
         self.bucket.cluster_map()
     }
 
-    /// Follows the node's own bucket's map changes (the cluster agent).
-    pub fn watch_cluster_map(&self) -> tokio::sync::watch::Receiver<Arc<MapView>> {
-        self.bucket.watch_cluster_map()
-    }
-
     /// Serves `map` for the node's own bucket from now on, as node `this`.
     pub fn install_map(&self, map: ClusterMap, this: NodeId) {
         self.bucket.install_map(map, this, &self.node_info(this));

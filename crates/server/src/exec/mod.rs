@@ -113,24 +113,20 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     {
         session_ops::recompute_access(node, session);
     }
-    let bucket = match (&session.bucket, needs_bucket(&req.command)) {
-        (Some(bucket), _) => Some(bucket.clone()),
-        (None, false) => None,
-        (None, true) => {
-            r.error(Status::NoBucket, "select a bucket first");
-            return Next::Continue;
-        }
-    };
+    if needs_bucket(&req.command) && session.bucket.is_none() {
+        r.error(Status::NoBucket, "select a bucket first");
+        return Next::Continue;
+    }
     if let Some(why) = access::refused(session, &req.command) {
         r.error(Status::Eaccess, why);
         return Next::Continue;
     }
-    match (&req.command, bucket) {
-        (Command::Kv(cmd), Some(bucket)) => kv::execute(node, &bucket, &req, cmd, r),
+    // A client that cannot see prepares and aborts is told the seqnos it can reach.
+    let sync_writes = session.has(sluice_proto::Feature::SyncReplication);
+    match (&req.command, &session.bucket) {
+        (Command::Kv(cmd), Some(bucket)) => kv::execute(node, bucket, &req, cmd, r),
         (Command::Vbucket(cmd), Some(bucket)) => {
-            // A client that cannot see prepares and aborts is told the seqnos it can reach.
-            let sync_writes = session.has(sluice_proto::Feature::SyncReplication);
-            vbucket_ops::execute(&bucket, req.vb, cmd, sync_writes, r)
+            vbucket_ops::execute(bucket, req.vb, cmd, sync_writes, r)
         }
         (Command::Session(cmd), _) => session_ops::execute(node, session, cmd, r),
         (Command::Dcp(cmd), _) => dcp_ops::execute(cmd, r),
