@@ -13,6 +13,7 @@ from typing import Dict, List, Set
 import pytest
 from couchbase.auth import PasswordAuthenticator
 from couchbase.cluster import Cluster
+from couchbase.durability import DurabilityLevel
 from couchbase.exceptions import (BucketAlreadyExistsException, BucketNotFoundException,
                                   CouchbaseException, DocumentNotFoundException)
 from couchbase.management.buckets import BucketSettings, BucketType, CreateBucketSettings
@@ -112,14 +113,16 @@ def test_two_buckets_with_their_own_quota_replicas_and_streams(tmp_path):
         manager = cluster.buckets()
         manager.create_bucket(CreateBucketSettings(
             name="orders", bucket_type=BucketType.COUCHBASE, ram_quota_mb=100,
-            num_replicas=2))
+            num_replicas=2, minimum_durability_level=DurabilityLevel.MAJORITY))
         with pytest.raises(BucketAlreadyExistsException):
             manager.create_bucket(CreateBucketSettings(
                 name="orders", bucket_type=BucketType.COUCHBASE, ram_quota_mb=100))
         orders_settings = manager.get_bucket("orders")
         assert (orders_settings.ram_quota_mb, orders_settings.num_replicas) == (100, 2)
+        assert orders_settings.minimum_durability_level == DurabilityLevel.MAJORITY
         default_settings = manager.get_bucket("default")
         assert (default_settings.ram_quota_mb, default_settings.num_replicas) == (128, 1)
+        assert default_settings.minimum_durability_level == DurabilityLevel.NONE
         assert sorted(b.name for b in manager.get_all_buckets()) == ["default", "orders"]
 
         # Every node shows each bucket under the one uuid the cluster gave it (the map's
@@ -139,7 +142,8 @@ def test_two_buckets_with_their_own_quota_replicas_and_streams(tmp_path):
 
         # An edit of the quota applies on every node at once.
         manager.update_bucket(BucketSettings(name="orders", bucket_type=BucketType.COUCHBASE,
-                                             ram_quota_mb=150, num_replicas=2))
+                                             ram_quota_mb=150, num_replicas=2,
+                                             minimum_durability_level=DurabilityLevel.MAJORITY))
         assert manager.get_bucket("orders").ram_quota_mb == 150
         for i in range(NODES):
             eventually("the new quota on every node",
@@ -168,6 +172,14 @@ def test_two_buckets_with_their_own_quota_replicas_and_streams(tmp_path):
             orders.get("d0")
         with pytest.raises(DocumentNotFoundException):
             default.get("o0")
+        # orders' durability minimum made each plain upsert a SyncWrite (prepared on its
+        # active, committed once a majority held it); default's stayed plain.
+        def sync_writes(bucket: str, what: str) -> int:
+            return sum(int(stat(kv_port(base, i), bucket, "")
+                           [f"vb_active_sync_write_{what}_count"]) for i in range(NODES))
+        assert sync_writes("orders", "accepted") >= DOCS
+        assert sync_writes("orders", "committed") >= DOCS
+        assert sync_writes("default", "accepted") == 0
         # Two replicas of each orders document, one of each default document.
         for key, col, copies in (("o7", orders, 2), ("d7", default, 1)):
             eventually(f"{copies} replicas of {key}",
@@ -317,6 +329,10 @@ def test_bucket_refusals_and_the_cli(tmp_path):
         assert set(body["errors"]) == {"ramQuota", "bucketType", "replicaNumber"}, body
         status, body = create({"name": "default", "ramQuotaMB": "100"})
         assert status == 400 and "already exists" in body["errors"]["name"], body
+        # An ephemeral bucket persists nothing, so its durability minimum cannot ask it to.
+        status, body = create({"name": "e", "ramQuotaMB": "100", "bucketType": "ephemeral",
+                               "durabilityMinLevel": "persistToMajority"})
+        assert status == 400 and set(body["errors"]) == {"durabilityMinLevel"}, body
         status, _ = create({"name": "y", "ramQuotaMB": "100"}, auth=basic(USERNAME, "wrong"))
         assert status == 401
         # An edit cannot change the type, nor take the quota below the floor.
@@ -338,7 +354,8 @@ def test_bucket_refusals_and_the_cli(tmp_path):
             return subprocess.run([str(sluice_binary()), "bucket", *args,
                                    "--admin", f"{HOST}:{base + 1}"],
                                   capture_output=True, text=True, timeout=90)
-        out = cli("create", "cli-made", "--ram-quota-mb", "100", "--replicas", "2")
+        out = cli("create", "cli-made", "--ram-quota-mb", "100", "--replicas", "2",
+                  "--durability-min", "majority-and-persist-active")
         assert out.returncode == 0 and "bucket cli-made created" in out.stdout, out
         out = cli("create", "cli-made", "--ram-quota-mb", "100")
         assert out.returncode != 0 and "already exists" in out.stderr, out
@@ -346,7 +363,8 @@ def test_bucket_refusals_and_the_cli(tmp_path):
         assert out.returncode != 0 and "ramQuota" in out.stderr, out
         out = cli("list")
         rows = [line.split("\t") for line in out.stdout.splitlines()]
-        assert ["cli-made", "membase", "100 MiB", "2 replicas"] in rows, out.stdout
+        assert ["cli-made", "membase", "100 MiB", "2 replicas",
+                "durability majorityAndPersistActive"] in rows, out.stdout
         assert sorted(r[0] for r in rows) == ["cli-made", "default", "eph"], out.stdout
         with kv_connect(kv_port(base, 2), USERNAME, PASSWORD, bucket="cli-made") as c:
             assert c.set(b"k", b"v", vb=mcbin.vbucket_of(b"k", 64)).status in (

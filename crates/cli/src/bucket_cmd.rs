@@ -1,6 +1,7 @@
 //! `sluice bucket create|list|delete`: the cluster's buckets, through any member's admin
 //! port (`/pools/default/buckets`, Couchbase's REST API; `cluster_admin` or `admin`).
 
+use crate::kv_cmd::LevelArg;
 use crate::login_args::{AdminTarget, NamedTarget};
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_client::admin_http::{self, Method};
@@ -13,7 +14,7 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum BucketCommand {
     /// Create a bucket, placed on every active node.
     Create(CreateArgs),
-    /// List the buckets: name, type, quota per node, replicas.
+    /// List the buckets: name, type, quota per node, replicas, durability minimum.
     List(AdminTarget),
     /// Delete a bucket: its data and files go on every node.
     Delete(NamedTarget),
@@ -39,6 +40,10 @@ pub struct CreateArgs {
     pub replicas: u8,
     #[arg(long = "type", value_enum, default_value = "couchbase")]
     pub bucket_type: TypeArg,
+    /// Every write to the bucket is made at least this durable (a plain write becomes a
+    /// SyncWrite); none by default. An ephemeral bucket's is at most majority.
+    #[arg(long, value_enum)]
+    pub durability_min: Option<LevelArg>,
     #[command(flatten)]
     pub common: AdminTarget,
 }
@@ -58,11 +63,13 @@ pub fn run(cmd: BucketCommand) -> anyhow::Result<()> {
                     TypeArg::Couchbase => "couchbase",
                     TypeArg::Ephemeral => "ephemeral",
                 };
+                let durability_min = a.durability_min.map_or("none", |l| l.level().name());
                 let form = vec![
                     ("name", a.name.as_str()),
                     ("ramQuotaMB", quota.as_str()),
                     ("replicaNumber", replicas.as_str()),
                     ("bucketType", kind),
+                    ("durabilityMinLevel", durability_min),
                 ];
                 (&a.common, Method::POST, BUCKETS.to_string(), form)
             }
@@ -75,10 +82,11 @@ pub fn run(cmd: BucketCommand) -> anyhow::Result<()> {
                 for b in answer.as_array().into_iter().flatten() {
                     let mb = b["quota"]["rawRAM"].as_u64().unwrap_or(0) >> 20;
                     println!(
-                        "{}\t{}\t{mb} MiB\t{} replicas",
+                        "{}\t{}\t{mb} MiB\t{} replicas\tdurability {}",
                         b["name"].as_str().unwrap_or("?"),
                         b["bucketType"].as_str().unwrap_or("?"),
                         b["replicaNumber"],
+                        b["durabilityMinLevel"].as_str().unwrap_or("?"),
                     );
                 }
             }

@@ -59,6 +59,16 @@ pub enum LevelArg {
     PersistToMajority,
 }
 
+impl LevelArg {
+    pub fn level(self) -> DurabilityLevel {
+        match self {
+            LevelArg::Majority => DurabilityLevel::Majority,
+            LevelArg::MajorityAndPersistActive => DurabilityLevel::MajorityAndPersistOnMaster,
+            LevelArg::PersistToMajority => DurabilityLevel::PersistToMajority,
+        }
+    }
+}
+
 pub fn run(args: KvArgs) -> anyhow::Result<bool> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -112,13 +122,7 @@ async fn kv(args: KvArgs) -> anyhow::Result<bool> {
             durability_timeout_ms,
         } => {
             let durability = durability.map(|l| Durability {
-                level: match l {
-                    LevelArg::Majority => DurabilityLevel::Majority,
-                    LevelArg::MajorityAndPersistActive => {
-                        DurabilityLevel::MajorityAndPersistOnMaster
-                    }
-                    LevelArg::PersistToMajority => DurabilityLevel::PersistToMajority,
-                },
+                level: l.level(),
                 timeout_ms: Some(durability_timeout_ms),
             });
             let opts = StoreOptions {

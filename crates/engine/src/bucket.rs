@@ -404,6 +404,7 @@ impl Bucket {
             };
             inner.store(req, dt, &ctx)
         });
+        self.count_prepare(req.durability, &out);
         if req.cas != Cas::ZERO {
             match &out {
                 Ok(_) => BucketStats::bump(&self.stats.cas_hits),
@@ -435,6 +436,7 @@ impl Bucket {
             ..self.ctx()
         };
         let out = self.with_vb(vb, |inner| inner.delete(key, cas, &ctx))?;
+        self.count_prepare(durability, &out);
         match &out {
             Ok(_) => self.after_write(),
             Err(EngineError::KeyNotFound) => BucketStats::bump(&self.stats.delete_misses),
@@ -455,6 +457,7 @@ impl Bucket {
             };
             inner.arithmetic(req, &ctx)
         });
+        self.count_prepare(req.durability, &out);
         let (hit, miss) = if req.increment {
             (&self.stats.incr_hits, &self.stats.incr_misses)
         } else {
@@ -480,10 +483,12 @@ impl Bucket {
         if value.len() > self.config.value_bytes_max {
             return Err(EngineError::TooBig);
         }
-        self.mutate(vb, key.len() + value.len(), |inner, ctx| {
+        let out = self.mutate(vb, key.len() + value.len(), |inner, ctx| {
             let ctx = OpCtx { durability, ..*ctx };
             inner.concat(key, append, value, cas, &ctx)
-        })
+        });
+        self.count_prepare(durability, &out);
+        out
     }
 
     /// TOUCH / GAT: sets a new expiry and returns the document.

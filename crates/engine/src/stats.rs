@@ -61,6 +61,9 @@ counters! {
     flusher_commits, flusher_items, flusher_bytes, flusher_commit_us, flusher_round_us,
     tombstones_purged, items_warmed_up,
     cursors_dropped, checkpoint_recovery_passes,
+    // Couchbase's names: prepares made on this node's actives, and how they completed.
+    vb_active_sync_write_accepted_count, vb_active_sync_write_committed_count,
+    vb_active_sync_write_aborted_count,
 }
 
 impl BucketStats {

@@ -8,6 +8,7 @@
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::item::Mutation;
+use crate::stats::BucketStats;
 use sluice_types::{DurabilityLevel, Seqno, VbId};
 
 /// A pending prepare, as the durability monitor tracks it.
@@ -18,12 +19,24 @@ pub struct PendingWrite {
 }
 
 impl Bucket {
+    /// Counts `out` as a prepare made, if it was a durable write that succeeded.
+    pub(crate) fn count_prepare<T, E>(
+        &self,
+        durability: Option<DurabilityLevel>,
+        out: &Result<T, E>,
+    ) {
+        if durability.is_some() && out.is_ok() {
+            BucketStats::bump(&self.stats.vb_active_sync_write_accepted_count);
+        }
+    }
+
     /// Commits the prepare at `prepared` of active vbucket `vb`: its version becomes visible
     /// at a new seqno. Not admission-controlled: a commit frees the prepare it replaces.
     pub fn commit(&self, vb: VbId, prepared: Seqno) -> Result<Mutation, EngineError> {
         let ctx = self.ctx();
         let out = self.with_vb(vb, |inner| inner.commit(prepared, &ctx))?;
         if out.is_ok() {
+            BucketStats::bump(&self.stats.vb_active_sync_write_committed_count);
             self.after_write();
         }
         out
@@ -34,6 +47,7 @@ impl Bucket {
     pub fn abort(&self, vb: VbId, prepared: Seqno) -> Result<Seqno, EngineError> {
         let out = self.with_vb(vb, |inner| inner.abort(prepared))?;
         if out.is_ok() {
+            BucketStats::bump(&self.stats.vb_active_sync_write_aborted_count);
             self.after_write();
         }
         out

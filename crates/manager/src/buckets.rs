@@ -64,6 +64,7 @@ async fn serve(control: &Arc<Control>, meta: &MetaNode, state: &ClusterState, re
             // Edited (or the node's own bucket, opened with its flag's quota).
             bucket.bucket.engine.set_quota(entry.def.quota_bytes);
         }
+        bucket.bucket.set_durability_min(entry.def.durability_min);
         if !bucket.agent_running() {
             start(control, meta, &bucket, restarted);
         }

@@ -5,15 +5,17 @@
 //! - `GET /pools/default/buckets/B` — one (any role on B); 404 if there is none;
 //! - `POST /pools/default/buckets` — creates one (`cluster_admin`), from a form:
 //!   `name`, `ramQuotaMB` (per node, at least [`QUOTA_MB_MIN`]), `bucketType`
-//!   (`couchbase`/`membase` or `ephemeral`), `replicaNumber` (0 to 3, default 1); the
-//!   settings Sluice has no choice in are accepted at the only value it has
-//!   (`durabilityMinLevel=none`, `conflictResolutionType=seqno`) and refused otherwise.
+//!   (`couchbase`/`membase` or `ephemeral`), `replicaNumber` (0 to 3, default 1),
+//!   `durabilityMinLevel` (`none`, `majority`, `majorityAndPersistActive` or
+//!   `persistToMajority`; an ephemeral bucket's at most `majority`); the setting Sluice has
+//!   no choice in is accepted at the only value it has (`conflictResolutionType=seqno`) and
+//!   refused otherwise.
 //!   The bucket is placed on every active node at once (it is empty: nothing moves) and the
 //!   answer (202) comes once every node serves it, or after [`SERVED_WAIT`];
 //! - `POST /pools/default/buckets/B` — edits it (`bucket_admin[B]`): a new `ramQuotaMB`
 //!   applies on every node at once (a smaller one makes the pager evict down to it); a new
 //!   `replicaNumber` is recorded and the next rebalance builds or drops the copies, as in
-//!   Couchbase Server; changing `bucketType` is refused, as Couchbase refuses it;
+//!   Couchbase Server; a new `durabilityMinLevel` applies to the next write; changing `bucketType` is refused, as Couchbase refuses it;
 //! - `DELETE /pools/default/buckets/B` — deletes it on every node (`cluster_admin`): its
 //!   data and files go, its connections close.
 //!
@@ -30,9 +32,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use sluice_client::admin_http;
-use sluice_cluster::metadata::{BucketDef, BucketEntry, MetaCommand, NodeStatus, Rejection};
+use sluice_cluster::metadata::{
+    BucketDef, BucketEntry, BucketError, MetaCommand, NodeStatus, Rejection,
+};
 use sluice_cluster::{BucketKind, ClusterMap, NodeInfo};
 use sluice_meta::MetaNode;
+use sluice_types::DurabilityLevel;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,7 +172,13 @@ async fn edit(
             name: name.clone(),
             replicas,
         });
-    for cmd in quota.into_iter().chain(replicas) {
+    let durability_min = edit
+        .durability_min
+        .map(|level| MetaCommand::SetBucketDurabilityMin {
+            name: name.clone(),
+            level,
+        });
+    for cmd in quota.into_iter().chain(replicas).chain(durability_min) {
         match s.meta.propose(cmd).await {
             Ok(Ok(_)) => {}
             Ok(Err(Rejection::NoSuchBucket { .. })) => return not_found(&name),
@@ -209,11 +220,20 @@ fn read_edit(form: &BucketForm, def: &BucketDef) -> Result<Edit, BTreeMap<String
     if kind.is_some_and(|k| k != Some(def.kind)) {
         errors.insert("bucketType".into(), "Cannot change bucket type.".into());
     }
+    let durability_min = form.durability_min(&mut errors);
     fixed_settings(form, &mut errors);
+    if let Some(level) = durability_min {
+        let edited = BucketDef {
+            durability_min: level,
+            ..def.clone()
+        };
+        check_definition(&edited, &mut errors);
+    }
     match errors.is_empty() {
         true => Ok(Edit {
             quota_mb,
             replicas: replicas.filter(|&r| r != def.replicas),
+            durability_min: durability_min.filter(|&l| l != def.durability_min),
         }),
         false => Err(errors),
     }
@@ -226,6 +246,8 @@ struct Edit {
     quota_mb: Option<u64>,
     /// A new replica count, applied by the next rebalance.
     replicas: Option<u8>,
+    /// A new durability minimum (`Some(None)`: none), applied to the next write.
+    durability_min: Option<Option<DurabilityLevel>>,
 }
 
 impl BucketForm {
@@ -242,6 +264,26 @@ impl BucketForm {
         None
     }
 
+    /// The durability minimum, if one was given and is a level's name (`Some(None)` for
+    /// `none`; else why not, in `errors`).
+    fn durability_min(
+        &self,
+        errors: &mut BTreeMap<String, String>,
+    ) -> Option<Option<DurabilityLevel>> {
+        match self.durability_min_level.as_deref()? {
+            "none" => Some(None),
+            name => match DurabilityLevel::from_name(name) {
+                Some(level) => Some(Some(level)),
+                None => {
+                    let why = "Durability minimum level must be one of none, majority, \
+                               majorityAndPersistActive or persistToMajority";
+                    errors.insert(DURABILITY_FIELD.into(), why.into());
+                    None
+                }
+            },
+        }
+    }
+
     /// The replica count, if one was given and is usable (else why not, in `errors`).
     fn replicas(&self, errors: &mut BTreeMap<String, String>) -> Option<u8> {
         let max = sluice_cluster::limits::REPLICAS_MAX;
@@ -256,16 +298,11 @@ impl BucketForm {
     }
 }
 
-/// The settings Sluice has one value of: any other is refused.
+/// The form field a durability minimum comes in, and its errors go under.
+const DURABILITY_FIELD: &str = "durabilityMinLevel";
+
+/// The setting Sluice has one value of: any other is refused.
 fn fixed_settings(form: &BucketForm, errors: &mut BTreeMap<String, String>) {
-    if form
-        .durability_min_level
-        .as_deref()
-        .is_some_and(|l| l != "none")
-    {
-        let why = "Sluice has no bucket-wide durability minimum yet: only none".into();
-        errors.insert("durabilityMinLevel".into(), why);
-    }
     if form
         .conflict_resolution_type
         .as_deref()
@@ -305,6 +342,7 @@ fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<S
         None => 1,
         Some(_) => form.replicas(&mut errors).unwrap_or(0),
     };
+    let durability_min = form.durability_min(&mut errors).flatten();
     fixed_settings(form, &mut errors);
     let def = BucketDef {
         name,
@@ -313,15 +351,25 @@ fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<S
         replicas,
         vbuckets,
         quota_bytes: quota_mb * 1024 * 1024,
+        durability_min,
     };
     if errors.is_empty() {
-        if let Err(e) = def.validate() {
-            errors.insert("name".into(), e.to_string());
-        }
+        check_definition(&def, &mut errors);
     }
     match errors.is_empty() {
         true => Ok(def),
         false => Err(errors),
+    }
+}
+
+/// `def`'s own checks, each error under the field that caused it.
+fn check_definition(def: &BucketDef, errors: &mut BTreeMap<String, String>) {
+    if let Err(e) = def.validate() {
+        let field = match e {
+            BucketError::EphemeralDurability { .. } => DURABILITY_FIELD,
+            _ => "name",
+        };
+        errors.insert(field.into(), e.to_string());
     }
 }
 
@@ -359,7 +407,7 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         "numVBuckets": def.vbuckets,
         "evictionPolicy": eviction,
         "conflictResolutionType": "seqno",
-        "durabilityMinLevel": "none",
+        "durabilityMinLevel": def.durability_min.map_or("none", DurabilityLevel::name),
         "replicaIndex": false,
         "controllers": { "flush": format!("/pools/default/buckets/{name}/controller/doFlush") },
         "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "xattr", "nodesExt", "durableWrite"],
@@ -457,22 +505,24 @@ mod tests {
             ("ramQuotaMB", "128"),
             ("bucketType", "ephemeral"),
             ("replicaNumber", "2"),
-            ("durabilityMinLevel", "none"),
+            ("durabilityMinLevel", "majority"),
         ]);
         let def = read_create(&ok, 64).unwrap();
         assert_eq!(
             (def.name.as_str(), def.kind, def.replicas, def.vbuckets),
             ("orders", BucketKind::Ephemeral, 2, 64)
         );
+        assert_eq!(def.durability_min, Some(DurabilityLevel::Majority));
         assert_eq!(def.quota_bytes, 128 << 20);
         // Older clients send ramQuota; the replica count defaults to 1.
         let old = read_create(&form(&[("name", "b"), ("ramQuota", "100")]), 64).unwrap();
         assert_eq!((old.replicas, old.kind), (1, BucketKind::Couchbase));
+        assert_eq!(old.durability_min, None);
         let bad = form(&[
             ("ramQuotaMB", "50"),
             ("bucketType", "memcached"),
             ("replicaNumber", "4"),
-            ("durabilityMinLevel", "majority"),
+            ("durabilityMinLevel", "all"),
             ("conflictResolutionType", "lww"),
         ]);
         let errors = read_create(&bad, 64).unwrap_err();
@@ -490,13 +540,28 @@ mod tests {
         );
         let bad_name = form(&[("name", ".hidden"), ("ramQuotaMB", "100")]);
         assert!(read_create(&bad_name, 64).unwrap_err().contains_key("name"));
+        // An ephemeral bucket persists nothing: its minimum cannot ask it to.
+        let persisting = form(&[
+            ("name", "cache"),
+            ("ramQuotaMB", "100"),
+            ("bucketType", "ephemeral"),
+            ("durabilityMinLevel", "persistToMajority"),
+        ]);
+        let errors = read_create(&persisting, 64).unwrap_err();
+        assert_eq!(errors.keys().collect::<Vec<_>>(), ["durabilityMinLevel"]);
     }
 
     #[test]
     fn an_edit_changes_the_quota_and_refuses_what_cannot_change() {
         let def = read_create(&form(&[("name", "b"), ("ramQuotaMB", "100")]), 64).unwrap();
         let edit = |pairs: &[(&str, &str)]| read_edit(&form(pairs), &def);
-        let changes = |quota_mb, replicas| Ok(Edit { quota_mb, replicas });
+        let changes = |quota_mb, replicas| {
+            Ok(Edit {
+                quota_mb,
+                replicas,
+                durability_min: None,
+            })
+        };
         assert_eq!(edit(&[("ramQuotaMB", "300")]), changes(Some(300), None));
         assert_eq!(edit(&[("replicaNumber", "2")]), changes(None, Some(2)));
         // The SDKs send every setting back: unchanged ones change nothing.
@@ -508,6 +573,15 @@ mod tests {
         ]);
         assert_eq!(same, changes(Some(100), None));
         assert_eq!(edit(&[]), changes(None, None));
+        let majority = Some(DurabilityLevel::MajorityAndPersistOnMaster);
+        assert_eq!(
+            edit(&[("durabilityMinLevel", "majorityAndPersistActive")]),
+            Ok(Edit {
+                quota_mb: None,
+                replicas: None,
+                durability_min: Some(majority),
+            })
+        );
         let errors = edit(&[
             ("ramQuotaMB", "99"),
             ("replicaNumber", "4"),

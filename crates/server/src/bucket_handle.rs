@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_storage::{FjallStore, StoreMemory};
+use sluice_types::DurabilityLevel;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,9 @@ pub struct BucketHandle {
     map: tokio::sync::watch::Sender<Arc<MapView>>,
     /// Set once the cluster deleted the bucket: connections still holding it close.
     deleted: AtomicBool,
+    /// The bucket's durability minimum as a wire level byte (0: none): every mutation is
+    /// made at least this durable. The cluster's definition sets it.
+    durability_min: AtomicU8,
 }
 
 impl BucketHandle {
@@ -133,7 +137,19 @@ impl BucketHandle {
             write_room,
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
             deleted: AtomicBool::new(false),
+            durability_min: AtomicU8::new(0),
         })
+    }
+
+    /// The level every mutation is made at least as durable as (`None`: as the client asks).
+    pub fn durability_min(&self) -> Option<DurabilityLevel> {
+        DurabilityLevel::from_wire(self.durability_min.load(Ordering::Relaxed))
+    }
+
+    /// Sets the bucket's durability minimum; the next mutation on any connection obeys it.
+    pub fn set_durability_min(&self, level: Option<DurabilityLevel>) {
+        let wire = level.map_or(0, DurabilityLevel::to_wire);
+        self.durability_min.store(wire, Ordering::Relaxed);
     }
 
     /// Marks the bucket deleted: the connections that selected it close at their next

@@ -106,6 +106,10 @@ async fn durable_writes_wait_for_the_replica() {
         b"v0",
         "aborted"
     );
+    let stats = &a.node.bucket.engine.stats;
+    assert_eq!(stats.vb_active_sync_write_accepted_count.get(), 21);
+    assert_eq!(stats.vb_active_sync_write_committed_count.get(), 20);
+    assert_eq!(stats.vb_active_sync_write_aborted_count.get(), 1);
     // Plain writes go on: the abort freed the key.
     ca.set(k.as_bytes(), b"plain", StoreOptions::default())
         .await
@@ -231,6 +235,75 @@ async fn a_chain_without_its_replica_refuses_durable_writes() {
         "nothing written"
     );
     a.shutdown().await.unwrap();
+}
+
+/// A bucket's durability minimum (`durabilityMinLevel`) makes every mutation, even one whose
+/// client asked for no durability, a SyncWrite at least that durable; reads are not touched,
+/// and the cluster's edit reaches the node without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buckets_durability_minimum_makes_plain_writes_sync_writes() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
+    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let keys = keys_active_on(&a, NodeId(0), 3);
+    let mut ca = client(a.kv_addr).await;
+    let prepared = |k: &str| {
+        let vb = vbucket_of(k.as_bytes(), VBS);
+        a.node.bucket.engine.sync_write_seqnos(vb).unwrap().0
+    };
+    // No minimum: a plain write is no SyncWrite.
+    ca.set(keys[0].as_bytes(), b"plain", StoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(prepared(&keys[0]), sluice_types::Seqno::ZERO);
+
+    set_durability_min(&a, Some(DurabilityLevel::PersistToMajority)).await;
+    let m = ca
+        .set(keys[1].as_bytes(), b"raised", StoreOptions::default())
+        .await
+        .unwrap();
+    let seqno = m.token.unwrap().seqno;
+    assert_eq!(prepared(&keys[1]), seqno, "prepared, then committed");
+    // Persisted on both before the (plain) client was answered: the minimum's level, not
+    // merely some SyncWrite.
+    let vb = vbucket_of(keys[1].as_bytes(), VBS);
+    for n in [&a, &b] {
+        assert!(n.node.bucket.engine.persisted_seqno(vb).unwrap() >= seqno);
+    }
+    let stats = &a.node.bucket.engine.stats;
+    assert_eq!(stats.vb_active_sync_write_accepted_count.get(), 1);
+    assert_eq!(stats.vb_active_sync_write_committed_count.get(), 1);
+    // A read is no mutation: untouched by the minimum.
+    assert_eq!(
+        &ca.get(keys[1].as_bytes()).await.unwrap().value[..],
+        b"raised"
+    );
+
+    // The minimum back to none, and the replica gone: plain writes are plain again, with
+    // no replica to wait for.
+    set_durability_min(&a, None).await;
+    b.shutdown().await.unwrap();
+    ca.set(keys[2].as_bytes(), b"plain again", StoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(prepared(&keys[2]), sluice_types::Seqno::ZERO);
+    a.shutdown().await.unwrap();
+}
+
+/// Sets the durability minimum of bucket `default` through the metadata, and waits until
+/// node `n` applies it.
+async fn set_durability_min(n: &Running, level: Option<DurabilityLevel>) {
+    let cmd = sluice_cluster::metadata::MetaCommand::SetBucketDurabilityMin {
+        name: "default".into(),
+        level,
+    };
+    n.meta.propose(cmd).await.unwrap().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while n.node.bucket.durability_min() != level {
+        assert!(tokio::time::Instant::now() < deadline, "never applied");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A raw KV connection that negotiated `features`, for what the client library does not

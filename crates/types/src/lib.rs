@@ -17,7 +17,7 @@ pub mod limits;
 mod map_version;
 mod vbstate;
 
-pub use durability::DurabilityLevel;
+pub use durability::{DurabilityLevel, UnknownLevel};
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
 pub use hash::vbucket_of;
 pub use ids::{Cas, CheckpointId, Seqno, VbId, VbUuid};

@@ -32,6 +32,10 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::SetBucketReplicas { name, replicas } => {
             set_bucket_replicas(state, name, *replicas)
         }
+        MetaCommand::SetBucketDurabilityMin { name, level } => {
+            let changed = edit_bucket(state, name, |def| def.durability_min = *level)?;
+            Ok(Applied::BucketDurabilityMinSet { changed })
+        }
         MetaCommand::SetMap {
             bucket,
             expected_rev,

@@ -15,6 +15,7 @@ use crate::metadata::users::UserRecord;
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use serde::{Deserialize, Serialize};
+use sluice_types::DurabilityLevel;
 
 /// A change to the cluster metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +44,12 @@ pub enum MetaCommand {
     /// Gives bucket `name` a new replica count (0..=`REPLICAS_MAX`). Its map keeps its
     /// chains: the next rebalance builds or drops the copies, as in Couchbase Server.
     SetBucketReplicas { name: String, replicas: u8 },
+    /// Gives bucket `name` a new durability minimum (`None`: none), applied to the next
+    /// write on every node. An ephemeral bucket's is at most `Majority`.
+    SetBucketDurabilityMin {
+        name: String,
+        level: Option<DurabilityLevel>,
+    },
     /// Publishes bucket `bucket`'s map as its next revision: the first one
     /// (`expected_rev: None`) or a replacement of revision `expected_rev`. `nodes` is the
     /// map's node list, in the order clients index it; their addresses come from the node
@@ -161,6 +168,10 @@ pub enum Applied {
     },
     /// `changed` is false when the bucket had that replica count already.
     BucketReplicasSet {
+        changed: bool,
+    },
+    /// `changed` is false when the bucket had that durability minimum already.
+    BucketDurabilityMinSet {
         changed: bool,
     },
     /// The bucket's map's new revision.

@@ -25,6 +25,7 @@ use crate::cluster_map::{BucketInfo, BucketKind, ClusterMap, Rev};
 use crate::limits::{REPLICAS_MAX, VBUCKETS_MAX};
 use crate::node::{NodeId, NodeInfo};
 use serde::{Deserialize, Serialize};
+use sluice_types::DurabilityLevel;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a node stands in the cluster.
@@ -62,6 +63,11 @@ pub struct BucketDef {
     pub vbuckets: u16,
     /// Memory quota per node.
     pub quota_bytes: u64,
+    /// The bucket's durability minimum (Couchbase's `durabilityMinLevel`): every write is
+    /// made at least this durable, a plain write becoming a SyncWrite. `None`: writes are as
+    /// durable as their clients ask. An ephemeral bucket can only ask for `Majority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability_min: Option<DurabilityLevel>,
 }
 
 /// Most buckets in one cluster (Couchbase's default limit).
@@ -88,6 +94,8 @@ pub enum BucketError {
     Vbuckets { count: u16, max: u16 },
     #[error("a bucket needs a memory quota above 0 bytes")]
     ZeroQuota,
+    #[error("an ephemeral bucket persists nothing: its durability minimum is at most majority, not {level}")]
+    EphemeralDurability { level: String },
 }
 
 impl BucketDef {
@@ -126,7 +134,14 @@ impl BucketDef {
         if self.quota_bytes == 0 {
             return Err(BucketError::ZeroQuota);
         }
-        Ok(())
+        match self.durability_min {
+            Some(level) if self.kind == BucketKind::Ephemeral && level.persist_active() => {
+                Err(BucketError::EphemeralDurability {
+                    level: level.name().into(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// What the map renderer needs to know of the bucket.
@@ -230,6 +245,7 @@ impl BucketEntry {
                 replicas: 0,
                 vbuckets: 0,
                 quota_bytes: 0,
+                durability_min: None,
             },
             map: None,
         }

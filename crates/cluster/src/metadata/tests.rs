@@ -28,6 +28,7 @@ fn bucket() -> BucketDef {
         replicas: 1,
         vbuckets: 8,
         quota_bytes: 64 << 20,
+        durability_min: None,
     }
 }
 

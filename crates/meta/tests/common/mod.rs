@@ -180,6 +180,7 @@ pub fn bucket() -> BucketDef {
         replicas: 1,
         vbuckets: 16,
         quota_bytes: 64 << 20,
+        durability_min: None,
     }
 }
 

@@ -30,9 +30,13 @@ pub fn execute(
         engine_error(&mut r, &EngineError::NotMyVbucket, handle);
         return Next::Continue;
     }
-    let d = match req.frame_infos.durability {
+    // The bucket's minimum raises what the client asked for (a plain write becomes a
+    // SyncWrite), as Couchbase's `durabilityMinLevel` does; reads are not raised.
+    let asked = req.frame_infos.durability;
+    let min = handle.durability_min().filter(|_| cmd.is_mutation());
+    let d = match asked.map(|(level, _)| level).max(min) {
         None => None,
-        Some((level, timeout_ms)) => {
+        Some(level) => {
             if level != DurabilityLevel::Majority && !bucket.config.is_persistent() {
                 r.error(
                     Status::DurabilityInvalidLevel,
@@ -40,7 +44,8 @@ pub fn execute(
                 );
                 return Next::Continue;
             }
-            let timeout = timeout_ms
+            let timeout = asked
+                .and_then(|(_, timeout_ms)| timeout_ms)
                 .map(|t| Duration::from_millis(u64::from(t)))
                 .unwrap_or(DURABILITY_TIMEOUT_DEFAULT);
             Some(Durable {

@@ -3,6 +3,7 @@
 //! named.
 
 use super::*;
+use sluice_types::DurabilityLevel;
 
 #[test]
 fn buckets_are_defined_once_by_name() {
@@ -133,6 +134,55 @@ fn a_buckets_replica_count_changes_its_definition_not_its_map() {
         refused(&mut state, set(4)),
         Rejection::Bucket(BucketError::Replicas { .. })
     ));
+    assert_eq!(state.check(), Ok(()));
+}
+
+#[test]
+fn a_buckets_durability_minimum_is_edited_and_an_ephemeral_one_cannot_persist() {
+    let mut state = two_buckets(2);
+    let set = |name: &str, level| MetaCommand::SetBucketDurabilityMin {
+        name: name.into(),
+        level,
+    };
+    let persist = Some(DurabilityLevel::PersistToMajority);
+    assert_eq!(
+        ok(&mut state, set("default", persist)),
+        Applied::BucketDurabilityMinSet { changed: true }
+    );
+    assert_eq!(state.bucket("default").unwrap().durability_min, persist);
+    assert_eq!(
+        ok(&mut state, set("default", persist)),
+        Applied::BucketDurabilityMinSet { changed: false }
+    );
+    // The level crosses the log under Couchbase's REST name, and reads back.
+    let json = serde_json::to_string(&set("default", persist)).unwrap();
+    assert!(json.contains("\"persistToMajority\""), "{json}");
+    let back: MetaCommand = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, set("default", persist));
+    // A definition without the field (logged before it existed) has no minimum.
+    let mut def = serde_json::to_value(state.bucket("other").unwrap()).unwrap();
+    assert!(def.get("durability_min").is_none(), "none is not written");
+    def["durability_min"] = serde_json::json!("majorityAndPersistActive");
+    let read: BucketDef = serde_json::from_value(def).unwrap();
+    assert_eq!(
+        read.durability_min,
+        Some(DurabilityLevel::MajorityAndPersistOnMaster)
+    );
+
+    let mut ephemeral = state.bucket("other").unwrap().clone();
+    ephemeral.name = "cache".into();
+    ephemeral.kind = BucketKind::Ephemeral;
+    ok(&mut state, MetaCommand::DefineBucket { bucket: ephemeral });
+    assert_eq!(
+        ok(&mut state, set("cache", Some(DurabilityLevel::Majority))),
+        Applied::BucketDurabilityMinSet { changed: true }
+    );
+    let before = state.clone();
+    assert!(matches!(
+        refused(&mut state, set("cache", persist)),
+        Rejection::Bucket(BucketError::EphemeralDurability { .. })
+    ));
+    assert_eq!(state, before, "a refused edit changes nothing");
     assert_eq!(state.check(), Ok(()));
 }
 
