@@ -7,8 +7,10 @@ it is in (it holds actives), and the only errors the SDK reports are ones a call
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+from typing import List
 
 import pytest
 
@@ -51,6 +53,22 @@ def wait_health(port: int, proc: subprocess.Popen, timeout_s: float = 60) -> Non
             time.sleep(0.2)
 
 
+def encrypted_join_args(data_dir, kv_port: int, join_port: int) -> List[str]:
+    """The TLS and `--join` arguments of a node joining the `cluster up` cluster in
+    `data_dir`: its members call each other over TLS (`--cluster-encryption control`), so
+    the joiner serves TLS too (node 0's certificate names 127.0.0.1, as every node here
+    is), trusts the cluster's CA, and joins through the member's TLS admin port (its admin
+    port + 7)."""
+    first = json.loads((data_dir / "cluster.json").read_text())["nodes"][0]["args"]
+    if "--cluster-encryption" not in first:
+        return ["--join", f"127.0.0.1:{join_port}"]
+    given = {flag: first[first.index(flag) + 1]
+             for flag in ("--tls-cert", "--tls-key", "--tls-ca", "--cluster-encryption")}
+    return [arg for flag, value in given.items() for arg in (flag, value)] + [
+        "--kv-tls-port", str(kv_port + 7), "--admin-tls-port", str(kv_port + 8),
+        "--join", f"127.0.0.1:{join_port + 7}"]
+
+
 def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
                 auto_failover_s: int = 0) -> subprocess.Popen:
     """Starts node 3 (KV on base+30, admin on base+31) joining through `join_port`, and
@@ -62,8 +80,9 @@ def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
     proc = subprocess.Popen(
         [str(sluice_binary()), "server", "--data-dir", str(node3),
          "--kv-port", str(base + 30), "--admin-port", str(base + 31),
-         "--join", f"127.0.0.1:{join_port}", "--vbuckets", str(vbuckets),
-         "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s)],
+         "--vbuckets", str(vbuckets),
+         "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s)]
+        + encrypted_join_args(data_dir, base + 30, join_port),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     wait_health(base + 31, proc)
     deadline = time.monotonic() + 60

@@ -4,6 +4,11 @@ The SDK connects with `couchbases://` trusting that CA and does CRUD on every no
 the TLS ports in the map's `nodesExt`: `kvSSL`, `mgmtSSL`, and over TLS it logs in with
 PLAIN). Plain `couchbase://` keeps working. The same `couchbases://` with a CA that did not
 sign the nodes' certificates fails: the SDK really verifies, so the first run was TLS.
+
+The nodes call each other over TLS as well (`cluster up` starts them with
+`--cluster-encryption control`): a member's identity is refused on the cleartext admin
+port and taken on the TLS one, so the cluster forming and serving proves its members'
+calls went over TLS.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import base64
 import json
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from couchbase.auth import PasswordAuthenticator
@@ -75,6 +82,22 @@ def test_python_sdk_over_couchbases_with_the_generated_ca(tmp_path):
         pcol = plain.bucket("default").default_collection()
         assert pcol.get("tls-0").content_as[dict] == {"i": 0}
         plain.close()
+
+        # The members call each other over TLS: their identity is refused in the clear.
+        assert all("--cluster-encryption" in n["args"] for n in info["nodes"]), info
+        secret = (Path(node0["data_dir"]) / "cluster_secret").read_text().strip()
+        member = "Basic " + base64.b64encode(f"@cluster:{secret}".encode()).decode()
+        path = "/internal/rebalance/map_rev"
+        clear = urllib.request.Request(f"http://127.0.0.1:{node0['admin_port']}{path}",
+                                       headers={"Authorization": member})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(clear, timeout=10)
+        assert refused.value.code == 403
+        assert "TLS" in json.load(refused.value)["error"]
+        over_tls = urllib.request.Request(f"https://127.0.0.1:{node0['admin_tls_port']}{path}",
+                                          headers={"Authorization": member})
+        with urllib.request.urlopen(over_tls, context=ctx, timeout=10) as r:
+            assert "map_revs" in json.load(r)
 
         # A CA that did not sign the nodes' certificates: no connection.
         other = tmp_path / "other-ca.pem"

@@ -95,6 +95,11 @@ pub struct UpArgs {
     /// The CA that signed --tls-cert, which clients trust (PEM).
     #[arg(long, requires_all = ["tls_cert", "tls_key"], value_name = "PEM")]
     pub tls_ca: Option<PathBuf>,
+    /// Each node's `--cluster-encryption`: by default (`control`) the members' Raft, joins
+    /// and rebalance, failover and janitor calls go over TLS, verified against the cluster's
+    /// CA; `off` sends them in cleartext. With --no-tls, always off.
+    #[arg(long, value_enum, default_value = "control")]
+    pub cluster_encryption: crate::server_cmd::EncryptionArg,
     /// The cluster's administrator: every node is started with it (through its environment,
     /// not its command line), and this command calls the nodes as it.
     #[command(flatten)]
@@ -143,6 +148,22 @@ impl NodeProc {
     fn admin(&self) -> String {
         format!("{}:{}", self.hosts.advertise, self.admin_port)
     }
+
+    /// Where a joiner calls this node: its TLS admin port when the cluster encrypts its
+    /// control traffic (the joiner receives the cluster secret in the answer).
+    fn member_addr(&self, encrypted: bool) -> String {
+        match &self.tls {
+            Some((_, admin_tls, _)) if encrypted => {
+                format!("{}:{}", self.hosts.advertise, admin_tls)
+            }
+            _ => self.admin(),
+        }
+    }
+}
+
+/// Whether the nodes encrypt their control traffic (only when they serve TLS).
+fn encrypted(args: &UpArgs) -> bool {
+    !args.no_tls && args.cluster_encryption == crate::server_cmd::EncryptionArg::Control
 }
 
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
@@ -176,7 +197,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
 
 async fn start_all(args: &UpArgs, procs: &mut Vec<NodeProc>) -> anyhow::Result<()> {
     for i in 0..args.nodes {
-        let join = (i > 0).then(|| procs[0].admin());
+        let join = (i > 0).then(|| procs[0].member_addr(encrypted(args)));
         let p = spawn_node(args, i, join.as_deref())?;
         procs.push(p);
         let p = procs.last_mut().expect("just pushed");
@@ -283,6 +304,14 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
             "--admin-tls-port".into(),
             admin_tls.to_string(),
         ]);
+        if encrypted(args) {
+            argv.extend([
+                "--cluster-encryption".into(),
+                "control".into(),
+                "--tls-ca".into(),
+                files.ca.to_string_lossy().into_owned(),
+            ]);
+        }
     }
     if args.proxied {
         argv.extend([

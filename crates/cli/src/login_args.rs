@@ -69,7 +69,16 @@ impl AdminTarget {
             false => Body::Form(form),
         };
         let who = self.login.credentials();
-        let answer = admin_http::send(None, &self.admin, &who, method, path, body, timeout).await?;
+        let answer = admin_http::send(
+            &Default::default(),
+            &self.admin,
+            &who,
+            method,
+            path,
+            body,
+            timeout,
+        )
+        .await?;
         if !answer.ok() {
             anyhow::bail!("refused ({}): {}", answer.status, refusal(&answer.body));
         }

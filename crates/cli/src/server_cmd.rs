@@ -5,6 +5,15 @@ use sluice_engine::BucketType;
 use sluice_server::ServerConfig;
 use std::path::PathBuf;
 
+/// How much of the traffic between members is encrypted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EncryptionArg {
+    /// Nothing: members call each other in cleartext (with the cluster secret).
+    Off,
+    /// The control plane: Raft, joins, rebalance, failover and janitor calls.
+    Control,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BucketTypeArg {
     /// Durable: persisted to disk, values evicted under memory pressure.
@@ -67,6 +76,25 @@ pub struct ServerArgs {
     /// Admin HTTP port over TLS (only with --tls-cert).
     #[arg(long, env = "SLUICE_ADMIN_TLS_PORT", default_value_t = 18091)]
     pub admin_tls_port: u16,
+    /// Encrypt the cluster's own traffic, as Couchbase's node-to-node encryption does.
+    /// `control`: Raft, joins, and the rebalance, failover, janitor and probe calls between
+    /// members go to their TLS admin ports, verified against --tls-ca, and this node takes
+    /// its members' calls only over TLS (a --join names the member's TLS admin port). Needs
+    /// --tls-cert, --tls-key and --tls-ca; every member must be started with the same
+    /// setting. Replication between members stays in cleartext (its KV logins are SCRAM:
+    /// the secret never crosses).
+    #[arg(
+        long,
+        env = "SLUICE_CLUSTER_ENCRYPTION",
+        value_enum,
+        default_value = "off",
+        requires_if("control", "tls_ca")
+    )]
+    pub cluster_encryption: EncryptionArg,
+    /// The CA (PEM) the members' certificates are signed by: what this node trusts when it
+    /// calls its peers with --cluster-encryption control.
+    #[arg(long, env = "SLUICE_TLS_CA", value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
     /// Optional unauthenticated memcached-binary listener bound to the bucket, for plain
     /// memcached tools. Off unless given.
     #[arg(long, env = "SLUICE_MEMCACHED_PORT")]
@@ -236,6 +264,10 @@ impl ServerArgs {
         };
         c.kv_tls_port = self.kv_tls_port;
         c.admin_tls_port = self.admin_tls_port;
+        c.cluster_ca = match self.cluster_encryption {
+            EncryptionArg::Off => None,
+            EncryptionArg::Control => self.tls_ca.clone(),
+        };
         c.bucket = self.bucket.clone();
         c.bucket_type = match self.bucket_type {
             BucketTypeArg::Couchbase => BucketType::Couchbase,

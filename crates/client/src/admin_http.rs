@@ -3,6 +3,7 @@
 //! (an administrator, or a node calling its peers as the cluster). One request per
 //! connection; every call bounded in time and in answer size.
 
+use crate::net::Dial;
 use crate::Credentials;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -10,7 +11,6 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 pub use hyper::Method;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use std::net::IpAddr;
 use std::time::Duration;
 
 /// Largest answer read (admin answers are small JSON documents).
@@ -50,7 +50,8 @@ pub async fn get(
     path: &str,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    send(None, addr, who, Method::GET, path, Body::None, timeout).await
+    let dial = Dial::default();
+    send(&dial, addr, who, Method::GET, path, Body::None, timeout).await
 }
 
 /// POST `body` as JSON to `path` on `addr`.
@@ -62,7 +63,7 @@ pub async fn post(
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
     send(
-        None,
+        &Dial::default(),
         addr,
         who,
         Method::POST,
@@ -73,9 +74,10 @@ pub async fn post(
     .await
 }
 
-/// [`get`] (no `body`) or [`post`], connecting from `source` (a node calling its peers).
-pub async fn call_from(
-    source: Option<IpAddr>,
+/// [`get`] (no `body`) or [`post`], connecting as `dial` says (a node calling its peers: from
+/// its source address, over TLS when the cluster encrypts its control traffic).
+pub async fn call(
+    dial: &Dial,
     addr: &str,
     who: &Credentials,
     path: &str,
@@ -86,7 +88,7 @@ pub async fn call_from(
         Some(json) => (Method::POST, Body::Json(json)),
         None => (Method::GET, Body::None),
     };
-    send(source, addr, who, method, path, body, timeout).await
+    send(dial, addr, who, method, path, body, timeout).await
 }
 
 /// A request's body.
@@ -120,10 +122,9 @@ fn form_encode(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
-/// Any `method` on `path` of `addr`, with `body`, connecting from `source` (`None`: an
-/// address the OS picks).
+/// Any `method` on `path` of `addr`, with `body`, connecting as `dial` says.
 pub async fn send(
-    source: Option<IpAddr>,
+    dial: &Dial,
     addr: &str,
     who: &Credentials,
     method: Method,
@@ -131,7 +132,7 @@ pub async fn send(
     body: Body<'_>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let exchanged = exchange(source, addr, who, method, path, body);
+    let exchanged = exchange(dial, addr, who, method, path, body);
     match tokio::time::timeout(timeout, exchanged).await {
         Ok(answer) => answer,
         Err(_) => Err(AdminHttpError::Timeout {
@@ -142,7 +143,7 @@ pub async fn send(
 }
 
 async fn exchange(
-    source: Option<IpAddr>,
+    dial: &Dial,
     addr: &str,
     who: &Credentials,
     method: Method,
@@ -153,13 +154,13 @@ async fn exchange(
         addr: addr.to_string(),
         reason,
     };
-    let stream =
-        crate::net::connect_from(addr, source)
-            .await
-            .map_err(|e| AdminHttpError::Connect {
-                addr: addr.to_string(),
-                reason: e.to_string(),
-            })?;
+    let stream = dial
+        .connect(addr)
+        .await
+        .map_err(|e| AdminHttpError::Connect {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| transport(e.to_string()))?;

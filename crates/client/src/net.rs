@@ -1,11 +1,53 @@
-//! Opening TCP connections, optionally from a given source address.
+//! Opening TCP connections, optionally from a given source address, and optionally with TLS
+//! over them ([`Dial`]).
 //!
 //! A cluster node may be told which address its connections to other nodes come from
 //! (`--source-ip`): peers, and a fault-injecting proxy between nodes, then tell its
-//! connections from another node's even when all run on one host.
+//! connections from another node's even when all run on one host. A node whose cluster
+//! encrypts its control traffic calls its peers over TLS, trusting the cluster's CA.
 
+use crate::stream::{server_name_of, TlsConnect};
+pub use crate::stream::{trusting, ClientStream};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use tokio::net::{lookup_host, TcpSocket, TcpStream, ToSocketAddrs};
+
+/// How connections are opened: from which local address, and whether with TLS (verifying
+/// the server's certificate against `tls`'s roots, for the host the address names).
+#[derive(Clone, Debug, Default)]
+pub struct Dial {
+    pub source: Option<IpAddr>,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Dial {
+    /// A cleartext dial from `source`.
+    pub fn from(source: Option<IpAddr>) -> Dial {
+        Dial { source, tls: None }
+    }
+
+    /// Connects to `addr` (`host:port`, `[v6]:port`), with the TLS handshake done when this
+    /// dial has TLS.
+    pub async fn connect(&self, addr: &str) -> std::io::Result<ClientStream> {
+        let tcp = connect_from(addr, self.source).await?;
+        // Calls between nodes are small request/answer pairs: no Nagle delay.
+        tcp.set_nodelay(true)?;
+        let Some(config) = &self.tls else {
+            return Ok(ClientStream::Plain(tcp));
+        };
+        let tls = TlsConnect {
+            config: config.clone(),
+            server_name: server_name_of(host_of(addr))?,
+        };
+        tls.handshake(tcp).await
+    }
+}
+
+/// The host part of `host:port` (brackets of an IPv6 address removed).
+pub fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
 
 /// Connects to `addr` (each address it resolves to, in order), from `source` when given.
 pub async fn connect_from(
@@ -29,4 +71,17 @@ pub async fn connect_from(
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn the_host_of_an_address() {
+        assert_eq!(host_of("127.0.0.1:8091"), "127.0.0.1");
+        assert_eq!(host_of("node-1.example:18091"), "node-1.example");
+        assert_eq!(host_of("[::1]:18091"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
+    }
 }

@@ -22,26 +22,9 @@ impl TlsConnect {
         ca_pem: &std::path::Path,
         server_name: &str,
     ) -> Result<TlsConnect, std::io::Error> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::CertificateDer;
-        let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| bad(e.to_string()))? {
-            roots
-                .add(cert.map_err(|e| bad(e.to_string()))?)
-                .map_err(|e| bad(e.to_string()))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| bad(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string())
-            .map_err(|e| bad(e.to_string()))?;
         Ok(TlsConnect {
-            config: Arc::new(config),
-            server_name,
+            config: trusting(ca_pem)?,
+            server_name: server_name_of(server_name)?,
         })
     }
 
@@ -51,6 +34,40 @@ impl TlsConnect {
         let tls = connector.connect(self.server_name.clone(), tcp).await?;
         Ok(ClientStream::Tls(Box::new(tls)))
     }
+}
+
+/// A client configuration that trusts the certificates of `ca_pem` (a PEM file) and presents
+/// none of its own.
+pub fn trusting(ca_pem: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, std::io::Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| bad(e.to_string()))? {
+        roots
+            .add(cert.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(format!("{} holds no certificate", ca_pem.display())));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The name a server's certificate must carry: a host name or an IP address.
+pub(crate) fn server_name_of(
+    host: &str,
+) -> Result<rustls::pki_types::ServerName<'static>, std::io::Error> {
+    rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| bad(e.to_string()))
+}
+
+fn bad(reason: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, reason)
 }
 
 pub enum ClientStream {

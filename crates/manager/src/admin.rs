@@ -100,6 +100,7 @@ pub async fn serve(
     let cleartext = axum::serve(LimitedListener::new(listener, limits), app.clone());
     let served = match secure {
         Some(l) => {
+            let app = app.layer(axum::Extension(crate::admin_auth::OverTls));
             let (a, b) = tokio::join!(cleartext, axum::serve(l, app));
             a.and(b)
         }

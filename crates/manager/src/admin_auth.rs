@@ -18,6 +18,11 @@
 //! secret; see `sluice_meta::secret`). Without credentials, or with wrong ones, the answer is
 //! 401; an unknown user and a wrong password look the same, so users cannot be enumerated.
 //! Authenticated without the role: 403.
+//!
+//! When the cluster encrypts its control traffic (`ServerConfig::cluster_ca`), the cluster
+//! identity is taken only over TLS: on the cleartext admin port it gets 403, so a member
+//! misconfigured to call in the clear fails loudly instead of working. So are joins (their
+//! answer carries the cluster secret): a joiner must come through the TLS admin port.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -130,6 +135,23 @@ pub(crate) fn decide(
     }
 }
 
+/// Marks the requests that came in over TLS (the TLS admin port's router adds it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OverTls;
+
+/// Whether a request must be refused because it came in the clear while the cluster
+/// encrypts its control traffic: one as the cluster identity, or a join (answered with the
+/// secret).
+pub(crate) fn cluster_in_the_clear(
+    caller: &Result<Caller, CredentialsRefused>,
+    path: &str,
+    encrypted: bool,
+    over_tls: bool,
+) -> bool {
+    let member = matches!(caller, Ok(Caller::Cluster)) || path.starts_with("/internal/meta/join/");
+    encrypted && !over_tls && member
+}
+
 /// The middleware in front of every admin route.
 pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
     let rule = rule(req.method(), req.uri().path());
@@ -145,6 +167,22 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
         Ok(who) => node.credentials.roles(who),
         Err(_) => Arc::from([]),
     };
+    let over_tls = req.extensions().get::<OverTls>().is_some();
+    let path = req.uri().path();
+    if cluster_in_the_clear(&caller, path, node.member_tls.is_some(), over_tls) {
+        tracing::warn!(
+            path,
+            "a member called (or a node tried to join) in the clear, but the cluster \
+             encrypts its traffic: 403"
+        );
+        let error = "this cluster encrypts its control traffic: members call, and nodes join \
+                     through, its TLS admin port";
+        return (
+            StatusCode::FORBIDDEN,
+            Json(serde_json::json!({ "error": error })),
+        )
+            .into_response();
+    }
     match decide(&rule, &caller, &roles) {
         Ok(()) => next.run(req).await,
         Err(Refusal::Unauthenticated(why)) => {
@@ -178,6 +216,28 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
 mod tests {
     use super::*;
     use sluice_cluster::rbac::parse_roles;
+
+    #[test]
+    fn an_encrypted_cluster_takes_its_identity_over_tls_only() {
+        let member = Ok(Caller::Cluster);
+        let user = Ok(Caller::User("alice".into()));
+        let map_rev = "/internal/rebalance/map_rev";
+        assert!(cluster_in_the_clear(&member, map_rev, true, false));
+        assert!(!cluster_in_the_clear(&member, map_rev, true, true));
+        let plain = !cluster_in_the_clear(&member, map_rev, false, false);
+        assert!(plain, "not encrypted");
+        let view = "/api/v1/cluster";
+        let clear = !cluster_in_the_clear(&user, view, true, false);
+        assert!(clear, "users may call in the clear");
+        let refused = Err(CredentialsRefused::Missing);
+        let unauthenticated = !cluster_in_the_clear(&refused, map_rev, true, false);
+        assert!(unauthenticated, "a 401 as before");
+        // A join is answered with the secret: only over TLS.
+        let join = "/internal/meta/join/allocate";
+        assert!(cluster_in_the_clear(&user, join, true, false));
+        assert!(!cluster_in_the_clear(&user, join, true, true));
+        assert!(!cluster_in_the_clear(&user, join, false, false));
+    }
 
     #[test]
     fn each_route_has_its_rule() {

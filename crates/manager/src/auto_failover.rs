@@ -6,7 +6,6 @@
 //! never answers, so a probe must time out rather than only check the connection.
 
 use crate::failover::fail_over_node;
-use sluice_client::admin_http;
 use sluice_cluster::auto_failover::{AutoFailover, Decision};
 use sluice_cluster::metadata::NodeStatus;
 use sluice_cluster::{NodeId, NodeInfo};
@@ -26,7 +25,6 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_held = None;
-    let source = meta.config().source_ip;
     loop {
         ticks.tick().await;
         if meta.leader() != Some(meta.id()) {
@@ -44,11 +42,9 @@ pub async fn run(meta: MetaNode, timeout: Duration) {
         let others = others.into_values();
         let mut probes = tokio::task::JoinSet::new();
         for n in others {
-            let who = meta.config().secret.credentials();
+            let meta = meta.clone();
             probes.spawn(async move {
-                let addr = format!("{}:{}", n.host, n.admin_port);
-                let probe =
-                    admin_http::call_from(source, &addr, &who, "/health", None, PROBE_TIMEOUT);
+                let probe = crate::peer::call(&meta, &n, "/health", None, PROBE_TIMEOUT);
                 let up = probe.await.is_ok_and(|a| a.ok());
                 (n.id, up)
             });

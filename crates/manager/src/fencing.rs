@@ -12,7 +12,6 @@
 //! checks against the clock: a node that was frozen past its failover wakes fenced, and
 //! stays so while the voters know the newer map it has not applied yet.
 
-use sluice_client::admin_http;
 use sluice_cluster::fencing::{Fence, FenceState, Reachability};
 use sluice_meta::MetaNode;
 use sluice_server::Node;
@@ -68,7 +67,6 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
     let mut fence = Fence::new(FENCE_AFTER, Instant::now());
     let mut ticks = tokio::time::interval(PROBE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let source = meta.config().source_ip;
     // A node restarting into a cluster (other voters known) holds no lease until its first
     // round: the cluster may have failed it over meanwhile, and it must not serve its old
     // actives before it has asked. A node alone serves at once (nobody can fail it over),
@@ -93,19 +91,15 @@ pub async fn run(meta: MetaNode, node: Arc<Node>) {
         for id in voters.iter().copied().filter(|&id| id != meta.id()) {
             // A voter the state does not list (yet) cannot be probed: it counts as
             // unreachable, which errs towards fencing.
-            let addr = state
-                .node(id)
-                .map(|e| format!("{}:{}", e.info.host, e.info.admin_port));
-            let who = meta.config().secret.credentials();
-            let mine = mine.clone();
+            let info = state.node(id).map(|e| e.info.clone());
+            let (meta, mine) = (meta.clone(), mine.clone());
             probes.spawn(async move {
-                let Some(addr) = addr else {
+                let Some(info) = info else {
                     return Probe::Silent;
                 };
                 // A peer that refuses this node's secret answers 401: Silent, as it should
                 // be, since it is no member this node can count on.
-                match admin_http::call_from(source, &addr, &who, MAP_REV, None, PROBE_TIMEOUT).await
-                {
+                match crate::peer::call(&meta, &info, MAP_REV, None, PROBE_TIMEOUT).await {
                     Ok(a) if a.ok() => match knows_newer(&a.body["map_revs"], &mine) {
                         false => Probe::Agrees,
                         true => Probe::KnowsNewer,

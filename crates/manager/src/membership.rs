@@ -24,6 +24,7 @@
 
 use crate::membership_error::MembershipError;
 use serde::{Deserialize, Serialize};
+use sluice_client::net::Dial;
 use sluice_client::Credentials;
 use sluice_cluster::metadata::{BucketDef, MetaCommand};
 use sluice_cluster::{place, BucketKind, NodeId, NodeInfo};
@@ -215,12 +216,17 @@ async fn decide(node: &Node) -> Result<Planned, MembershipError> {
                     data_dir: cfg.data_dir.clone(),
                 });
             }
-            let allocated = sluice_meta::join::allocate_node_id(member, &admin(node), STEP_TIMEOUT)
-                .await
-                .map_err(|source| MembershipError::AllocateId {
-                    member: member.clone(),
-                    source,
-                })?;
+            let allocated = sluice_meta::join::allocate_node_id(
+                member,
+                &member_dial(node),
+                &admin(node),
+                STEP_TIMEOUT,
+            )
+            .await
+            .map_err(|source| MembershipError::AllocateId {
+                member: member.clone(),
+                source,
+            })?;
             let id = allocated.id;
             // The secret first: a node.json without it would be a member that cannot prove it.
             write_secret(dir, &allocated.secret)?;
@@ -266,13 +272,22 @@ pub async fn start_meta(node: &Node, planned: &Planned) -> Result<MetaNode, Memb
         node.config.data_dir.join("meta"),
         planned.secret.clone(),
     );
-    config.source_ip = node.config.source_ip;
+    config.dial = member_dial(node);
     MetaNode::start(config)
         .await
         .map_err(|source| MembershipError::Meta {
             what: "starting the cluster metadata (meta) node",
             source,
         })
+}
+
+/// How this node calls its peers: from its source address, and over TLS (verifying them
+/// against the cluster's CA) when the cluster encrypts its control traffic.
+pub fn member_dial(node: &Node) -> Dial {
+    Dial {
+        source: node.config.source_ip,
+        tls: node.member_tls.clone(),
+    }
 }
 
 /// Finishes what `plan` started: creates the cluster or gets admitted, then waits until the
@@ -288,7 +303,7 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
         }
         Plan::NewCluster => create_cluster(node, meta, me).await?,
         Plan::Join { member, id } => {
-            sluice_meta::join::admit(member, &admin(node), me, STEP_TIMEOUT)
+            sluice_meta::join::admit(member, &member_dial(node), &admin(node), me, STEP_TIMEOUT)
                 .await
                 .map_err(|source| MembershipError::Admit {
                     member: member.clone(),

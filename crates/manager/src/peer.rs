@@ -1,5 +1,6 @@
 //! Calls from this node to another member's admin port: as the cluster identity, from this
-//! node's source address, within a timeout. The leader's work (rebalance, janitor, failover)
+//! node's source address, over TLS when the cluster encrypts its control traffic, within a
+//! timeout. The leader's work (rebalance, janitor, failover)
 //! and the routes a follower forwards to the leader go through here.
 
 use sluice_client::admin_http::{self, AdminAnswer, AdminHttpError};
@@ -25,9 +26,15 @@ pub async fn call(
     body: Option<&serde_json::Value>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let addr = format!("{}:{}", node.host, node.admin_port);
     let who = meta.config().secret.credentials();
-    admin_http::call_from(meta.config().source_ip, &addr, &who, path, body, timeout).await
+    let dial = &meta.config().dial;
+    admin_http::call(dial, &admin_addr(meta, node), &who, path, body, timeout).await
+}
+
+/// The admin address this node calls `node` at: its TLS admin port when the cluster encrypts
+/// its control traffic (the dial then verifies its certificate), else its cleartext one.
+pub fn admin_addr(meta: &MetaNode, node: &NodeInfo) -> String {
+    sluice_meta::admin_addr(&meta.config().dial, node)
 }
 
 /// [`call`] on the metadata leader this node knows of.

@@ -31,10 +31,13 @@ pub struct MetaConfig {
     /// Entries kept behind the last snapshot, so a briefly lagging follower catches up from
     /// the log instead of receiving the whole snapshot.
     pub log_kept_after_snapshot: u64,
-    /// Source address of this node's connections to its peers (`None`: the OS chooses). A
-    /// node with its own address gives peers, and a fault-injecting proxy between them, a
-    /// way to tell its connections from another node's.
-    pub source_ip: Option<std::net::IpAddr>,
+    /// How this node's connections to its peers are opened. `source`: their source address
+    /// (`None`: the OS chooses); a node with its own address gives peers, and a
+    /// fault-injecting proxy between them, a way to tell its connections from another
+    /// node's. `tls`: the cluster encrypts its control traffic, so every call to a peer
+    /// goes to the peer's TLS admin port (from the node table) and verifies its
+    /// certificate against these roots, and a join dials its member over TLS.
+    pub dial: sluice_client::net::Dial,
     /// The cluster's secret: this node proves it on every RPC to a peer, and hands it to a
     /// node it admits (see `join`).
     pub secret: ClusterSecret,
@@ -59,7 +62,7 @@ impl MetaConfig {
             request_timeout: Duration::from_secs(10),
             snapshot_every_entries: 1000,
             log_kept_after_snapshot: 200,
-            source_ip: None,
+            dial: Default::default(),
             secret,
         }
     }

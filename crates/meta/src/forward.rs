@@ -9,6 +9,7 @@
 use crate::config::LEADER_POLL_INTERVAL;
 use crate::error::MetaError;
 use crate::network::client::{HttpClient, HttpError};
+use crate::network::member_addr;
 use crate::node::{millis, MetaNode};
 use crate::types::{raft_id, Peer};
 use serde::de::DeserializeOwned;
@@ -70,7 +71,8 @@ impl<T> From<Result<T, LocalError>> for ForwardReply<T> {
 
 enum Leader {
     Me,
-    Other(Peer),
+    /// Its Raft id and membership entry.
+    Other(u64, Peer),
     Unknown,
 }
 
@@ -82,7 +84,7 @@ impl MetaNode {
             None => Leader::Unknown,
             Some(id) if id == raft_id(self.id()) => Leader::Me,
             Some(id) => match m.membership_config.membership().get_node(&id) {
-                Some(peer) => Leader::Other(peer.clone()),
+                Some(peer) => Leader::Other(id, peer.clone()),
                 None => Leader::Unknown,
             },
         }
@@ -119,12 +121,11 @@ impl MetaNode {
                     Err(LocalError::NotLeader) => {}
                     Err(LocalError::Failed(e)) => return Err(e),
                 },
-                Leader::Other(peer) => {
-                    let mut client = HttpClient::new(
-                        peer.admin_addr.clone(),
-                        self.config().source_ip,
-                        &self.config().secret.credentials(),
-                    );
+                Leader::Other(id, peer) => {
+                    let dial = &self.config().dial;
+                    let addr = member_addr(dial, &self.state().borrow(), id, &peer.admin_addr);
+                    let mut client =
+                        HttpClient::new(addr, dial.clone(), &self.config().secret.credentials());
                     let request = Forward {
                         op: &op,
                         timeout_ms: millis(remaining),

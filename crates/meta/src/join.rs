@@ -28,6 +28,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sluice_client::net::Dial;
 use sluice_client::Credentials;
 use sluice_cluster::metadata::{Applied, MetaCommand, Rejection};
 use sluice_cluster::{NodeId, NodeInfo};
@@ -61,35 +62,38 @@ pub(crate) struct Admit {
     info: NodeInfo,
 }
 
-/// Asks the member at `member` (an admin `host:port`), as the administrator `admin`, for a
-/// fresh node id and the cluster secret.
+/// Asks the member at `member` (an admin `host:port`; its TLS admin port when `dial` has
+/// TLS), as the administrator `admin`, for a fresh node id and the cluster secret.
 pub async fn allocate_node_id(
     member: &str,
+    dial: &Dial,
     admin: &Credentials,
     timeout: Duration,
 ) -> Result<Allocated, JoinError> {
-    post(member, admin, PATH_ALLOCATE, &(), timeout).await
+    post(member, dial, admin, PATH_ALLOCATE, &(), timeout).await
 }
 
 /// Asks the member at `member` to admit node `info` (its meta node must be running): it
 /// becomes a Raft member and a `Joining` node of the cluster state.
 pub async fn admit(
     member: &str,
+    dial: &Dial,
     admin: &Credentials,
     info: NodeInfo,
     timeout: Duration,
 ) -> Result<(), JoinError> {
-    post(member, admin, PATH_ADMIT, &Admit { info }, timeout).await
+    post(member, dial, admin, PATH_ADMIT, &Admit { info }, timeout).await
 }
 
 async fn post<B: Serialize, T: serde::de::DeserializeOwned>(
     member: &str,
+    dial: &Dial,
     admin: &Credentials,
     path: &str,
     body: &B,
     timeout: Duration,
 ) -> Result<T, JoinError> {
-    let mut client = HttpClient::new(member.to_string(), None, admin);
+    let mut client = HttpClient::new(member.to_string(), dial.clone(), admin);
     let answer: Result<Result<T, JoinError>, HttpError> = client.post(path, body, timeout).await;
     answer.map_err(|e| JoinError::Member {
         member: member.to_string(),
@@ -123,7 +127,17 @@ pub(crate) async fn admit_route(State(node): State<MetaNode>, Json(req): Json<Ad
         return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let info = req.info;
-    let admin_addr = format!("{}:{}", info.host, info.admin_port);
+    let dial = &node.config().dial;
+    if dial.tls.is_some() && info.tls.is_none() {
+        let why = format!(
+            "this cluster encrypts its control traffic, and node {} serves no TLS: start it \
+             with --cluster-encryption control, --tls-cert, --tls-key and --tls-ca",
+            info.id
+        );
+        return Json(Err::<(), _>(JoinError::Meta(why))).into_response();
+    }
+    // Where the members call the joiner until the node table lists it: as they dial.
+    let admin_addr = crate::network::admin_addr(dial, &info);
     let answer: Result<(), JoinError> = async {
         node.add_node(info.id, &admin_addr)
             .await

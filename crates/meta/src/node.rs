@@ -69,7 +69,12 @@ impl MetaNode {
         let raft = Raft::new(
             raft_id(id),
             Arc::new(raft_config),
-            NetworkFactory::new(raft_id(id), config.source_ip, config.secret.credentials()),
+            NetworkFactory::new(
+                raft_id(id),
+                config.dial.clone(),
+                state.clone(),
+                config.secret.credentials(),
+            ),
             log,
             state_machine,
         )

@@ -38,6 +38,12 @@ pub struct ServerConfig {
     pub kv_tls_port: u16,
     /// The admin port over TLS (only with `tls`).
     pub admin_tls_port: u16,
+    /// The cluster's CA (PEM), given to encrypt the cluster's control traffic
+    /// (`--cluster-encryption control`): this node calls its peers (Raft, joins, rebalance,
+    /// failover, the janitor's and probes) at their TLS admin ports, verifying their
+    /// certificates against it, and its admin ports take the cluster identity only over
+    /// TLS. Needs `tls`, and every member must be started with it.
+    pub cluster_ca: Option<PathBuf>,
     pub bucket: String,
     pub bucket_type: BucketType,
     pub memory_quota_mb: u64,
@@ -107,6 +113,7 @@ impl ServerConfig {
             tls: None,
             kv_tls_port: 11207,
             admin_tls_port: 18091,
+            cluster_ca: None,
             bucket: "default".into(),
             bucket_type: BucketType::Couchbase,
             memory_quota_mb: 256,

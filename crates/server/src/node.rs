@@ -35,6 +35,9 @@ pub struct Node {
     admin_tls_port: AtomicU16,
     /// The TLS identity both TLS listeners serve with (`None`: no TLS ports).
     pub tls: Option<crate::tls::Tls>,
+    /// How this node verifies its peers when the cluster encrypts its control traffic
+    /// (`ServerConfig::cluster_ca`); `None`: members call each other in cleartext.
+    pub member_tls: Option<Arc<rustls::ClientConfig>>,
     /// Cut off from a majority of the cluster's voters (set by the manager's fencing):
     /// reads and writes on active vbuckets are refused.
     fenced: std::sync::atomic::AtomicBool,
@@ -63,6 +66,12 @@ impl Node {
             .map(crate::tls::Tls::load)
             .transpose()
             .map_err(OpenError::Tls)?;
+        let member_tls = config
+            .cluster_ca
+            .as_ref()
+            .map(|ca| crate::tls::member_client(ca, config.tls.as_ref()))
+            .transpose()
+            .map_err(OpenError::Tls)?;
         let credentials =
             crate::credentials::NodeCredentials::new(&config.username, &config.password)
                 .map_err(OpenError::Credentials)?;
@@ -89,6 +98,7 @@ impl Node {
             kv_tls_port: AtomicU16::new(0),
             admin_tls_port: AtomicU16::new(0),
             tls,
+            member_tls,
             config,
             bucket,
             buckets,

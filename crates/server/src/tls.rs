@@ -36,6 +36,26 @@ pub enum TlsError {
     NoCertificate(PathBuf),
     #[error("the certificate and key do not make a TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("the cluster's CA {path}: {reason}")]
+    ClusterCa { path: PathBuf, reason: String },
+    #[error("encrypting the cluster's traffic needs this node's own certificate and key (--tls-cert, --tls-key): its peers call it over TLS")]
+    ClusterCaWithoutCertificate,
+}
+
+/// The client side members call each other with when the cluster encrypts its control
+/// traffic: trusting the cluster's CA at `ca`. Checked at start, so a node given a CA it
+/// cannot use stops instead of failing every call to its peers.
+pub fn member_client(
+    ca: &Path,
+    own: Option<&TlsFiles>,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    if own.is_none() {
+        return Err(TlsError::ClusterCaWithoutCertificate);
+    }
+    sluice_client::net::trusting(ca).map_err(|e| TlsError::ClusterCa {
+        path: ca.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// The TLS side of a node: an acceptor for both TLS listeners, shared by every clone, and

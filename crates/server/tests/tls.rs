@@ -18,24 +18,11 @@ use tokio::net::TcpStream;
 
 const T: Duration = Duration::from_secs(10);
 
-/// A CA and a certificate for 127.0.0.1 signed by it, written under `dir`.
+/// A CA and a certificate for 127.0.0.1 signed by it, written under `dir`: the node's files
+/// and the CA a client trusts.
 fn make_certs(dir: &std::path::Path) -> (TlsFiles, CertificateDer<'static>) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    let cert = params.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    let files = TlsFiles {
-        cert: dir.join("node.pem"),
-        key: dir.join("node-key.pem"),
-    };
-    std::fs::write(&files.cert, cert.pem()).unwrap();
-    std::fs::write(&files.key, key.serialize_pem()).unwrap();
-    (files, ca_cert.der().clone())
+    let (files, ca) = common::certs::make_certs(dir);
+    (files, ca.der)
 }
 
 async fn tls_connect(

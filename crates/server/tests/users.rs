@@ -37,7 +37,7 @@ async fn put_user(addr: SocketAddr, who: &Credentials, name: &str, roles: &str) 
     let form = [("roles", roles), ("password", pw.as_str())];
     let path = format!("/settings/rbac/users/local/{name}");
     let a = admin_http::send(
-        None,
+        &Default::default(),
         &addr.to_string(),
         who,
         Method::PUT,
@@ -57,10 +57,18 @@ async fn status(addr: SocketAddr, user: &str, method: Method, path: &str) -> u16
         Method::GET => Body::None,
         _ => Body::Json(&body),
     };
-    admin_http::send(None, &addr.to_string(), &who, method, path, body, T)
-        .await
-        .unwrap()
-        .status
+    admin_http::send(
+        &Default::default(),
+        &addr.to_string(),
+        &who,
+        method,
+        path,
+        body,
+        T,
+    )
+    .await
+    .unwrap()
+    .status
 }
 
 async fn client(addr: SocketAddr, user: &str) -> Result<Client, sluice_client::ClientError> {
@@ -234,7 +242,7 @@ async fn users_get_what_their_roles_allow_on_every_node() {
     assert_eq!(&r.get(key).await.unwrap().value[..], b"v");
     let path = "/settings/rbac/users/local/reader";
     let gone = admin_http::send(
-        None,
+        &Default::default(),
         &b.admin_addr.to_string(),
         &admin(),
         Method::DELETE,

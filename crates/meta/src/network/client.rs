@@ -16,8 +16,8 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sluice_client::net::Dial;
 use sluice_client::Credentials;
-use std::net::IpAddr;
 use std::time::Duration;
 
 /// A call that did not bring back an answer.
@@ -47,19 +47,19 @@ pub(crate) enum HttpError {
 /// A client for one peer's admin address.
 pub(crate) struct HttpClient {
     addr: String,
-    source: Option<IpAddr>,
+    dial: Dial,
     /// The `Authorization` header every request carries.
     auth: String,
     conn: Option<SendRequest<Full<Bytes>>>,
 }
 
 impl HttpClient {
-    /// A client for `addr`, connecting from `source` (or an address the OS picks), calling as
-    /// `who`.
-    pub(crate) fn new(addr: String, source: Option<IpAddr>, who: &Credentials) -> HttpClient {
+    /// A client for `addr`, connecting as `dial` says (from its source address, over TLS if
+    /// it has TLS), calling as `who`.
+    pub(crate) fn new(addr: String, dial: Dial, who: &Credentials) -> HttpClient {
         HttpClient {
             addr,
-            source,
+            dial,
             auth: who.basic_header(),
             conn: None,
         }
@@ -105,7 +105,7 @@ impl HttpClient {
                 reason: e.to_string(),
             })?;
         }
-        let request = Request::post(format!("http://{}{path}", self.addr))
+        let request = Request::post(path)
             .header(HOST, self.addr.as_str())
             .header(AUTHORIZATION, self.auth.as_str())
             .header(CONTENT_TYPE, "application/json")
@@ -137,16 +137,10 @@ impl HttpClient {
             addr: self.addr.clone(),
             reason,
         };
-        let stream = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            sluice_client::net::connect_from(&self.addr, self.source),
-        )
-        .await
-        .map_err(|_| failed(format!("no connection within {CONNECT_TIMEOUT:?}")))?
-        .map_err(|e| failed(e.to_string()))?;
-        // Raft RPCs are small request/answer pairs: send them without Nagle's delay.
-        stream
-            .set_nodelay(true)
+        // The TLS handshake, if any, is part of the connect and bounded with it.
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, self.dial.connect(&self.addr))
+            .await
+            .map_err(|_| failed(format!("no connection within {CONNECT_TIMEOUT:?}")))?
             .map_err(|e| failed(e.to_string()))?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await

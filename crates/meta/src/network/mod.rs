@@ -11,7 +11,7 @@
 
 pub(crate) mod client;
 
-use crate::types::{Peer, TypeConfig};
+use crate::types::{cluster_id, Peer, TypeConfig};
 use client::{HttpClient, HttpError};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
@@ -24,7 +24,11 @@ use openraft::raft::{
 use openraft::{RPCTypes, RaftNetwork, RaftNetworkFactory};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sluice_client::net::Dial;
+use sluice_cluster::{ClusterState, NodeInfo};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 
 pub(crate) const PATH_APPEND: &str = "/internal/raft/append";
 pub(crate) const PATH_VOTE: &str = "/internal/raft/vote";
@@ -34,8 +38,10 @@ pub(crate) const PATH_SNAPSHOT: &str = "/internal/raft/snapshot";
 pub(crate) struct NetworkFactory {
     /// This node's Raft id, for the errors openraft wants to see it in.
     own: u64,
-    /// Where this node's RPCs connect from (`MetaConfig::source_ip`).
-    source: Option<std::net::IpAddr>,
+    /// How this node's RPCs connect (`MetaConfig::dial`).
+    dial: Dial,
+    /// The replicated state, whose node table has the peers' TLS ports.
+    state: watch::Receiver<Arc<ClusterState>>,
     /// The cluster identity every RPC is made as.
     who: sluice_client::Credentials,
 }
@@ -43,10 +49,48 @@ pub(crate) struct NetworkFactory {
 impl NetworkFactory {
     pub(crate) fn new(
         own: u64,
-        source: Option<std::net::IpAddr>,
+        dial: Dial,
+        state: watch::Receiver<Arc<ClusterState>>,
         who: sluice_client::Credentials,
     ) -> NetworkFactory {
-        NetworkFactory { own, source, who }
+        NetworkFactory {
+            own,
+            dial,
+            state,
+            who,
+        }
+    }
+}
+
+/// The admin address to call member `raft` at. Its membership entry records `listed`: the
+/// address it was called at when it joined (see [`admin_addr`]). Over TLS (`dial.tls`) it is
+/// called at its TLS admin port as the node table lists it; in cleartext at `listed`, unless
+/// that is its TLS port (it joined while the cluster encrypted its traffic), then at its
+/// cleartext one. Decided at each new client, so the members of a cluster restarted with
+/// encryption turned on or off reach each other at once. A member the table does not list
+/// yet (a joiner being added) is called at `listed`.
+pub(crate) fn member_addr(dial: &Dial, state: &ClusterState, raft: u64, listed: &str) -> String {
+    let Some(info) = cluster_id(raft)
+        .and_then(|id| state.node(id))
+        .map(|e| &e.info)
+    else {
+        return listed.to_string();
+    };
+    let tls_addr = info.tls.map(|t| format!("{}:{}", info.host, t.admin));
+    match &dial.tls {
+        Some(_) => admin_addr(dial, info),
+        None if tls_addr.as_deref() == Some(listed) => admin_addr(dial, info),
+        None => listed.to_string(),
+    }
+}
+
+/// The admin address a node is called at: its TLS admin port over TLS, else its cleartext
+/// port. A node that serves no TLS is called at its cleartext port, where a TLS handshake
+/// fails: never the cluster's secret in the clear.
+pub fn admin_addr(dial: &Dial, info: &NodeInfo) -> String {
+    match (&dial.tls, info.tls) {
+        (Some(_), Some(tls)) => format!("{}:{}", info.host, tls.admin),
+        _ => format!("{}:{}", info.host, info.admin_port),
     }
 }
 
@@ -55,10 +99,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 
     /// Does not connect: the first RPC does.
     async fn new_client(&mut self, target: u64, node: &Peer) -> PeerNetwork {
+        let addr = member_addr(&self.dial, &self.state.borrow(), target, &node.admin_addr);
         PeerNetwork {
             own: self.own,
             target,
-            client: HttpClient::new(node.admin_addr.clone(), self.source, &self.who),
+            client: HttpClient::new(addr, self.dial.clone(), &self.who),
         }
     }
 }
@@ -155,5 +200,62 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
     ) -> Result<VoteResponse<u64>, RPCError<u64, Peer, RaftError<u64>>> {
         self.call(PATH_VOTE, RPCTypes::Vote, &rpc, option.hard_ttl())
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_cluster::metadata::MetaCommand;
+    use sluice_cluster::{NodeId, TlsPorts};
+
+    #[test]
+    fn members_are_called_at_the_port_the_encryption_needs() {
+        let mut state = ClusterState::new();
+        let info = NodeInfo {
+            id: NodeId(0),
+            host: "10.0.0.1".into(),
+            kv_port: 11210,
+            admin_port: 8091,
+            tls: Some(TlsPorts {
+                kv: 11207,
+                admin: 18091,
+            }),
+        };
+        let _ = sluice_cluster::metadata::apply(&mut state, &MetaCommand::AllocateNodeId);
+        let _ = sluice_cluster::metadata::apply(&mut state, &MetaCommand::AddNode { info });
+        assert!(state.node(NodeId(0)).is_some());
+        let clear = Dial::default();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let tls = Dial {
+            source: None,
+            tls: Some(std::sync::Arc::new(config)),
+        };
+        // Cleartext: the membership's address, as recorded.
+        assert_eq!(
+            member_addr(&clear, &state, 0, "10.0.0.1:8091"),
+            "10.0.0.1:8091"
+        );
+        assert_eq!(member_addr(&clear, &state, 0, "elsewhere:1"), "elsewhere:1");
+        // Joined under encryption, now in cleartext: the cleartext port.
+        assert_eq!(
+            member_addr(&clear, &state, 0, "10.0.0.1:18091"),
+            "10.0.0.1:8091"
+        );
+        // Over TLS: the TLS port, whatever the membership recorded.
+        assert_eq!(
+            member_addr(&tls, &state, 0, "10.0.0.1:8091"),
+            "10.0.0.1:18091"
+        );
+        // A joiner the table does not list yet: as recorded.
+        assert_eq!(
+            member_addr(&tls, &state, 7, "10.0.0.2:18091"),
+            "10.0.0.2:18091"
+        );
     }
 }

@@ -1,3 +1,4 @@
+pub mod certs;
 pub mod cluster;
 pub mod dcp_peer;
 pub mod kv_peer;
