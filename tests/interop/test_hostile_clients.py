@@ -10,13 +10,16 @@ client gets a clean disconnect, the node's RSS stays bounded, and the node serve
   only the cluster identity may use; beyond both, connections are closed at once;
 - a DCP connection that floods requests and never reads the answers gets no more than a
   bounded amount queued (the node stops reading it);
-- the admin port holds at most --admin-max-connections (one more is closed at once), closes
+- the admin port holds at most --admin-max-connections, then --admin-system-connections
+  more in the members' reserve (a request there other than the cluster's gets 503 and the
+  connection closes; a member's is served), then closes one more at once; it closes
   a connection silent for --admin-idle-timeout-s (not one that keeps talking), and answers
   503 to a request not done within --admin-request-timeout-s (a body trickled in slowly).
 """
 
 from __future__ import annotations
 
+import base64
 import socket
 import struct
 import threading
@@ -32,6 +35,7 @@ from mcbin import (AUTH_ERROR, OP_NOOP, OP_STAT, SUCCESS, Conn, ConnectionClosed
 VBUCKETS = 16
 CLUSTER_USER = "@cluster"
 ADMIN_MAX = 6
+ADMIN_RESERVE = 2
 
 
 def rss_bytes(pid: int) -> int:
@@ -68,7 +72,8 @@ def srv(sluice_module_factory):
         extra_args=("--max-unauthenticated-bytes", "4096", "--auth-timeout-s", "2",
                     "--idle-timeout-s", "3", "--max-connections", "6",
                     "--system-connections", "2",
-                    "--admin-max-connections", str(ADMIN_MAX), "--admin-idle-timeout-s", "3",
+                    "--admin-max-connections", str(ADMIN_MAX),
+                    "--admin-system-connections", str(ADMIN_RESERVE), "--admin-idle-timeout-s", "3",
                     "--admin-request-timeout-s", "2"))
 
 
@@ -221,15 +226,41 @@ def health(srv) -> int:
         return r.status
 
 
-def test_the_admin_port_caps_its_connections(srv):
+def http_status(sock: socket.socket, auth: str) -> int:
+    """GET /health on `sock` with Authorization `auth`: the answer's status."""
+    sock.settimeout(5)
+    sock.sendall(f"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(4096)
+        assert chunk, "closed without an answer"
+        head += chunk
+    return int(head.split(b" ")[1])
+
+
+def test_the_admin_port_caps_its_connections_with_a_reserve_for_members(srv):
+    from admin_http import basic
     before = rss_bytes(srv.pid)
     # The node's own janitor calls its admin port once a second, so it may hold one slot.
-    socks = [socket.create_connection(("127.0.0.1", srv.admin_port)) for _ in range(ADMIN_MAX + 2)]
+    total = ADMIN_MAX + ADMIN_RESERVE + 2
+    socks = [socket.create_connection(("127.0.0.1", srv.admin_port)) for _ in range(total)]
     try:
         time.sleep(0.5)  # well within the 3 s idle limit: only the cap closes anything
         closed = [i for i, s in enumerate(socks) if closed_at_once(s, within_s=0.05)]
-        assert len(closed) >= 2, f"only {closed} of {ADMIN_MAX + 2} closed at the cap"
-        assert min(closed) >= ADMIN_MAX - 1, f"an early connection was closed: {closed}"
+        assert len(closed) >= 2, f"only {closed} of {total} closed at the cap"
+        assert min(closed) >= ADMIN_MAX + ADMIN_RESERVE - 1, \
+            f"an early connection was closed: {closed}"
+        # The last connections admitted hold the members' reserve: a user (the
+        # administrator, even for /health) is refused there, and the connection closed.
+        reserved = [s for i, s in enumerate(socks) if i not in closed][-1]
+        assert http_status(reserved, basic()) == 503
+        assert closed_at_once(reserved, within_s=2.0), "a refused reserve slot stayed taken"
+        # Its slot is free again; the next connection lands in the reserve (the other slots
+        # are still held) and is served to the cluster's identity.
+        member = "Basic " + base64.b64encode(
+            f"{CLUSTER_USER}:{cluster_secret(srv)}".encode()).decode()
+        with socket.create_connection(("127.0.0.1", srv.admin_port)) as again:
+            assert http_status(again, member) == 200
     finally:
         for s in socks:
             s.close()

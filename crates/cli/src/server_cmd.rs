@@ -151,6 +151,13 @@ pub struct ServerArgs {
           default_value_t = sluice_server::admin_limits::ADMIN_CONNECTIONS_MAX_DEFAULT as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub admin_max_connections: u32,
+    /// Admin connections beyond --admin-max-connections kept for the cluster's members
+    /// (per admin listener): one admitted there is served only requests made as the
+    /// cluster identity; anything else gets 503 and is closed.
+    #[arg(long, env = "SLUICE_ADMIN_SYSTEM_CONNECTIONS",
+          default_value_t = sluice_server::admin_limits::ADMIN_RESERVE_DEFAULT as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub admin_system_connections: u32,
     /// Seconds an admin connection may go without a byte in either direction before it is
     /// closed (slow headers, a silent keep-alive, a client that never reads).
     #[arg(long, env = "SLUICE_ADMIN_IDLE_TIMEOUT_S",
@@ -283,6 +290,7 @@ impl ServerArgs {
         c.auth_timeout = std::time::Duration::from_secs(self.auth_timeout_s);
         c.admin_limits = sluice_server::admin_limits::AdminLimits {
             connections_max: self.admin_max_connections as usize,
+            reserve: self.admin_system_connections as usize,
             idle: std::time::Duration::from_secs(self.admin_idle_timeout_s),
             request: std::time::Duration::from_secs(self.admin_request_timeout_s),
         };

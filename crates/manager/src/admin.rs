@@ -37,7 +37,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use sluice_cluster::metadata::{MetaCommand, NodeStatus};
 use sluice_meta::MetaNode;
-use sluice_server::admin_limits::LimitedListener;
+use sluice_server::admin_limits::{AdminConn, LimitedListener};
 use sluice_server::tls::TlsAdminListener;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -97,11 +97,17 @@ pub async fn serve(
         },
         _ => None,
     };
-    let cleartext = axum::serve(LimitedListener::new(listener, limits), app.clone());
+    // Each request learns whether its connection sits in the members' reserve.
+    let cleartext = axum::serve(
+        LimitedListener::new(listener, limits),
+        app.clone()
+            .into_make_service_with_connect_info::<AdminConn>(),
+    );
     let served = match secure {
         Some(l) => {
             let app = app.layer(axum::Extension(crate::admin_auth::OverTls));
-            let (a, b) = tokio::join!(cleartext, axum::serve(l, app));
+            let tls = axum::serve(l, app.into_make_service_with_connect_info::<AdminConn>());
+            let (a, b) = tokio::join!(cleartext, tls);
             a.and(b)
         }
         None => cleartext.await,

@@ -19,17 +19,22 @@
 //! 401; an unknown user and a wrong password look the same, so users cannot be enumerated.
 //! Authenticated without the role: 403.
 //!
+//! On a connection of the members' reserve (the admin port is at `--admin-max-connections`,
+//! see `sluice_server::admin_limits`), only the cluster identity is served: anything else,
+//! `/health` included, gets 503 and the connection closes.
+//!
 //! When the cluster encrypts its control traffic (`ServerConfig::cluster_ca`), the cluster
 //! identity is taken only over TLS: on the cleartext admin port it gets 403, so a member
 //! misconfigured to call in the clear fails loudly instead of working. So are joins (their
 //! answer carries the cluster secret): a joiner must come through the TLS admin port.
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sluice_cluster::rbac::{allows, Privilege, Role};
+use sluice_server::admin_limits::AdminConn;
 use sluice_server::{Caller, CredentialsRefused, Node};
 use std::sync::Arc;
 
@@ -135,6 +140,23 @@ pub(crate) fn decide(
     }
 }
 
+/// 503 for a request other than a member's on a connection of the members' reserve, and the
+/// connection closed after it, so its slot goes back to the members.
+fn reserve_refused(path: &str) -> Response {
+    tracing::debug!(
+        path,
+        "admin port full: a connection in the members' reserve refused"
+    );
+    let error = "the admin port is at its connection limit (--admin-max-connections); \
+                 try again later";
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::CONNECTION, "close")],
+        Json(serde_json::json!({ "error": error })),
+    )
+        .into_response()
+}
+
 /// Marks the requests that came in over TLS (the TLS admin port's router adds it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OverTls;
@@ -155,7 +177,11 @@ pub(crate) fn cluster_in_the_clear(
 /// The middleware in front of every admin route.
 pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
     let rule = rule(req.method(), req.uri().path());
-    if rule == Rule::Open {
+    let reserved = req
+        .extensions()
+        .get::<ConnectInfo<AdminConn>>()
+        .is_some_and(|c| c.0.reserved);
+    if rule == Rule::Open && !reserved {
         return next.run(req).await;
     }
     let header = req
@@ -163,6 +189,12 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     let caller = node.credentials.check_basic(header);
+    if reserved && !matches!(caller, Ok(Caller::Cluster)) {
+        return reserve_refused(req.uri().path());
+    }
+    if rule == Rule::Open {
+        return next.run(req).await;
+    }
     let roles = match &caller {
         Ok(who) => node.credentials.roles(who),
         Err(_) => Arc::from([]),

@@ -1,16 +1,22 @@
 //! Limits on the admin port, for clients that hold it without using it:
 //!
 //! - **connections**: at most `connections_max` at once per admin listener (cleartext and
-//!   TLS each); one more is closed as soon as it is accepted, before anything is read;
+//!   TLS each); beyond them, `reserve` more are kept for the cluster's own members: such a
+//!   connection is served only requests made as the cluster identity (any other gets 503
+//!   and the connection closes, see [`AdminConn`]); one more than both is closed as soon
+//!   as it is accepted, before anything is read;
 //! - **idle**: a connection that neither sends nor receives a byte for `idle` is closed
 //!   (headers trickled slowly, a silent keep-alive, a client that never reads its answer);
 //! - **request time**: a request not answered within `request` gets 503; its handler is
 //!   dropped (a proposal it made may still commit, as with any client timeout).
 //!
-//! The members' own calls (Raft, forwarded requests, failover and rebalance steps) come in
-//! on the same port and keep their connections busy or reconnect, so the limits hold them
-//! back no more than they hold back a client behaving well. `idle` is longer than `request`:
-//! a handler that works in silence is cut by the request limit, with an answer, first.
+//! The members' own calls (Raft, forwarded requests, failover and rebalance steps, probes)
+//! come in on the same port: a flood of connections that fills `connections_max` leaves
+//! them the reserve, so a stranger cannot cut a node off from its cluster (or get it
+//! fenced) by opening sockets. The reserve cannot tell a member before its first request
+//! is read, so strangers can hold reserve slots too, but only until their first request
+//! (answered 503, then closed) or the idle limit. `idle` is longer than `request`: a
+//! handler that works in silence is cut by the request limit, with an answer, first.
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -30,6 +36,8 @@ use tokio::time::{Instant, Sleep};
 pub const ADMIN_CONNECTIONS_MAX_DEFAULT: usize = 256;
 /// See [`AdminLimits::idle`].
 pub const ADMIN_IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
+/// See [`AdminLimits::reserve`]: Raft, probes and the leader's calls need a few each.
+pub const ADMIN_RESERVE_DEFAULT: usize = 32;
 /// See [`AdminLimits::request`]. A failover asks every replica's node for its position
 /// within 2 s, a forwarded request waits 10 s for the leader: a minute is far above both.
 pub const ADMIN_REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
@@ -38,6 +46,8 @@ pub const ADMIN_REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
 pub struct AdminLimits {
     /// Connections open at once, per admin listener.
     pub connections_max: usize,
+    /// Connections beyond `connections_max` kept for the cluster's members.
+    pub reserve: usize,
     /// A connection with no byte in either direction for this long is closed.
     pub idle: Duration,
     /// A request not answered within this gets 503.
@@ -48,6 +58,7 @@ impl Default for AdminLimits {
     fn default() -> Self {
         AdminLimits {
             connections_max: ADMIN_CONNECTIONS_MAX_DEFAULT,
+            reserve: ADMIN_RESERVE_DEFAULT,
             idle: ADMIN_IDLE_TIMEOUT_DEFAULT,
             request: ADMIN_REQUEST_TIMEOUT_DEFAULT,
         }
@@ -58,6 +69,8 @@ impl Default for AdminLimits {
 pub struct LimitedListener<L> {
     inner: L,
     slots: Arc<Semaphore>,
+    /// The members' reserve, taken once `slots` are gone.
+    reserve: Arc<Semaphore>,
     idle: Duration,
     /// Connections closed at the cap, for a log line now and then rather than one each.
     refused: u64,
@@ -72,6 +85,7 @@ impl<L> LimitedListener<L> {
         LimitedListener {
             inner,
             slots: Arc::new(Semaphore::new(limits.connections_max)),
+            reserve: Arc::new(Semaphore::new(limits.reserve)),
             idle: limits.idle,
             refused: 0,
         }
@@ -88,15 +102,19 @@ where
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             let (io, addr) = self.inner.accept().await;
-            match self.slots.clone().try_acquire_owned() {
-                Ok(slot) => return (Guarded::new(io, self.idle, slot), addr),
+            let slot = match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => Ok((slot, false)),
+                Err(_) => self.reserve.clone().try_acquire_owned().map(|s| (s, true)),
+            };
+            match slot {
+                Ok((slot, reserved)) => return (Guarded::new(io, self.idle, slot, reserved), addr),
                 Err(_) => {
                     // Dropped unread: the client sees the connection closed.
                     drop(io);
                     self.refused += 1;
                     if self.refused.is_power_of_two() {
                         tracing::warn!(refused = self.refused,
-                            "admin port at its connection limit (--admin-max-connections): closing new connections");
+                            "admin port at its connection limit (--admin-max-connections, and the members' reserve): closing new connections");
                     }
                 }
             }
@@ -115,15 +133,18 @@ pub struct Guarded<Io> {
     idle: Duration,
     timer: Pin<Box<Sleep>>,
     _slot: OwnedSemaphorePermit,
+    /// Admitted into the members' reserve.
+    reserved: bool,
 }
 
 impl<Io> Guarded<Io> {
-    fn new(io: Io, idle: Duration, slot: OwnedSemaphorePermit) -> Guarded<Io> {
+    fn new(io: Io, idle: Duration, slot: OwnedSemaphorePermit, reserved: bool) -> Guarded<Io> {
         Guarded {
             io,
             idle,
             timer: Box::pin(tokio::time::sleep(idle)),
             _slot: slot,
+            reserved,
         }
     }
 
@@ -136,6 +157,27 @@ impl<Io> Guarded<Io> {
     /// too long (the timer is registered with `cx` otherwise).
     fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
         self.timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// What a request knows of its admin connection (`axum`'s `ConnectInfo<AdminConn>`; the
+/// admin router is served `into_make_service_with_connect_info::<AdminConn>()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminConn {
+    /// The connection holds a slot of the members' reserve: only the cluster identity is
+    /// served on it.
+    pub reserved: bool,
+}
+
+impl<L> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, LimitedListener<L>>>
+    for AdminConn
+where
+    L: axum::serve::Listener,
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, LimitedListener<L>>) -> AdminConn {
+        AdminConn {
+            reserved: stream.io().reserved,
+        }
     }
 }
 
