@@ -46,11 +46,13 @@ VBS = 64
 AUTO_FAILOVER_S = 2
 
 
-def cluster_up(data_dir, base: int, auto_failover_s: int = AUTO_FAILOVER_S) -> subprocess.Popen:
+def cluster_up(data_dir, base: int, auto_failover_s: int = AUTO_FAILOVER_S,
+               encryption: str = "control") -> subprocess.Popen:
     return subprocess.Popen(
         [str(sluice_binary()), "cluster", "up", "--nodes", str(NODES), "--replicas", "1",
          "--data-dir", str(data_dir), "--base-port", str(base), "--vbuckets", str(VBS),
-         "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s)],
+         "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s),
+         "--cluster-encryption", encryption],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -95,8 +95,10 @@ def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
 
 @pytest.mark.timeout(420)
 def test_rebalance_in_and_out_under_durable_load(tmp_path):
+    # Everything between the nodes over TLS (`all`): the rebalance's builds and takeovers
+    # stream from the members' TLS KV ports, as replication does.
     base = free_base()
-    proc = cluster_up(tmp_path, base, auto_failover_s=0)
+    proc = cluster_up(tmp_path, base, auto_failover_s=0, encryption="all")
     fourth = None
     try:
         wait_up(proc, tmp_path)
@@ -111,6 +113,12 @@ def test_rebalance_in_and_out_under_durable_load(tmp_path):
         assert cluster_view(base + 1)["map_nodes"] == [0, 1, 2, 3]
         with kv_connect(base + 30, USERNAME, PASSWORD) as conn:
             assert len(all_vb_seqnos(conn)) >= 64 // 4 - 1, "node 3 holds its share of actives"
+        # Every replication feed a node serves came in over TLS (its STAT says so).
+        for port in (base, base + 10, base + 20, base + 30):
+            with kv_connect(port, USERNAME, PASSWORD) as conn:
+                feeds = {k: v for k, v in conn.stat("dcp").items()
+                         if k.startswith("eq_dcpq:replication:") and k.endswith(":ssl")}
+            assert feeds and set(feeds.values()) == {"true"}, (port, feeds)
         acked_in = len(writer.acked)
         writer.wait_acked(acked_in + 300)
         # The SDK reaches every node, the new one included.

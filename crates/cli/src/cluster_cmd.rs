@@ -97,7 +97,8 @@ pub struct UpArgs {
     pub tls_ca: Option<PathBuf>,
     /// Each node's `--cluster-encryption`: by default (`control`) the members' Raft, joins
     /// and rebalance, failover and janitor calls go over TLS, verified against the cluster's
-    /// CA; `off` sends them in cleartext. With --no-tls, always off.
+    /// CA; `all` sends their replication and rebalance streams over TLS too; `off` sends
+    /// everything in cleartext. With --no-tls, always off.
     #[arg(long, value_enum, default_value = "control")]
     pub cluster_encryption: crate::server_cmd::EncryptionArg,
     /// The cluster's administrator: every node is started with it (through its environment,
@@ -163,7 +164,7 @@ impl NodeProc {
 
 /// Whether the nodes encrypt their control traffic (only when they serve TLS).
 fn encrypted(args: &UpArgs) -> bool {
-    !args.no_tls && args.cluster_encryption == crate::server_cmd::EncryptionArg::Control
+    !args.no_tls && args.cluster_encryption != crate::server_cmd::EncryptionArg::Off
 }
 
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
@@ -305,9 +306,13 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
             admin_tls.to_string(),
         ]);
         if encrypted(args) {
+            let level = match args.cluster_encryption {
+                crate::server_cmd::EncryptionArg::All => "all",
+                _ => "control",
+            };
             argv.extend([
                 "--cluster-encryption".into(),
-                "control".into(),
+                level.into(),
                 "--tls-ca".into(),
                 files.ca.to_string_lossy().into_owned(),
             ]);

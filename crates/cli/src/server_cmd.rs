@@ -12,6 +12,8 @@ pub enum EncryptionArg {
     Off,
     /// The control plane: Raft, joins, rebalance, failover and janitor calls.
     Control,
+    /// The control plane and the data: replication and rebalance streams too.
+    All,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -79,16 +81,18 @@ pub struct ServerArgs {
     /// Encrypt the cluster's own traffic, as Couchbase's node-to-node encryption does.
     /// `control`: Raft, joins, and the rebalance, failover, janitor and probe calls between
     /// members go to their TLS admin ports, verified against --tls-ca, and this node takes
-    /// its members' calls only over TLS (a --join names the member's TLS admin port). Needs
-    /// --tls-cert, --tls-key and --tls-ca; every member must be started with the same
-    /// setting. Replication between members stays in cleartext (its KV logins are SCRAM:
-    /// the secret never crosses).
+    /// its members' calls only over TLS (a --join names the member's TLS admin port).
+    /// `all`: also the replication and rebalance streams, to the members' TLS KV ports.
+    /// Needs --tls-cert, --tls-key and --tls-ca; every member must be started with the same
+    /// setting. Under `control`, replication stays in cleartext (its KV logins are SCRAM:
+    /// the secret never crosses, the documents do).
     #[arg(
         long,
         env = "SLUICE_CLUSTER_ENCRYPTION",
         value_enum,
         default_value = "off",
-        requires_if("control", "tls_ca")
+        requires_if("control", "tls_ca"),
+        requires_if("all", "tls_ca")
     )]
     pub cluster_encryption: EncryptionArg,
     /// The CA (PEM) the members' certificates are signed by: what this node trusts when it
@@ -271,10 +275,12 @@ impl ServerArgs {
         };
         c.kv_tls_port = self.kv_tls_port;
         c.admin_tls_port = self.admin_tls_port;
-        c.cluster_ca = match self.cluster_encryption {
-            EncryptionArg::Off => None,
-            EncryptionArg::Control => self.tls_ca.clone(),
+        c.cluster_encryption = match self.cluster_encryption {
+            EncryptionArg::Off => sluice_server::ClusterEncryption::Off,
+            EncryptionArg::Control => sluice_server::ClusterEncryption::Control,
+            EncryptionArg::All => sluice_server::ClusterEncryption::All,
         };
+        c.cluster_ca = self.tls_ca.clone();
         c.bucket = self.bucket.clone();
         c.bucket_type = match self.bucket_type {
             BucketTypeArg::Couchbase => BucketType::Couchbase,

@@ -43,6 +43,23 @@ impl Dial {
     }
 }
 
+/// Writes from `buf` (the bytes taken), or with `buf` empty flushes (0). Either is one poll
+/// of the stream, so a `select!` that drops it loses nothing; one arm serves both, since
+/// both need the writer (a TLS stream holds records back until flushed).
+pub async fn write_or_flush<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
+    buf: &[u8],
+) -> std::io::Result<usize> {
+    std::future::poll_fn(|cx| {
+        let wr = std::pin::Pin::new(&mut *wr);
+        match buf.is_empty() {
+            false => wr.poll_write(cx, buf),
+            true => wr.poll_flush(cx).map_ok(|()| 0),
+        }
+    })
+    .await
+}
+
 /// The host part of `host:port` (brackets of an IPv6 address removed).
 pub fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);

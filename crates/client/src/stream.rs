@@ -28,6 +28,17 @@ impl TlsConnect {
         })
     }
 
+    /// Verifies with `config` a server named `host` (a host name or an IP address).
+    pub fn for_host(
+        config: Arc<rustls::ClientConfig>,
+        host: &str,
+    ) -> Result<TlsConnect, std::io::Error> {
+        Ok(TlsConnect {
+            config,
+            server_name: server_name_of(host)?,
+        })
+    }
+
     /// The client side of the handshake over `tcp`.
     pub(crate) async fn handshake(&self, tcp: TcpStream) -> std::io::Result<ClientStream> {
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
@@ -73,20 +84,6 @@ fn bad(reason: String) -> std::io::Error {
 pub enum ClientStream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl ClientStream {
-    /// The socket, for the protocols that take a connection over after its bootstrap (the
-    /// cluster client's node connections, DCP), which run over plain TCP only for now.
-    pub(crate) fn into_tcp(self) -> std::io::Result<TcpStream> {
-        match self {
-            ClientStream::Plain(s) => Ok(s),
-            ClientStream::Tls(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "node connections and DCP run over plain TCP only",
-            )),
-        }
-    }
 }
 
 impl AsyncRead for ClientStream {

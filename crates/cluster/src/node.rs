@@ -43,6 +43,25 @@ pub struct NodeInfo {
     pub tls: Option<TlsPorts>,
 }
 
+impl NodeInfo {
+    /// The KV address to dial this node at: its TLS KV port when `tls` is asked for and it
+    /// serves one, else its cleartext port.
+    pub fn kv_addr(&self, tls: bool) -> String {
+        match self.tls.filter(|_| tls) {
+            Some(t) => format!("{}:{}", self.host, t.kv),
+            None => format!("{}:{}", self.host, self.kv_port),
+        }
+    }
+
+    /// The admin address to dial this node at, as [`NodeInfo::kv_addr`] chooses.
+    pub fn admin_addr(&self, tls: bool) -> String {
+        match self.tls.filter(|_| tls) {
+            Some(t) => format!("{}:{}", self.host, t.admin),
+            None => format!("{}:{}", self.host, self.admin_port),
+        }
+    }
+}
+
 /// A node's TLS ports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TlsPorts {

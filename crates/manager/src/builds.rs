@@ -51,13 +51,22 @@ impl Builds {
                 from: b.source.clone(),
             });
         }
-        let this = bucket.cluster_map().this;
+        let served = bucket.cluster_map();
+        let this = served.this;
+        // `source` names the node by its cleartext KV address; a cluster that encrypts its
+        // data streams them from the node's TLS KV port.
+        let dial = served
+            .map
+            .nodes()
+            .iter()
+            .find(|n| n.kv_addr(false) == source)
+            .map_or_else(|| source.to_string(), |n| node.peer_kv_addr(n));
         let who = node.peer_credentials();
         let replication = Replication::start(
             node.clone(),
             bucket.clone(),
             ReplicationSpec {
-                source: source.to_string(),
+                source: dial,
                 // The cluster identity: only its seqno acks and takeovers count.
                 username: who.username,
                 password: who.password,
@@ -65,6 +74,7 @@ impl Builds {
                 vbuckets: vec![vb],
                 name: format!("rebalance:{source}->{this}:{}:{vb}", bucket.name),
                 consumer_name: this.0.to_string(),
+                tls: node.config.cluster_encryption.data(),
             },
         );
         tracing::info!(bucket = %bucket.name, %vb, %source, "rebalance: building a copy");

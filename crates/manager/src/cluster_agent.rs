@@ -46,7 +46,7 @@ pub struct FeedSpec {
 }
 
 /// What `view` asks of the node it was rendered for.
-pub fn plan(view: &MapView) -> AgentPlan {
+pub fn plan(view: &MapView, data_tls: bool) -> AgentPlan {
     let me = view.this;
     let mut states = Vec::new();
     let mut feeds: BTreeMap<NodeId, FeedSpec> = BTreeMap::new();
@@ -67,7 +67,7 @@ pub fn plan(view: &MapView) -> AgentPlan {
             feeds
                 .entry(source)
                 .or_insert_with(|| FeedSpec {
-                    source: format!("{}:{}", info.host, info.kv_port),
+                    source: info.kv_addr(data_tls),
                     vbuckets: Vec::new(),
                 })
                 .vbuckets
@@ -153,7 +153,8 @@ async fn apply(
     feeds: &mut BTreeMap<NodeId, Feed>,
 ) {
     let bucket = &control.bucket;
-    let plan = plan(view);
+    let data_tls = node.config.cluster_encryption.data();
+    let plan = plan(view, data_tls);
     // Feeds first: a vbucket leaving a feed must stop being written by it before its state
     // changes (a promoted replica must not keep applying its old active's stream).
     let stale: Vec<NodeId> = feeds
@@ -205,6 +206,7 @@ async fn apply(
                 vbuckets: spec.vbuckets.clone(),
                 name: format!("replication:{id}->{}:{}", view.this, bucket.name),
                 consumer_name: view.this.0.to_string(),
+                tls: data_tls,
             },
         );
         feeds.insert(id, Feed { spec, replication });
@@ -250,7 +252,7 @@ mod tests {
     fn states_and_feeds_follow_the_chains() {
         let map = three_nodes();
         for me in 0..3u32 {
-            let p = plan(&view(map.clone(), me));
+            let p = plan(&view(map.clone(), me), false);
             assert_eq!(p.states.len(), 16);
             for ((vb, state), (_, chain)) in p.states.iter().zip(map.vbmap().iter()) {
                 let want = if chain.active == Some(NodeId(me)) {
@@ -287,7 +289,7 @@ mod tests {
         let map = three_nodes();
         let out = fail_over(map.vbmap(), &[NodeId(1)]);
         let after = map.with_vbmap(out.map).unwrap();
-        let p = plan(&view(after, 0));
+        let p = plan(&view(after, 0), false);
         assert!(!p.feeds.contains_key(&NodeId(1)));
         for promo in out.promotions.iter().filter(|p| p.to == NodeId(0)) {
             assert!(p.states.contains(&(promo.vb, VbState::Active)), "{promo:?}");

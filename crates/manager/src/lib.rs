@@ -130,6 +130,8 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
             vbuckets: (0..cfg.vbuckets).map(sluice_types::VbId).collect(),
             name: format!("replication:{kv_addr}<-{source}:{}", cfg.bucket),
             consumer_name: meta.id().0.to_string(),
+            // A source given by hand is followed on its cleartext KV port.
+            tls: false,
         };
         Replication::start(node.clone(), node.bucket.clone(), spec)
     });

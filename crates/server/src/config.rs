@@ -21,6 +21,28 @@ pub const AUTH_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_
 /// live SDK connection is never idle this long.
 pub const IDLE_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How much of the traffic between the cluster's members goes over TLS (Couchbase's
+/// cluster encryption levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClusterEncryption {
+    /// Members call each other in cleartext (with the cluster secret).
+    #[default]
+    Off,
+    /// The control plane: this node calls its peers (Raft, joins, rebalance, failover, the
+    /// janitor's and probes) at their TLS admin ports, and its admin ports take the cluster
+    /// identity only over TLS.
+    Control,
+    /// `Control`, and the data: replication and rebalance DCP to the peers' TLS KV ports.
+    All,
+}
+
+impl ClusterEncryption {
+    /// Whether replication and rebalance streams between members go over TLS.
+    pub fn data(self) -> bool {
+        self == ClusterEncryption::All
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
@@ -38,11 +60,11 @@ pub struct ServerConfig {
     pub kv_tls_port: u16,
     /// The admin port over TLS (only with `tls`).
     pub admin_tls_port: u16,
-    /// The cluster's CA (PEM), given to encrypt the cluster's control traffic
-    /// (`--cluster-encryption control`): this node calls its peers (Raft, joins, rebalance,
-    /// failover, the janitor's and probes) at their TLS admin ports, verifying their
-    /// certificates against it, and its admin ports take the cluster identity only over
-    /// TLS. Needs `tls`, and every member must be started with it.
+    /// How much of the traffic between members is encrypted (`--cluster-encryption`).
+    pub cluster_encryption: ClusterEncryption,
+    /// The cluster's CA (PEM), which the members' certificates are signed by: with
+    /// encryption, this node verifies its peers against it. Needs `tls`, and every member
+    /// must be started with the same encryption.
     pub cluster_ca: Option<PathBuf>,
     pub bucket: String,
     pub bucket_type: BucketType,
@@ -113,6 +135,7 @@ impl ServerConfig {
             tls: None,
             kv_tls_port: 11207,
             admin_tls_port: 18091,
+            cluster_encryption: ClusterEncryption::Off,
             cluster_ca: None,
             bucket: "default".into(),
             bucket_type: BucketType::Couchbase,

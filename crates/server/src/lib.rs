@@ -50,8 +50,8 @@ pub use admin::{router as admin_router, BucketParam};
 pub use bucket_handle::{BucketHandle, BucketSpec, Buckets};
 pub use cluster_map::{BucketFacts, MapView};
 pub use config::{
-    ServerConfig, AUTH_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT, SYSTEM_CONNECTIONS_DEFAULT,
-    UNAUTH_BODY_BYTES_MAX_DEFAULT, WRITE_STALL_DEFAULT,
+    ClusterEncryption, ServerConfig, AUTH_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT,
+    SYSTEM_CONNECTIONS_DEFAULT, UNAUTH_BODY_BYTES_MAX_DEFAULT, WRITE_STALL_DEFAULT,
 };
 pub use credentials::{
     credential_record, Caller, ClusterIdentityError, CredentialsRefused, NodeCredentials,

@@ -35,8 +35,8 @@ pub struct Node {
     admin_tls_port: AtomicU16,
     /// The TLS identity both TLS listeners serve with (`None`: no TLS ports).
     pub tls: Option<crate::tls::Tls>,
-    /// How this node verifies its peers when the cluster encrypts its control traffic
-    /// (`ServerConfig::cluster_ca`); `None`: members call each other in cleartext.
+    /// How this node verifies its peers when the cluster encrypts its traffic
+    /// (`ServerConfig::cluster_encryption`); `None`: members call each other in cleartext.
     pub member_tls: Option<Arc<rustls::ClientConfig>>,
     /// Cut off from a majority of the cluster's voters (set by the manager's fencing):
     /// reads and writes on active vbuckets are refused.
@@ -48,6 +48,12 @@ pub struct Node {
 }
 
 impl Node {
+    /// Where this node's replication and rebalance streams dial `peer`: its TLS KV port when
+    /// the cluster encrypts its data too (`ClusterEncryption::All`).
+    pub fn peer_kv_addr(&self, peer: &NodeInfo) -> String {
+        peer.kv_addr(self.config.cluster_encryption.data())
+    }
+
     /// What this node authenticates to its peers' KV ports as: the cluster identity. The
     /// secret is set before the node serves a cluster map, so before any replication starts;
     /// without it the password is empty, which no peer accepts.
@@ -66,12 +72,13 @@ impl Node {
             .map(crate::tls::Tls::load)
             .transpose()
             .map_err(OpenError::Tls)?;
-        let member_tls = config
-            .cluster_ca
-            .as_ref()
-            .map(|ca| crate::tls::member_client(ca, config.tls.as_ref()))
-            .transpose()
-            .map_err(OpenError::Tls)?;
+        let member_tls = match config.cluster_encryption {
+            crate::ClusterEncryption::Off => None,
+            _ => Some(
+                crate::tls::member_client(config.cluster_ca.as_deref(), config.tls.as_ref())
+                    .map_err(OpenError::Tls)?,
+            ),
+        };
         let credentials =
             crate::credentials::NodeCredentials::new(&config.username, &config.password)
                 .map_err(OpenError::Credentials)?;

@@ -40,18 +40,21 @@ pub enum TlsError {
     ClusterCa { path: PathBuf, reason: String },
     #[error("encrypting the cluster's traffic needs this node's own certificate and key (--tls-cert, --tls-key): its peers call it over TLS")]
     ClusterCaWithoutCertificate,
+    #[error("encrypting the cluster's traffic needs the cluster's CA (--tls-ca): this node verifies its peers against it")]
+    NoClusterCa,
 }
 
 /// The client side members call each other with when the cluster encrypts its control
 /// traffic: trusting the cluster's CA at `ca`. Checked at start, so a node given a CA it
 /// cannot use stops instead of failing every call to its peers.
 pub fn member_client(
-    ca: &Path,
+    ca: Option<&Path>,
     own: Option<&TlsFiles>,
 ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     if own.is_none() {
         return Err(TlsError::ClusterCaWithoutCertificate);
     }
+    let ca = ca.ok_or(TlsError::NoClusterCa)?;
     sluice_client::net::trusting(ca).map_err(|e| TlsError::ClusterCa {
         path: ca.to_path_buf(),
         reason: e.to_string(),

@@ -184,6 +184,7 @@ async fn a_takeover_moves_a_vbucket_without_losing_an_acknowledged_write() {
             vbuckets: (0..VBS).map(VbId).collect(),
             name: "replication:test".into(),
             consumer_name: "1".into(),
+            tls: false,
         },
     );
     caught_up(&active, &replica).await;

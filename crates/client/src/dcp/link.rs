@@ -18,12 +18,13 @@ use sluice_proto::encode::Packet;
 use sluice_proto::{decode_frame, Decoded, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
 use sluice_types::VbId;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::error::DcpError;
+use crate::net::write_or_flush;
+use crate::stream::ClientStream;
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -54,11 +55,22 @@ pub(crate) struct Link {
 
 impl Link {
     /// Starts the task on `stream`; `pending` holds bytes already read past the bootstrap.
-    pub(crate) fn spawn(stream: TcpStream, pending: BytesMut, dead_after: Duration) -> Link {
+    pub(crate) fn spawn(stream: ClientStream, pending: BytesMut, dead_after: Duration) -> Link {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let result = run(stream, pending, dead_after, &in_tx, out_rx).await;
+            let result = match stream {
+                // A socket splits without a lock; TLS (a member's stream when the cluster
+                // encrypts its data) through tokio's split.
+                ClientStream::Plain(tcp) => {
+                    let (rd, wr) = tcp.into_split();
+                    run(rd, wr, pending, dead_after, &in_tx, out_rx).await
+                }
+                ClientStream::Tls(tls) => {
+                    let (rd, wr) = tokio::io::split(*tls);
+                    run(rd, wr, pending, dead_after, &in_tx, out_rx).await
+                }
+            };
             if let Err(e) = result {
                 let _ = in_tx.send(Err(e));
             }
@@ -87,16 +99,20 @@ impl Link {
 
 /// Runs until the connection fails (the error is returned), the application drops its
 /// end (`Ok`), or the producer sends something undecodable.
-async fn run(
-    stream: TcpStream,
+///
+/// What was written is flushed before more is taken: a TLS stream may hold records back
+/// until flushed (a socket's flush does nothing).
+async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut rd: R,
+    mut wr: W,
     mut buf: BytesMut,
     dead_after: Duration,
     inbound: &mpsc::UnboundedSender<Result<Inbound, DcpError>>,
     mut outbound: mpsc::UnboundedReceiver<Vec<u8>>,
 ) -> Result<(), DcpError> {
-    let (mut rd, mut wr) = stream.into_split();
     let mut out: Vec<u8> = Vec::new();
     let mut written = 0usize;
+    let mut unflushed = false;
     let mut last_heard = Instant::now();
     loop {
         if !drain_frames(&mut buf, inbound, &mut out)? {
@@ -112,11 +128,20 @@ async fn run(
                 }
                 last_heard = Instant::now();
             }
-            n = wr.write(&out[written..]), if written < out.len() => {
-                written += n?;
+            // Writes what is queued, then (all written) one flush per burst.
+            n = write_or_flush(&mut wr, &out[written..]), if written < out.len() || unflushed => {
+                let n = n?;
                 if written == out.len() {
-                    out.clear();
-                    written = 0;
+                    unflushed = false;
+                } else if n == 0 {
+                    return Err(DcpError::Closed);
+                } else {
+                    written += n;
+                    unflushed = true;
+                    if written == out.len() {
+                        out.clear();
+                        written = 0;
+                    }
                 }
             }
             bytes = outbound.recv() => match bytes {

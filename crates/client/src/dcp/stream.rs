@@ -188,7 +188,7 @@ impl DcpStream {
         };
         handshake::run(&mut client, &opts).await?;
         let (socket, already_read) = client.into_parts();
-        let link = Link::spawn(socket.into_tcp()?, already_read, opts.dead_after());
+        let link = Link::spawn(socket, already_read, opts.dead_after());
         let mut stream = DcpStream {
             link,
             acks: Acks::new(opts.window_bytes),

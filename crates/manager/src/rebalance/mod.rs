@@ -301,7 +301,9 @@ async fn carry_out(meta: &MetaNode, bucket: &str, mv: &VbMove) -> Result<(), Reb
         let src = info(source)?;
         let builds = mv.builds();
         for &b in &builds {
-            let body = json!({ "vb": vb.0, "source": format!("{}:{}", src.host, src.kv_port) });
+            // The source's cleartext KV address names it; the destination dials it as its
+            // own encryption says (see `builds`).
+            let body = json!({ "vb": vb.0, "source": src.kv_addr(false) });
             let path = peer::for_bucket("/internal/rebalance/build", bucket);
             call(meta, &info(b)?, &path, Some(&body)).await?;
         }

@@ -76,10 +76,10 @@ pub(crate) fn member_addr(dial: &Dial, state: &ClusterState, raft: u64, listed: 
     else {
         return listed.to_string();
     };
-    let tls_addr = info.tls.map(|t| format!("{}:{}", info.host, t.admin));
+    let joined_over_tls = info.tls.is_some() && info.admin_addr(true) == listed;
     match &dial.tls {
         Some(_) => admin_addr(dial, info),
-        None if tls_addr.as_deref() == Some(listed) => admin_addr(dial, info),
+        None if joined_over_tls => admin_addr(dial, info),
         None => listed.to_string(),
     }
 }
@@ -88,10 +88,7 @@ pub(crate) fn member_addr(dial: &Dial, state: &ClusterState, raft: u64, listed: 
 /// port. A node that serves no TLS is called at its cleartext port, where a TLS handshake
 /// fails: never the cluster's secret in the clear.
 pub fn admin_addr(dial: &Dial, info: &NodeInfo) -> String {
-    match (&dial.tls, info.tls) {
-        (Some(_), Some(tls)) => format!("{}:{}", info.host, tls.admin),
-        _ => format!("{}:{}", info.host, info.admin_port),
-    }
+    info.admin_addr(dial.tls.is_some())
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {

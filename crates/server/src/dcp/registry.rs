@@ -29,6 +29,8 @@ pub struct StreamStats {
 #[derive(Debug, Clone, Default)]
 pub struct ConnStats {
     pub name: String,
+    /// The connection came over TLS (the TLS KV port).
+    pub tls: bool,
     pub priority: &'static str,
     pub flow_window: u64,
     pub unacked_bytes: u64,
@@ -56,14 +58,16 @@ pub struct DcpRegistry {
 }
 
 impl DcpRegistry {
-    /// Registers a connection; an open one with the same name is told to close.
-    pub fn register(&self, name: &str) -> Arc<ConnShared> {
+    /// Registers a connection (`tls`: it came over TLS); an open one with the same name is
+    /// told to close.
+    pub fn register(&self, name: &str, tls: bool) -> Arc<ConnShared> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(ConnShared {
             id,
             name: name.to_string(),
             stats: Mutex::new(ConnStats {
                 name: name.to_string(),
+                tls,
                 ..Default::default()
             }),
             kick: Notify::new(),

@@ -75,6 +75,9 @@ pub struct ReplicationSpec {
     pub name: String,
     /// This node's id: the `consumer_name` the producer counts our seqno acks for.
     pub consumer_name: String,
+    /// Over TLS, verifying the source against the cluster's CA (`Node::member_tls`): a
+    /// member's stream when the cluster encrypts its data (`source` is then a TLS KV port).
+    pub tls: bool,
 }
 
 /// Takeover requests waiting for a feed, at most one per vbucket a bucket can have (2 bytes
@@ -159,6 +162,17 @@ async fn run(
 fn options(node: &Node, bucket: &BucketHandle, spec: &ReplicationSpec) -> DcpOptions {
     let mut connect = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
     connect.source_ip = node.config.source_ip;
+    if let (true, Some(config)) = (spec.tls, &node.member_tls) {
+        let host = sluice_client::net::host_of(&spec.source);
+        match sluice_client::TlsConnect::for_host(config.clone(), host) {
+            Ok(tls) => connect.tls = Some(Arc::new(tls)),
+            // Left without TLS, the handshake-less connection to a TLS port fails and is
+            // retried with backoff, logged: never the data in the clear by mistake.
+            Err(e) => {
+                tracing::error!(source = %spec.source, error = %e, "no TLS for the replication source")
+            }
+        }
+    }
     let mut opts = DcpOptions::new(connect);
     opts.name = spec.name.clone();
     let quota = bucket.engine.config.quota_bytes;

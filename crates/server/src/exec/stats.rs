@@ -149,6 +149,7 @@ pub fn collect(
                 let p = format!("eq_dcpq:{}", c.name);
                 put(&format!("{p}:type"), "producer".to_string());
                 put(&format!("{p}:priority"), c.priority.to_string());
+                put(&format!("{p}:ssl"), c.tls.to_string());
                 put(&format!("{p}:max_buffer_bytes"), c.flow_window.to_string());
                 put(&format!("{p}:unacked_bytes"), c.unacked_bytes.to_string());
                 put(&format!("{p}:total_bytes_sent"), c.bytes_sent.to_string());

@@ -35,6 +35,7 @@ use crate::bucket_handle::BucketHandle;
 use crate::node::Node;
 use crate::session::Session;
 use bytes::BytesMut;
+use sluice_client::net::write_or_flush;
 use sluice_dcp::backfill::{BackfillLimits, BackfillScheduler, StreamId};
 use sluice_dcp::noop::NoopAction;
 use sluice_dcp::producer::Producer;
@@ -119,7 +120,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .bucket
         .clone()
         .expect("DCP_OPEN is refused before SELECT_BUCKET");
-    let shared = node.dcp.register(&name);
+    let shared = node.dcp.register(&name, session.tls);
     let wake = Arc::new(ConnWake::new(bucket.engine.num_vbuckets()));
     let listener: Arc<dyn ChangeListener> = wake.clone();
     bucket.engine.add_change_listener(&listener);
@@ -257,17 +258,4 @@ impl Conn {
         }
         self.session.access.dcp
     }
-}
-
-/// Writes from `buf` (the bytes taken), or with `buf` empty flushes (0). Either is one poll
-/// of the stream, so a `select!` that drops it loses nothing.
-async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, buf: &[u8]) -> std::io::Result<usize> {
-    std::future::poll_fn(|cx| {
-        let wr = std::pin::Pin::new(&mut *wr);
-        match buf.is_empty() {
-            false => wr.poll_write(cx, buf),
-            true => wr.poll_flush(cx).map_ok(|()| 0),
-        }
-    })
-    .await
 }

@@ -28,6 +28,7 @@ impl Conn {
         let p = &self.producer;
         let mut stats = ConnStats {
             name: p.name.clone(),
+            tls: self.session.tls,
             priority: match p.priority {
                 Priority::High => "high",
                 Priority::Medium => "medium",
