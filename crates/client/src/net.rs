@@ -6,7 +6,7 @@
 //! connections from another node's even when all run on one host. A node whose cluster
 //! encrypts its control traffic calls its peers over TLS, trusting the cluster's CA.
 
-use crate::stream::{server_name_of, TlsConnect};
+use crate::stream::TlsConnect;
 pub use crate::stream::{trusting, ClientStream};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -21,11 +21,6 @@ pub struct Dial {
 }
 
 impl Dial {
-    /// A cleartext dial from `source`.
-    pub fn from(source: Option<IpAddr>) -> Dial {
-        Dial { source, tls: None }
-    }
-
     /// Connects to `addr` (`host:port`, `[v6]:port`), with the TLS handshake done when this
     /// dial has TLS.
     pub async fn connect(&self, addr: &str) -> std::io::Result<ClientStream> {
@@ -35,10 +30,7 @@ impl Dial {
         let Some(config) = &self.tls else {
             return Ok(ClientStream::Plain(tcp));
         };
-        let tls = TlsConnect {
-            config: config.clone(),
-            server_name: server_name_of(host_of(addr))?,
-        };
+        let tls = TlsConnect::for_host(config.clone(), host_of(addr))?;
         tls.handshake(tcp).await
     }
 }

@@ -22,10 +22,7 @@ impl TlsConnect {
         ca_pem: &std::path::Path,
         server_name: &str,
     ) -> Result<TlsConnect, std::io::Error> {
-        Ok(TlsConnect {
-            config: trusting(ca_pem)?,
-            server_name: server_name_of(server_name)?,
-        })
+        TlsConnect::for_host(trusting(ca_pem)?, server_name)
     }
 
     /// Verifies with `config` a server named `host` (a host name or an IP address).
@@ -71,9 +68,7 @@ pub fn trusting(ca_pem: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, s
 }
 
 /// The name a server's certificate must carry: a host name or an IP address.
-pub(crate) fn server_name_of(
-    host: &str,
-) -> Result<rustls::pki_types::ServerName<'static>, std::io::Error> {
+fn server_name_of(host: &str) -> Result<rustls::pki_types::ServerName<'static>, std::io::Error> {
     rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| bad(e.to_string()))
 }
 

@@ -15,7 +15,8 @@
 //! - `POST /pools/default/buckets/B` — edits it (`bucket_admin[B]`): a new `ramQuotaMB`
 //!   applies on every node at once (a smaller one makes the pager evict down to it); a new
 //!   `replicaNumber` is recorded and the next rebalance builds or drops the copies, as in
-//!   Couchbase Server; a new `durabilityMinLevel` applies to the next write; changing `bucketType` is refused, as Couchbase refuses it;
+//!   Couchbase Server; a new `durabilityMinLevel` applies to the next write; changing
+//!   `bucketType` is refused, as Couchbase refuses it;
 //! - `DELETE /pools/default/buckets/B` — deletes it on every node (`cluster_admin`): its
 //!   data and files go, its connections close.
 //!

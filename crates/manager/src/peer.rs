@@ -28,13 +28,11 @@ pub async fn call(
 ) -> Result<AdminAnswer, AdminHttpError> {
     let who = meta.config().secret.credentials();
     let dial = &meta.config().dial;
-    admin_http::call(dial, &admin_addr(meta, node), &who, path, body, timeout).await
-}
-
-/// The admin address this node calls `node` at: its TLS admin port when the cluster encrypts
-/// its control traffic (the dial then verifies its certificate), else its cleartext one.
-pub fn admin_addr(meta: &MetaNode, node: &NodeInfo) -> String {
-    sluice_meta::admin_addr(&meta.config().dial, node)
+    // Its TLS admin port when the cluster encrypts its control traffic (the dial then
+    // verifies its certificate); a node that serves no TLS is called at its cleartext
+    // port, where the handshake fails: never the secret in the clear.
+    let addr = node.admin_addr(dial.tls.is_some());
+    admin_http::call(dial, &addr, &who, path, body, timeout).await
 }
 
 /// [`call`] on the metadata leader this node knows of.

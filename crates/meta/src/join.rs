@@ -136,8 +136,9 @@ pub(crate) async fn admit_route(State(node): State<MetaNode>, Json(req): Json<Ad
         );
         return Json(Err::<(), _>(JoinError::Meta(why))).into_response();
     }
-    // Where the members call the joiner until the node table lists it: as they dial.
-    let admin_addr = crate::network::admin_addr(dial, &info);
+    // Where the members call the joiner until the node table lists it: as they dial (a
+    // node that serves no TLS was refused above, so over TLS this is its TLS port).
+    let admin_addr = info.admin_addr(dial.tls.is_some());
     let answer: Result<(), JoinError> = async {
         node.add_node(info.id, &admin_addr)
             .await

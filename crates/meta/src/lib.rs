@@ -48,7 +48,6 @@ mod types;
 
 pub use config::{MetaConfig, RPC_BODY_BYTES_MAX};
 pub use error::{MetaError, StoreError};
-pub use network::admin_addr;
 pub use node::MetaNode;
 pub use secret::ClusterSecret;
 pub use types::{cluster_id, raft_id, LogPosition, Membership, Peer, TypeConfig};

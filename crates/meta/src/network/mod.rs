@@ -25,7 +25,7 @@ use openraft::{RPCTypes, RaftNetwork, RaftNetworkFactory};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sluice_client::net::Dial;
-use sluice_cluster::{ClusterState, NodeInfo};
+use sluice_cluster::ClusterState;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -63,7 +63,8 @@ impl NetworkFactory {
 }
 
 /// The admin address to call member `raft` at. Its membership entry records `listed`: the
-/// address it was called at when it joined (see [`admin_addr`]). Over TLS (`dial.tls`) it is
+/// address it was called at when it joined (`NodeInfo::admin_addr` as the joiner's member
+/// dialed). Over TLS (`dial.tls`) it is
 /// called at its TLS admin port as the node table lists it; in cleartext at `listed`, unless
 /// that is its TLS port (it joined while the cluster encrypted its traffic), then at its
 /// cleartext one. Decided at each new client, so the members of a cluster restarted with
@@ -78,17 +79,10 @@ pub(crate) fn member_addr(dial: &Dial, state: &ClusterState, raft: u64, listed: 
     };
     let joined_over_tls = info.tls.is_some() && info.admin_addr(true) == listed;
     match &dial.tls {
-        Some(_) => admin_addr(dial, info),
-        None if joined_over_tls => admin_addr(dial, info),
+        Some(_) => info.admin_addr(true),
+        None if joined_over_tls => info.admin_addr(false),
         None => listed.to_string(),
     }
-}
-
-/// The admin address a node is called at: its TLS admin port over TLS, else its cleartext
-/// port. A node that serves no TLS is called at its cleartext port, where a TLS handshake
-/// fails: never the cluster's secret in the clear.
-pub fn admin_addr(dial: &Dial, info: &NodeInfo) -> String {
-    info.admin_addr(dial.tls.is_some())
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -204,7 +198,7 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
 mod tests {
     use super::*;
     use sluice_cluster::metadata::MetaCommand;
-    use sluice_cluster::{NodeId, TlsPorts};
+    use sluice_cluster::{NodeId, NodeInfo, TlsPorts};
 
     #[test]
     fn members_are_called_at_the_port_the_encryption_needs() {

@@ -33,7 +33,10 @@ pub fn execute(
     // The bucket's minimum raises what the client asked for (a plain write becomes a
     // SyncWrite), as Couchbase's `durabilityMinLevel` does; reads are not raised.
     let asked = req.frame_infos.durability;
-    let min = handle.durability_min().filter(|_| cmd.is_mutation());
+    let min = match cmd.is_mutation() {
+        true => handle.durability_min(),
+        false => None,
+    };
     let d = match asked.map(|(level, _)| level).max(min) {
         None => None,
         Some(level) => {
