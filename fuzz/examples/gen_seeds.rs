@@ -38,13 +38,15 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    let targets: [(&str, Seeds); 6] = [
+    let targets: [(&str, Seeds); 8] = [
         ("frame", frame_seeds()),
         ("frame_info", frame_info_seeds()),
         ("storage_record", record_seeds()),
         ("storage_vb_meta", vb_meta_seeds()),
         ("sasl_messages", sasl_message_seeds()),
         ("sasl_server", sasl_server_seeds()),
+        ("subdoc_path", subdoc_path_seeds()),
+        ("subdoc_document", subdoc_document_seeds()),
     ];
     for (target, seeds) in targets {
         let dir = root.join(target);
@@ -57,6 +59,37 @@ fn main() {
         }
         println!("{target}: {} seeds", seeds.len());
     }
+}
+
+fn subdoc_path_seeds() -> Seeds {
+    vec![
+        ("root", b"".to_vec()),
+        ("keys", b"a.b.c".to_vec()),
+        ("indexes", b"a[0][-1].b".to_vec()),
+        ("root_array", b"[3].x".to_vec()),
+        ("quoted", b"`a.b`.`c``d`".to_vec()),
+    ]
+}
+
+/// Must match fuzz_targets/subdoc_document.rs: `op, mkdir_p, path_len, value_len, path,
+/// value, document`.
+fn subdoc_document_seeds() -> Seeds {
+    let doc: &[u8] = br#"{"a": {"b": [1, 2, {"c": "x"}]}, "n": 41, "s": "t"}"#;
+    let seed = |op: u8, mkdir_p: u8, path: &[u8], value: &[u8]| {
+        let mut v = vec![op, mkdir_p, path.len() as u8, value.len() as u8];
+        v.extend_from_slice(path);
+        v.extend_from_slice(value);
+        v.extend_from_slice(doc);
+        v
+    };
+    vec![
+        ("dict_upsert", seed(1, 0, b"a.d", b"{\"e\":[]}")),
+        ("mkdir_p", seed(1, 1, b"x.y.z", b"1")),
+        ("delete", seed(2, 0, b"a.b[1]", b"")),
+        ("push_last", seed(4, 0, b"a.b", b"3,4")),
+        ("insert", seed(6, 0, b"a.b[0]", b"0")),
+        ("counter", seed(8, 0, b"n", b"-42")),
+    ]
 }
 
 fn frame_seeds() -> Seeds {
@@ -226,6 +259,7 @@ fn vb_meta_seeds() -> Seeds {
         high_seqno: Seqno(1500),
         purge_seqno: Seqno(20),
         max_cas: 0x1790_0000_0000_0009,
+        high_completed_seqno: Seqno(1400),
     };
     let active = VbMeta {
         state: VbState::Active,
@@ -233,6 +267,7 @@ fn vb_meta_seeds() -> Seeds {
         high_seqno: Seqno(0),
         purge_seqno: Seqno(0),
         max_cas: 0,
+        high_completed_seqno: Seqno(0),
     };
     vec![
         ("replica_two_entries", encode_vb_meta(&replica)),

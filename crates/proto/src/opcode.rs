@@ -32,7 +32,13 @@ opcodes! {
     GetReplica = 0x83, ListBuckets = 0x87, SelectBucket = 0x89, ObserveSeqno = 0x91,
     Observe = 0x92, GetLocked = 0x94, UnlockKey = 0x95, GetFailoverLog = 0x96,
     GetMeta = 0xa0, GetqMeta = 0xa1, GetClusterConfig = 0xb5, SeqnoPersistence = 0xb7,
-    CollectionsGetId = 0xbb, GetErrorMap = 0xfe,
+    CollectionsGetId = 0xbb,
+    SubdocGet = 0xc5, SubdocExists = 0xc6, SubdocDictAdd = 0xc7, SubdocDictUpsert = 0xc8,
+    SubdocDelete = 0xc9, SubdocReplace = 0xca, SubdocArrayPushLast = 0xcb,
+    SubdocArrayPushFirst = 0xcc, SubdocArrayInsert = 0xcd, SubdocArrayAddUnique = 0xce,
+    SubdocCounter = 0xcf, SubdocMultiLookup = 0xd0, SubdocMultiMutation = 0xd1,
+    SubdocGetCount = 0xd2, SubdocReplaceBodyWithXattr = 0xd3,
+    GetErrorMap = 0xfe,
 }
 
 impl Opcode {

@@ -55,6 +55,26 @@ statuses! {
     SyncWriteInProgress = 0xa2, "A synchronous write is in progress on the key", ["item-only", "retry-later"];
     SyncWriteAmbiguous = 0xa3, "The outcome of the synchronous write is unknown", ["item-only"];
     SyncWriteReCommitInProgress = 0xa4, "A synchronous write of the key is being re-committed by a new active", ["item-only", "retry-later"];
+    SubdocPathEnoent = 0xc0, "Sub-document path does not exist", ["item-only", "subdoc"];
+    SubdocPathMismatch = 0xc1, "Sub-document path does not match the document", ["item-only", "subdoc"];
+    SubdocPathEinval = 0xc2, "Invalid sub-document path", ["item-only", "subdoc", "invalid-input"];
+    SubdocPathE2big = 0xc3, "Sub-document path too long or too deep", ["item-only", "subdoc", "invalid-input"];
+    SubdocDocE2deep = 0xc4, "The document is nested too deeply", ["item-only", "subdoc"];
+    SubdocValueCantinsert = 0xc5, "The value cannot be inserted at the path", ["item-only", "subdoc", "invalid-input"];
+    SubdocDocNotJson = 0xc6, "The document is not JSON", ["item-only", "subdoc"];
+    SubdocNumErange = 0xc7, "The number at the path is outside the 64-bit range", ["item-only", "subdoc"];
+    SubdocDeltaEinval = 0xc8, "Invalid counter delta", ["item-only", "subdoc", "invalid-input"];
+    SubdocPathEexists = 0xc9, "Sub-document path already exists", ["item-only", "subdoc"];
+    SubdocValueEtoodeep = 0xca, "The value would nest the document too deeply", ["item-only", "subdoc", "invalid-input"];
+    SubdocInvalidCombo = 0xcb, "Invalid combination of sub-document operations", ["subdoc", "invalid-input"];
+    SubdocMultiPathFailure = 0xcc, "One or more paths of a multi-path command failed", ["item-only", "subdoc"];
+    SubdocSuccessDeleted = 0xcd, "Success on a deleted document", ["success", "subdoc"];
+    SubdocXattrInvalidFlagCombo = 0xce, "Invalid xattr flag combination", ["item-only", "subdoc", "invalid-input"];
+    SubdocXattrInvalidKeyCombo = 0xcf, "Invalid xattr key combination", ["item-only", "subdoc", "invalid-input"];
+    SubdocXattrUnknownMacro = 0xd0, "Unknown xattr macro", ["item-only", "subdoc", "invalid-input"];
+    SubdocXattrUnknownVattr = 0xd1, "Unknown virtual xattr", ["item-only", "subdoc", "invalid-input"];
+    SubdocXattrCantModifyVattr = 0xd2, "Virtual xattrs cannot be modified", ["item-only", "subdoc", "invalid-input"];
+    SubdocMultiPathFailureDeleted = 0xd3, "One or more paths failed on a deleted document", ["item-only", "subdoc"];
 }
 
 impl Status {

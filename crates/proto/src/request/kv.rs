@@ -1,7 +1,9 @@
 //! Document commands: GET (and its quiet and with-key forms), GET_REPLICA, GAT, TOUCH,
-//! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH.
+//! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH, and the
+//! sub-document commands (validated in `subdoc`).
 
 use super::shape::{be32, be64, check, doc_key, Part, Shape, KEY_ONLY};
+use super::subdoc::{self, SubdocCommand};
 use super::ValidateCtx;
 use crate::frame::Frame;
 use crate::opcode::Opcode;
@@ -69,6 +71,8 @@ pub enum KvCommand<'a> {
     Flush {
         delay: u32,
     },
+    /// A sub-document lookup or mutation, single- or multi-path.
+    Subdoc(SubdocCommand<'a>),
 }
 
 impl KvCommand<'_> {
@@ -80,12 +84,16 @@ impl KvCommand<'_> {
                 | KvCommand::Delete { .. }
                 | KvCommand::Arithmetic { .. }
                 | KvCommand::Concat { .. }
-        )
+        ) || matches!(self, KvCommand::Subdoc(s) if s.is_mutation())
     }
 
-    /// Commands whose value is a document, and so may carry datatype bits.
+    /// Commands whose value is a document, and so may carry datatype bits (a sub-document
+    /// mutation's values are JSON fragments: SDKs mark them JSON).
     pub fn carries_document(&self) -> bool {
-        matches!(self, KvCommand::Store { .. } | KvCommand::Concat { .. })
+        matches!(
+            self,
+            KvCommand::Store { .. } | KvCommand::Concat { .. } | KvCommand::Subdoc(_)
+        )
     }
 
     /// The document key; every command but FLUSH names one.
@@ -100,6 +108,7 @@ impl KvCommand<'_> {
             | KvCommand::Arithmetic { key, .. }
             | KvCommand::Concat { key, .. }
             | KvCommand::GetMeta { key, .. } => Some(key),
+            KvCommand::Subdoc(s) => Some(s.key),
             KvCommand::Flush { .. } => None,
         }
     }
@@ -112,6 +121,9 @@ pub(super) fn validate<'a>(
     ctx: &ValidateCtx,
 ) -> Result<Option<KvCommand<'a>>, Status> {
     use Opcode::*;
+    if let Some(cmd) = subdoc::validate(op, f, ctx)? {
+        return Ok(Some(KvCommand::Subdoc(cmd)));
+    }
     let shaped = |shape: Shape| check(f, shape, ctx);
     Ok(Some(match op {
         Get | GetQ | GetK | GetKQ => {

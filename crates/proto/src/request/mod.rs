@@ -3,7 +3,8 @@
 //!
 //! Commands come in families, one file each, holding the family's enum and the per-opcode
 //! checks that build it: `kv` (documents), `session` (negotiation and queries about the
-//! server), `vbucket` (seqno and vbucket queries) and `dcp` (opening and driving a DCP
+//! server), `subdoc` (sub-document lookups and mutations, part of the `kv` family),
+//! `vbucket` (seqno and vbucket queries) and `dcp` (opening and driving a DCP
 //! producer). `shape` holds what their checks share. [`validate`] checks what every request
 //! shares (opcode, frame infos, durability, datatype) and asks each family for its opcode.
 
@@ -11,11 +12,13 @@ mod dcp;
 mod kv;
 mod session;
 mod shape;
+mod subdoc;
 mod vbucket;
 
 pub use dcp::{DcpCommand, DCP_NAME_BYTES_MAX};
 pub use kv::{KvCommand, StoreOp};
 pub use session::SessionCommand;
+pub use subdoc::{DocFlags, PathFlags, SubdocCommand, SubdocOp, SubdocSpec, SUBDOC_SPECS_MAX};
 pub use vbucket::VbucketCommand;
 
 use crate::frame::Frame;

@@ -71,6 +71,17 @@ pub(super) fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(array_at(b, at))
 }
 
+/// The big-endian `u16` at `at` of bytes whose length was validated for the opcode.
+pub(super) fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes(array_at(b, at))
+}
+
+/// The byte at `at` of bytes whose length was validated for the opcode.
+pub(super) fn byte(b: &[u8], at: usize) -> u8 {
+    let [x] = array_at(b, at);
+    x
+}
+
 /// The big-endian `u64` at `at` of extras whose length was validated for the opcode.
 pub(super) fn be64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(array_at(b, at))

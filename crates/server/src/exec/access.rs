@@ -67,6 +67,10 @@ pub fn refused(session: &Session, command: &Command<'_>) -> Option<&'static str>
             | KvCommand::Delete { .. }
             | KvCommand::Concat { .. } => (a.write, "writing documents needs data_writer"),
             KvCommand::Flush { .. } => (a.manage, "flushing needs bucket_admin"),
+            KvCommand::Subdoc(s) if s.is_mutation() => {
+                (a.write, "writing documents needs data_writer")
+            }
+            KvCommand::Subdoc(_) => (a.read, "reading documents needs data_reader"),
         },
         Command::Vbucket(_) => (a.any, "no role on this bucket"),
         Command::Dcp(DcpCommand::Open { .. }) => (a.dcp, "DCP needs data_dcp_reader"),

@@ -151,6 +151,7 @@ pub fn execute(
             r.send(p);
             Next::Continue
         }),
+        KvCommand::Subdoc(s) => super::subdoc::execute(handle, req, cmd, s, d, &mut r),
         KvCommand::Flush { delay } => {
             if *delay > 0 {
                 let p = r.packet(Status::Success);
@@ -246,18 +247,18 @@ fn send_document(r: &mut Responder<'_>, meta: &ItemMeta, stored: &Bytes, key: Op
 
 /// A durable write's level and when it gives up.
 #[derive(Debug, Clone, Copy)]
-struct Durable {
-    level: DurabilityLevel,
-    deadline: Instant,
+pub(super) struct Durable {
+    pub level: DurabilityLevel,
+    pub deadline: Instant,
 }
 
 /// A mutation done: its token, what the command returns beside it, and for a durable write
 /// its wait.
-type Done<T> = (Mutation, T, Option<DurableWrite>);
+pub(super) type Done<T> = (Mutation, T, Option<DurableWrite>);
 
 /// Runs the engine call `f`; with durability, as a SyncWrite tracked from the moment its
 /// prepare exists. `Ok(None)`: refused before anything was written, and answered here.
-fn mutate<T>(
+pub(super) fn mutate<T>(
     handle: &BucketHandle,
     vb: VbId,
     d: Option<Durable>,
@@ -308,7 +309,7 @@ fn answer<T>(
 /// The answer to a mutation: CAS, and mutation token extras when negotiated. A durable
 /// write's answer is held until its outcome: SUCCESS once committed, SYNC_WRITE_AMBIGUOUS
 /// when aborted at its timeout or when the outcome is unknown.
-fn finish_mutation(
+pub(super) fn finish_mutation(
     req: &Request<'_>,
     cmd: &KvCommand<'_>,
     durable: Option<DurableWrite>,

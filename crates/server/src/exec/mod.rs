@@ -13,6 +13,7 @@ mod kv;
 mod respond;
 pub(crate) mod session_ops;
 pub mod stats;
+mod subdoc;
 mod vbucket_ops;
 
 pub(crate) use kv::engine_error;

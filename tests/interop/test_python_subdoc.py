@@ -1,0 +1,181 @@
+"""Sub-document operations through the Couchbase Python SDK 4.6.x: lookup_in, mutate_in,
+get(with_expiry) and get(project), which the SDK builds from sub-document lookups.
+
+One node per bucket type (couchbase and ephemeral), the default collection. Each test checks
+what the server stored by reading the whole document back, not only the SDK's result.
+Xattrs beyond the virtual `$document` are not built yet (see the README).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+
+import couchbase.subdocument as SD
+from couchbase.auth import PasswordAuthenticator
+from couchbase.cluster import Cluster
+from couchbase.durability import DurabilityLevel, ServerDurability
+from couchbase.exceptions import (CasMismatchException, DocumentExistsException,
+                                  DocumentNotFoundException, PathExistsException,
+                                  PathMismatchException, PathNotFoundException)
+from couchbase.options import (ClusterOptions, ClusterTimeoutOptions, GetOptions,
+                               MutateInOptions, UpsertOptions)
+
+from conftest import BUCKET, PASSWORD, USERNAME
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module", params=["couchbase", "ephemeral"])
+def server(request, sluice_module_factory):
+    srv = sluice_module_factory(bucket_type=request.param, memcached=False)
+    yield srv
+    srv.cleanup()
+
+
+@pytest.fixture(scope="module")
+def collection(server):
+    opts = ClusterOptions(
+        PasswordAuthenticator(USERNAME, PASSWORD),
+        timeout_options=ClusterTimeoutOptions(bootstrap_timeout=timedelta(seconds=10),
+                                              kv_timeout=timedelta(seconds=3),
+                                              kv_durable_timeout=timedelta(seconds=5)),
+        enable_dns_srv=False)
+    cluster = Cluster(server.connstr, opts)
+    yield cluster.bucket(BUCKET).default_collection()
+    cluster.close()
+
+
+def new_key(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+DOC = {"name": "ada", "tags": ["a", "b"], "n": 41, "addr": {"city": "paris", "zip": "75001"}}
+
+
+def test_lookup_in_get_exists_count(collection):
+    key = new_key("look")
+    up = collection.upsert(key, DOC)
+    r = collection.lookup_in(key, [SD.get("addr.city"), SD.exists("n"), SD.exists("nope"),
+                                   SD.count("tags"), SD.get("tags[-1]"), SD.get("missing")])
+    assert r.cas == up.cas
+    assert r.content_as[str](0) == "paris"
+    assert r.exists(1) and not r.exists(2)
+    assert r.content_as[int](3) == 2
+    assert r.content_as[str](4) == "b"
+    with pytest.raises(PathNotFoundException):
+        r.content_as[str](5)
+    # A single path goes out as a single-path command.
+    assert collection.lookup_in(key, [SD.get("name")]).content_as[str](0) == "ada"
+    with pytest.raises(PathMismatchException):
+        collection.lookup_in(key, [SD.get("name.first")]).content_as[str](0)
+    with pytest.raises(DocumentNotFoundException):
+        collection.lookup_in(new_key("absent"), [SD.get("a")])
+
+
+def test_mutate_in_changes_only_its_paths(collection):
+    key = new_key("mut")
+    collection.upsert(key, DOC)
+    r = collection.mutate_in(key, [
+        SD.upsert("addr.city", "lyon"),
+        SD.insert("email", "ada@example.org"),
+        SD.replace("n", 42),
+        SD.remove("addr.zip"),
+        SD.array_append("tags", "c"),
+        SD.array_prepend("tags", "z"),
+        SD.array_insert("tags[1]", "y"),
+        SD.array_addunique("tags", "d"),
+        SD.increment("visits", 5),
+        SD.upsert("deep.er.path", True, create_parents=True),
+    ])
+    assert r.cas
+    assert r.content_as[int](8) == 5
+    got = collection.get(key).content_as[dict]
+    assert got == {"name": "ada", "tags": ["z", "y", "a", "b", "c", "d"], "n": 42,
+                   "addr": {"city": "lyon"}, "email": "ada@example.org", "visits": 5,
+                   "deep": {"er": {"path": True}}}
+    r = collection.mutate_in(key, [SD.decrement("visits", 7)])
+    assert r.content_as[int](0) == -2
+
+
+def test_mutate_in_failures_change_nothing(collection):
+    key = new_key("fail")
+    up = collection.upsert(key, DOC)
+    with pytest.raises(PathExistsException):
+        collection.mutate_in(key, [SD.upsert("a", 1), SD.insert("name", "x")])
+    with pytest.raises(PathExistsException):
+        collection.mutate_in(key, [SD.array_addunique("tags", "a")])
+    with pytest.raises(PathNotFoundException):
+        collection.mutate_in(key, [SD.replace("nope", 1)])
+    with pytest.raises(PathMismatchException):
+        collection.mutate_in(key, [SD.increment("name", 1)])
+    g = collection.get(key)
+    assert g.content_as[dict] == DOC and g.cas == up.cas
+    with pytest.raises(DocumentNotFoundException):
+        collection.mutate_in(new_key("absent"), [SD.upsert("a", 1)])
+
+
+def test_mutate_in_cas_and_store_semantics(collection):
+    key = new_key("cas")
+    up = collection.upsert(key, DOC)
+    collection.upsert(key, DOC)  # a new CAS
+    with pytest.raises(CasMismatchException):
+        collection.mutate_in(key, [SD.upsert("n", 1)], MutateInOptions(cas=up.cas))
+    now = collection.get(key).cas
+    r = collection.mutate_in(key, [SD.upsert("n", 1)], MutateInOptions(cas=now))
+    assert r.cas != now
+    fresh = new_key("mkdoc")
+    collection.mutate_in(fresh, [SD.upsert("a.b", 1, create_parents=True)],
+                         MutateInOptions(store_semantics=SD.StoreSemantics.UPSERT))
+    assert collection.get(fresh).content_as[dict] == {"a": {"b": 1}}
+    with pytest.raises(DocumentExistsException):
+        collection.mutate_in(fresh, [SD.upsert("c", 1)],
+                             MutateInOptions(store_semantics=SD.StoreSemantics.INSERT))
+    other = new_key("insert")
+    collection.mutate_in(other, [SD.upsert("c", 1)],
+                         MutateInOptions(store_semantics=SD.StoreSemantics.INSERT))
+    assert collection.get(other).content_as[dict] == {"c": 1}
+
+
+def test_expiry_get_with_expiry_and_project(collection):
+    key = new_key("exp")
+    collection.upsert(key, DOC, UpsertOptions(expiry=timedelta(seconds=3600)))
+    g = collection.get(key, GetOptions(with_expiry=True))
+    assert g.content_as[dict] == DOC
+    left = g.expiry_time.timestamp() - time.time()
+    assert 3500 < left <= 3601, g.expiry_time
+    p = collection.get(key, GetOptions(project=["name", "addr.city"]))
+    assert p.content_as[dict] == {"name": "ada", "addr": {"city": "paris"}}
+    # A mutation without an expiry clears it; with preserve_expiry it stays.
+    collection.mutate_in(key, [SD.upsert("n", 1)], MutateInOptions(preserve_expiry=True))
+    left = collection.get(key, GetOptions(with_expiry=True)).expiry_time.timestamp() - time.time()
+    assert 3500 < left <= 3601
+    collection.mutate_in(key, [SD.upsert("n", 2)], MutateInOptions(expiry=timedelta(seconds=60)))
+    left = collection.get(key, GetOptions(with_expiry=True)).expiry_time.timestamp() - time.time()
+    assert 0 < left <= 61
+    collection.mutate_in(key, [SD.upsert("n", 3)])
+    assert collection.get(key, GetOptions(with_expiry=True)).expiry_time is None
+
+
+def test_document_virtual_xattr(collection):
+    key = new_key("vattr")
+    up = collection.upsert(key, DOC)
+    r = collection.lookup_in(key, [SD.get("$document", xattr=True),
+                                   SD.get("$document.CAS", xattr=True)])
+    meta = r.content_as[dict](0)
+    assert int(meta["CAS"], 16) == up.cas
+    assert r.content_as[str](1) == meta["CAS"]
+    assert meta["exptime"] == 0 and meta["deleted"] is False
+    assert "json" in meta["datatype"]
+
+
+def test_durable_mutate_in(collection):
+    key = new_key("durable")
+    collection.upsert(key, DOC)
+    r = collection.mutate_in(key, [SD.increment("n", 1)], MutateInOptions(
+        durability=ServerDurability(DurabilityLevel.MAJORITY)))
+    assert r.content_as[int](0) == 42
+    assert collection.get(key).content_as[dict]["n"] == 42
