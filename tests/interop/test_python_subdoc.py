@@ -15,38 +15,20 @@ from datetime import timedelta
 import pytest
 
 import couchbase.subdocument as SD
-from couchbase.auth import PasswordAuthenticator
-from couchbase.cluster import Cluster
 from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.exceptions import (CasMismatchException, DocumentExistsException,
                                   DocumentNotFoundException, PathExistsException,
                                   PathMismatchException, PathNotFoundException)
-from couchbase.options import (ClusterOptions, ClusterTimeoutOptions, GetOptions,
-                               MutateInOptions, UpsertOptions)
+from couchbase.options import GetOptions, MutateInOptions, UpsertOptions
 
-from conftest import BUCKET, PASSWORD, USERNAME
+from sdk_node import sdk_collection, sdk_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module", params=["couchbase", "ephemeral"])
-def server(request, sluice_module_factory):
-    srv = sluice_module_factory(bucket_type=request.param, memcached=False)
-    yield srv
-    srv.cleanup()
-
-
 @pytest.fixture(scope="module")
-def collection(server):
-    opts = ClusterOptions(
-        PasswordAuthenticator(USERNAME, PASSWORD),
-        timeout_options=ClusterTimeoutOptions(bootstrap_timeout=timedelta(seconds=10),
-                                              kv_timeout=timedelta(seconds=3),
-                                              kv_durable_timeout=timedelta(seconds=5)),
-        enable_dns_srv=False)
-    cluster = Cluster(server.connstr, opts)
-    yield cluster.bucket(BUCKET).default_collection()
-    cluster.close()
+def collection(sdk_collection):
+    return sdk_collection
 
 
 def new_key(prefix: str) -> str:

@@ -510,6 +510,22 @@ impl Bucket {
         out
     }
 
+    /// GET_LOCKED: the document, locked under a new CAS for `asked_s` seconds (0 or more
+    /// than the maximum: the default; see `locks`). Only a write carrying that CAS may
+    /// change it until then.
+    pub fn get_locked(&self, vb: VbId, key: &[u8], asked_s: u32) -> Result<Document, EngineError> {
+        BucketStats::bump(&self.stats.cmd_get);
+        let ctx = self.ctx();
+        let seconds = crate::locks::Locks::duration(asked_s);
+        self.with_vb(vb, |inner| inner.get_locked(key, seconds, &ctx))?
+    }
+
+    /// UNLOCK_KEY: releases the lock `cas` names.
+    pub fn unlock(&self, vb: VbId, key: &[u8], cas: Cas) -> Result<(), EngineError> {
+        let ctx = self.ctx();
+        self.with_vb(vb, |inner| inner.unlock(key, cas, &ctx))?
+    }
+
     /// FLUSH: deletes every document (each delete takes a seqno, so streams see it).
     pub fn flush_all(&self) -> Result<usize, EngineError> {
         let ctx = self.ctx();

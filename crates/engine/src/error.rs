@@ -34,6 +34,12 @@ pub enum EngineError {
     SeqnoNotIncreasing { got: Seqno, high: Seqno },
     #[error("seqno {0} is not yet persisted")]
     NotPersisted(Seqno),
+    /// The document is locked (GET_LOCKED) and the request does not carry the lock's CAS.
+    #[error("the document is locked")]
+    Locked,
+    /// UNLOCK_KEY of a document that is not locked.
+    #[error("the document is not locked")]
+    NotLocked,
     /// The key has a SyncWrite pending: no other write may touch it until it completes.
     #[error("a durable write of the key is in progress")]
     SyncWriteInProgress,

@@ -42,6 +42,7 @@ mod hash_table;
 mod hlc;
 mod item;
 mod listeners;
+mod locks;
 mod memory;
 mod pager;
 mod prepares;

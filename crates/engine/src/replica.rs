@@ -215,6 +215,7 @@ impl Bucket {
                 }
             }
             inner.state = state;
+            inner.locks.clear();
             inner.meta_dirty = true;
         })?;
         self.flusher_wake.notify();

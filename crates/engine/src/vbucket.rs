@@ -8,6 +8,7 @@ use crate::error::EngineError;
 use crate::hash_table::{HashTable, StoredValue};
 use crate::hlc::Hlc;
 use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
+use crate::locks::{Locks, LOCKED_CAS};
 use crate::prepares::{Prepare, Prepares, SnapshotKind};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -95,6 +96,8 @@ pub struct VbInner {
     pub replica_snapshot_kind: SnapshotKind,
     /// Pending SyncWrites (never in `ht`: readers see committed versions only).
     pub prepares: Prepares,
+    /// Documents locked by GET_LOCKED (active only, in memory only).
+    pub locks: Locks,
 }
 
 /// A new version to write, before seqno, CAS and rev are assigned.
@@ -151,6 +154,7 @@ impl VbInner {
             replica_snapshot: (Seqno::ZERO, Seqno::ZERO),
             replica_snapshot_kind: SnapshotKind::Memory,
             prepares: Prepares::default(),
+            locks: Locks::default(),
         }
     }
 
@@ -221,6 +225,8 @@ impl VbInner {
 
     /// Assigns seqno, CAS and rev to a new version, stores it and queues it.
     fn write(&mut self, key: &[u8], v: NewVersion, ctx: &OpCtx) -> Mutation {
+        // Only the holder (or an expiry) gets here for a locked key: the lock is over.
+        self.locks.release(key);
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
         // Every version written here is visible (prepares and aborts have their own paths).
@@ -456,6 +462,13 @@ impl VbInner {
             Some(sv) if !sv.meta.expiry.is_expired(ctx.now_unix_s) => {
                 let value = sv.value.as_ref().ok_or(EngineError::NeedsFetch)?;
                 sv.referenced = true;
+                if self.locks.held(key, ctx.now_unix_s).is_some() {
+                    let shown = ItemMeta {
+                        cas: LOCKED_CAS,
+                        ..sv.meta
+                    };
+                    return Ok(f(&shown, value));
+                }
                 Ok(f(&sv.meta, value))
             }
             Some(_) => {
@@ -490,13 +503,15 @@ impl VbInner {
         self.require_active()?;
         self.require_not_pending(req.key)?;
         let live = self.live_meta(req.key, ctx)?;
+        let cas = match live {
+            Some(_) => self.locks.admit(req.key, req.cas, ctx.now_unix_s)?,
+            None => req.cas,
+        };
         match (req.kind, live) {
             (StoreKind::Add, Some(_)) => return Err(EngineError::KeyExists),
             (StoreKind::Replace, None) => return Err(EngineError::KeyNotFound),
-            (_, None) if req.cas != Cas::ZERO => return Err(EngineError::KeyNotFound),
-            (_, Some(m)) if req.cas != Cas::ZERO && m.cas != req.cas => {
-                return Err(EngineError::KeyExists)
-            }
+            (_, None) if cas != Cas::ZERO => return Err(EngineError::KeyNotFound),
+            (_, Some(m)) if cas != Cas::ZERO && m.cas != cas => return Err(EngineError::KeyExists),
             _ => {}
         }
         let expiry = match live {
@@ -522,6 +537,7 @@ impl VbInner {
         self.require_active()?;
         self.require_not_pending(key)?;
         let live = self.live_meta(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
+        let cas = self.locks.admit(key, cas, ctx.now_unix_s)?;
         if cas != Cas::ZERO && live.cas != cas {
             return Err(EngineError::KeyExists);
         }
@@ -582,6 +598,7 @@ impl VbInner {
             }
             None => (initial, 0, Expiry::from_wire(expiry_wire, ctx.now_unix_s)),
             Some((meta, body)) => {
+                let cas = self.locks.admit(key, cas, ctx.now_unix_s)?;
                 if cas != Cas::ZERO && meta.cas != cas {
                     return Err(EngineError::KeyExists);
                 }
@@ -621,6 +638,7 @@ impl VbInner {
         self.require_active()?;
         self.require_not_pending(key)?;
         let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
+        let cas = self.locks.admit(key, cas, ctx.now_unix_s)?;
         if cas != Cas::ZERO && meta.cas != cas {
             return Err(EngineError::KeyExists);
         }
@@ -666,6 +684,7 @@ impl VbInner {
         self.require_active()?;
         self.require_not_pending(key)?;
         let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
+        self.locks.admit(key, Cas::ZERO, ctx.now_unix_s)?;
         let m = self.write(
             key,
             NewVersion {
@@ -681,6 +700,38 @@ impl VbInner {
         );
         let meta = self.ht.get(key).expect("just written").meta;
         Ok((Document { meta, value }, m))
+    }
+
+    /// GET_LOCKED: the document, locked for `seconds` under a new CAS (which the returned
+    /// metadata carries); LOCKED if it is locked already.
+    pub fn get_locked(
+        &mut self,
+        key: &[u8],
+        seconds: u32,
+        ctx: &OpCtx,
+    ) -> Result<Document, EngineError> {
+        self.require_active()?;
+        self.require_readable(key)?;
+        if self.keys_evicted && self.ht.get(key).is_none() {
+            return Err(EngineError::NeedsFetch);
+        }
+        let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
+        let cas = self.hlc.next(ctx.now_unix_ns);
+        self.locks.lock(key, cas, ctx.now_unix_s, seconds)?;
+        Ok(Document {
+            meta: ItemMeta { cas, ..meta },
+            value,
+        })
+    }
+
+    /// UNLOCK_KEY with the lock's CAS.
+    pub fn unlock(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<(), EngineError> {
+        self.require_active()?;
+        if self.keys_evicted && self.ht.get(key).is_none() {
+            return Err(EngineError::NeedsFetch);
+        }
+        self.live_meta(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
+        self.locks.unlock(key, cas, ctx.now_unix_s)
     }
 
     /// Expires up to `max` items whose time has passed; returns how many.

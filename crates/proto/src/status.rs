@@ -35,6 +35,7 @@ statuses! {
     NotMyVbucket = 0x07, "Server which received the request is not responsible for the object", ["fetch-config", "invalid-input"];
     NoBucket = 0x08, "Not connected to a bucket", ["conn-state-invalidated"];
     Locked = 0x09, "Requested resource is locked", ["item-locked", "item-only", "retry-now"];
+    NotLocked = 0x0e, "The document is not locked", ["item-only"];
     AuthStale = 0x1f, "Reauthenticate", ["conn-state-invalidated", "auth"];
     AuthError = 0x20, "Authentication failed", ["conn-state-invalidated", "auth"];
     AuthContinue = 0x21, "Continue authentication", ["special-handling"];

@@ -241,9 +241,22 @@ mod tests {
 
     #[test]
     fn display_parses_back() {
-        for raw in ["", "a", "a.b[0][-1]", "[2].x", "`a.b`.c", "`a``b`", "`[x]`[3]", "a b"] {
+        for raw in [
+            "",
+            "a",
+            "a.b[0][-1]",
+            "[2].x",
+            "`a.b`.c",
+            "`a``b`",
+            "`[x]`[3]",
+            "a b",
+        ] {
             let p = Path::parse(raw.as_bytes()).unwrap();
-            assert_eq!(Path::parse(p.to_string().as_bytes()), Ok(p.clone()), "{raw:?}");
+            assert_eq!(
+                Path::parse(p.to_string().as_bytes()),
+                Ok(p.clone()),
+                "{raw:?}"
+            );
         }
         assert_eq!(Path::of(vec![k("a.b"), k("c`")]).to_string(), "`a.b`.`c```");
     }

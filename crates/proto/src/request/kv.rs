@@ -1,5 +1,6 @@
 //! Document commands: GET (and its quiet and with-key forms), GET_REPLICA, GAT, TOUCH,
-//! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH, and the
+//! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH, GET_LOCKED,
+//! UNLOCK_KEY, and the
 //! sub-document commands (validated in `subdoc`).
 
 use super::shape::{be32, be64, check, doc_key, Part, Shape, KEY_ONLY};
@@ -71,6 +72,15 @@ pub enum KvCommand<'a> {
     Flush {
         delay: u32,
     },
+    /// GET_LOCKED: the document, locked for `lock_s` seconds (0: the default).
+    GetLocked {
+        key: &'a [u8],
+        lock_s: u32,
+    },
+    /// UNLOCK_KEY: releases the lock whose CAS the header carries.
+    Unlock {
+        key: &'a [u8],
+    },
     /// A sub-document lookup or mutation, single- or multi-path.
     Subdoc(SubdocCommand<'a>),
 }
@@ -107,7 +117,9 @@ impl KvCommand<'_> {
             | KvCommand::Delete { key }
             | KvCommand::Arithmetic { key, .. }
             | KvCommand::Concat { key, .. }
-            | KvCommand::GetMeta { key, .. } => Some(key),
+            | KvCommand::GetMeta { key, .. }
+            | KvCommand::GetLocked { key, .. }
+            | KvCommand::Unlock { key } => Some(key),
             KvCommand::Subdoc(s) => Some(s.key),
             KvCommand::Flush { .. } => None,
         }
@@ -202,6 +214,28 @@ pub(super) fn validate<'a>(
                 key: doc_key(f)?,
                 value: f.value,
             }
+        }
+        GetLocked => {
+            shaped(Shape {
+                extras: &[0, 4],
+                key: Part::Required,
+                value: Part::None,
+            })?;
+            KvCommand::GetLocked {
+                key: doc_key(f)?,
+                lock_s: if f.extras.len() == 4 {
+                    be32(f.extras, 0)
+                } else {
+                    0
+                },
+            }
+        }
+        UnlockKey => {
+            shaped(KEY_ONLY)?;
+            if f.cas == 0 {
+                return Err(Status::Einval);
+            }
+            KvCommand::Unlock { key: doc_key(f)? }
         }
         GetMeta | GetqMeta => {
             shaped(Shape {

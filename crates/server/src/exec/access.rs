@@ -55,9 +55,11 @@ pub fn refused(session: &Session, command: &Command<'_>) -> Option<&'static str>
     let a = session.access;
     let (ok, why) = match command {
         Command::Kv(kv) => match kv {
-            KvCommand::Get { .. } | KvCommand::GetReplica { .. } | KvCommand::GetMeta { .. } => {
-                (a.read, "reading documents needs data_reader")
-            }
+            KvCommand::Get { .. }
+            | KvCommand::GetReplica { .. }
+            | KvCommand::GetMeta { .. }
+            | KvCommand::GetLocked { .. }
+            | KvCommand::Unlock { .. } => (a.read, "reading documents needs data_reader"),
             KvCommand::GetAndTouch { .. } | KvCommand::Arithmetic { .. } => (
                 a.read && a.write,
                 "this command reads and writes: it needs data_reader and data_writer",

@@ -151,6 +151,15 @@ pub fn execute(
             r.send(p);
             Next::Continue
         }),
+        KvCommand::GetLocked { key, lock_s } => bucket.get_locked(vb, key, *lock_s).map(|doc| {
+            send_document(&mut r, &doc.meta, &doc.value, None);
+            Next::Continue
+        }),
+        KvCommand::Unlock { key } => bucket.unlock(vb, key, cas).map(|()| {
+            let p = r.packet(Status::Success);
+            r.success(p);
+            Next::Continue
+        }),
         KvCommand::Subdoc(s) => super::subdoc::execute(handle, req, cmd, s, d, &mut r),
         KvCommand::Flush { delay } => {
             if *delay > 0 {
@@ -376,6 +385,11 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, bucket: &BucketHandl
         }
         EngineError::KeyNotFound => (Status::KeyEnoent, ""),
         EngineError::KeyExists => (Status::KeyEexists, ""),
+        EngineError::Locked => (
+            Status::Locked,
+            "the document is locked; only a request with the lock's CAS may change it",
+        ),
+        EngineError::NotLocked => (Status::NotLocked, "the document is not locked"),
         EngineError::NotStored => (Status::NotStored, ""),
         EngineError::DeltaBadValue => (Status::DeltaBadval, "the value is not a number"),
         EngineError::TooBig => (

@@ -97,7 +97,7 @@ fn legacy(status: Status) -> Status {
     match status {
         Status::Locked => Status::KeyEexists,
         Status::UnknownCollection => Status::Einval,
-        Status::SyncWriteInProgress => Status::Etmpfail,
+        Status::SyncWriteInProgress | Status::NotLocked => Status::Etmpfail,
         s => s,
     }
 }

@@ -299,9 +299,6 @@ fn mutation(
                 return Err(EngineError::KeyNotFound)
             }
             Some(_) if cmd.doc_flags.add() => return Err(EngineError::KeyExists),
-            Some(c) if req.cas.0 != 0 && c.meta.cas != req.cas => {
-                return Err(EngineError::KeyExists)
-            }
             None if req.cas.0 != 0 => return Err(EngineError::KeyNotFound),
             _ => {}
         }
@@ -332,7 +329,12 @@ fn mutation(
             flags: cur.as_ref().map_or(0, |c| c.meta.flags),
             expiry_wire: cmd.expiry.unwrap_or(0),
             datatype,
-            cas: cur.as_ref().map_or(Cas(0), |c| c.meta.cas),
+            // The client's CAS is checked by the store itself (it may be a lock's CAS, which
+            // the document read does not show); without one, the CAS that was read.
+            cas: match req.cas {
+                Cas(0) => cur.as_ref().map_or(Cas(0), |c| c.meta.cas),
+                given => given,
+            },
             preserve_ttl: req.frame_infos.preserve_ttl,
             durability: level,
         };
