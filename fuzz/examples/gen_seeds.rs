@@ -21,6 +21,7 @@ use sluice_sasl::{
     MemoryCredentialStore, ServerFinal, ServerSession, Step,
 };
 use sluice_storage::codec::{encode_record, encode_vb_meta};
+use sluice_subdoc::xattr::encode_pairs;
 use sluice_storage::VbMeta;
 use sluice_types::{Cas, Datatype, Expiry, FailoverLog, ItemMeta, Seqno, VbState, VbUuid};
 
@@ -38,7 +39,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    let targets: [(&str, Seeds); 8] = [
+    let targets: [(&str, Seeds); 9] = [
         ("frame", frame_seeds()),
         ("frame_info", frame_info_seeds()),
         ("storage_record", record_seeds()),
@@ -47,6 +48,7 @@ fn main() {
         ("sasl_server", sasl_server_seeds()),
         ("subdoc_path", subdoc_path_seeds()),
         ("subdoc_document", subdoc_document_seeds()),
+        ("xattr_section", xattr_section_seeds()),
     ];
     for (target, seeds) in targets {
         let dir = root.join(target);
@@ -89,6 +91,15 @@ fn subdoc_document_seeds() -> Seeds {
         ("push_last", seed(4, 0, b"a.b", b"3,4")),
         ("insert", seed(6, 0, b"a.b[0]", b"0")),
         ("counter", seed(8, 0, b"n", b"-42")),
+    ]
+}
+
+fn xattr_section_seeds() -> Seeds {
+    let section = |pairs: &[(&[u8], &[u8])]| encode_pairs(pairs.iter().copied());
+    vec![
+        ("one_user", section(&[(b"meta", b"{\"tag\":\"blue\"}")])),
+        ("system_and_user", section(&[(b"_sync", b"{\"rev\":\"1-a\"}"), (b"u", b"[1,2]")])),
+        ("empty", section(&[])),
     ]
 }
 

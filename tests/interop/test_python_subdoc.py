@@ -16,7 +16,8 @@ import pytest
 
 import couchbase.subdocument as SD
 from couchbase.durability import DurabilityLevel, ServerDurability
-from couchbase.exceptions import (CasMismatchException, DocumentExistsException,
+from couchbase.exceptions import (CasMismatchException, CouchbaseException,
+                                  DocumentExistsException,
                                   DocumentNotFoundException, PathExistsException,
                                   PathMismatchException, PathNotFoundException)
 from couchbase.options import GetOptions, MutateInOptions, UpsertOptions
@@ -161,3 +162,54 @@ def test_durable_mutate_in(collection):
         durability=ServerDurability(DurabilityLevel.MAJORITY)))
     assert r.content_as[int](0) == 42
     assert collection.get(key).content_as[dict]["n"] == 42
+
+
+def test_xattrs_user_and_system_with_macros(collection):
+    key = new_key("xattr")
+    collection.upsert(key, DOC)
+    r = collection.mutate_in(key, [
+        SD.upsert("meta.owner", "ada", xattr=True, create_parents=True),
+        SD.upsert("_sync.cas", SD.MutationMacro.cas(), xattr=True, create_parents=True),
+        SD.upsert("_sync.seq", SD.MutationMacro.seq_no(), xattr=True, create_parents=True),
+        SD.upsert("_sync.crc", SD.MutationMacro.value_crc32c(), xattr=True,
+                  create_parents=True),
+        SD.array_append("meta.log", 1, xattr=True, create_parents=True),
+        SD.increment("meta.n", 3, xattr=True, create_parents=True),
+        SD.upsert("n", 50),
+    ])
+    assert r.content_as[int](5) == 3
+    # A plain get never shows xattrs; the body has the body path's change only.
+    assert collection.get(key).content_as[dict] == dict(DOC, n=50)
+    x = collection.lookup_in(key, [
+        SD.get("meta", xattr=True), SD.get("_sync", xattr=True),
+        SD.get("$document", xattr=True), SD.exists("nope", xattr=True),
+        SD.get("$XTOC", xattr=True), SD.get("n")])
+    assert x.content_as[dict](0) == {"owner": "ada", "log": [1], "n": 3}
+    sync, doc = x.content_as[dict](1), x.content_as[dict](2)
+    # The macros hold this very mutation's CAS (byte-reversed, as Couchbase writes it),
+    # seqno and body checksum.
+    assert SD.convert_macro_cas_to_cas(sync["cas"]) == r.cas == int(doc["CAS"], 16)
+    assert sync["seq"] == doc["seqno"]
+    assert sync["crc"] == doc["value_crc32c"]
+    assert "xattr" in doc["datatype"]
+    assert not x.exists(3)
+    assert sorted(x.content_as[list](4)) == ["_sync", "meta"]
+    assert x.content_as[int](5) == 50
+    # Body mutations keep the xattrs; xattr removals leave the body.
+    collection.mutate_in(key, [SD.upsert("name", "bob")])
+    collection.mutate_in(key, [SD.remove("meta.owner", xattr=True)])
+    x = collection.lookup_in(key, [SD.get("meta", xattr=True), SD.get("name")])
+    assert x.content_as[dict](0) == {"log": [1], "n": 3}
+    assert x.content_as[str](1) == "bob"
+    # Virtual xattrs cannot be written.
+    with pytest.raises(CouchbaseException):
+        collection.mutate_in(key, [SD.upsert("$document.CAS", "x", xattr=True)])
+
+
+def test_xattrs_on_a_new_document(collection):
+    key = new_key("xnew")
+    collection.mutate_in(key, [SD.upsert("txn.id", "t1", xattr=True, create_parents=True)],
+                         MutateInOptions(store_semantics=SD.StoreSemantics.UPSERT))
+    assert collection.get(key).content_as[dict] == {}
+    r = collection.lookup_in(key, [SD.get("txn.id", xattr=True)])
+    assert r.content_as[str](0) == "t1"

@@ -27,6 +27,37 @@ pub struct StoreRequest<'a> {
     pub preserve_ttl: bool,
     /// A SyncWrite: stored as a prepare, visible once committed.
     pub durability: Option<DurabilityLevel>,
+    /// Places in `value` to fill with this very mutation's CAS or seqno (sub-document macro
+    /// expansion); empty for every other write.
+    pub macros: &'a [MacroSlot],
+}
+
+/// A sub-document macro (`${Mutation.CAS}`, `${Mutation.seqno}`) to fill in once the engine
+/// has chosen the mutation's CAS and seqno: 16 hex digits at `at` in the value. The CAS is
+/// written in byte-reversed order, as Couchbase Server writes it (its SDKs undo that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MacroSlot {
+    pub at: usize,
+    pub field: MacroField,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MacroField {
+    Cas,
+    Seqno,
+}
+
+/// Writes the macros' values into `value`.
+pub(crate) fn fill_macros(value: &mut [u8], slots: &[MacroSlot], cas: Cas, seqno: Seqno) {
+    for slot in slots {
+        let digits = match slot.field {
+            MacroField::Cas => format!("{:016x}", cas.0.swap_bytes()),
+            MacroField::Seqno => format!("{:016x}", seqno.0),
+        };
+        let end = slot.at + digits.len();
+        assert!(end <= value.len(), "a macro slot lies outside the value");
+        value[slot.at..end].copy_from_slice(digits.as_bytes());
+    }
 }
 
 /// INCREMENT / DECREMENT.

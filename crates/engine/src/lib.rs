@@ -64,7 +64,9 @@ pub use config::{BucketConfig, BucketType, FLUSH_INTERVAL_DEFAULT};
 pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;
-pub use item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
+pub use item::{
+    ArithmeticRequest, Document, MacroField, MacroSlot, Mutation, StoreKind, StoreRequest,
+};
 pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;
 pub use prepares::{PendingError, SnapshotKind};

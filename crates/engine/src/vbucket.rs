@@ -518,19 +518,41 @@ impl VbInner {
             Some(m) if req.preserve_ttl => m.expiry,
             _ => Expiry::from_wire(req.expiry_wire, ctx.now_unix_s),
         };
-        Ok(self.write_or_prepare(
+        // Macros take the CAS and seqno the write below will get: nothing else can take
+        // them in between, under this vbucket's lock.
+        let (value, expected) = if req.macros.is_empty() {
+            (Bytes::copy_from_slice(req.value), None)
+        } else {
+            let cas = {
+                let mut h = self.hlc;
+                h.next(ctx.now_unix_ns)
+            };
+            let seqno = self.high_seqno.next();
+            let mut v = req.value.to_vec();
+            crate::item::fill_macros(&mut v, req.macros, cas, seqno);
+            (Bytes::from(v), Some((cas, seqno)))
+        };
+        let m = self.write_or_prepare(
             req.key,
             NewVersion {
                 flags: req.flags,
                 expiry,
                 datatype,
-                value: Bytes::copy_from_slice(req.value),
+                value,
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
             },
             ctx,
-        ))
+        );
+        if let Some(expected) = expected {
+            assert_eq!(
+                (m.cas, m.seqno),
+                expected,
+                "macros took another CAS or seqno"
+            );
+        }
+        Ok(m)
     }
 
     pub fn delete(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<Mutation, EngineError> {

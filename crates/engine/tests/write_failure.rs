@@ -30,6 +30,7 @@ fn failed_sync_refuses_later_writes() {
             cas: Cas::ZERO,
             preserve_ttl: false,
             durability: None,
+            macros: &[],
         };
         match b.store(vbucket_of(&k, 4), &req) {
             Ok(_) => std::thread::sleep(Duration::from_millis(5)),

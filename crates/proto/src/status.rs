@@ -50,6 +50,7 @@ statuses! {
     Einternal = 0x84, "Internal error", ["internal"];
     Ebusy = 0x85, "System is busy", ["temp", "retry-later"];
     Etmpfail = 0x86, "Temporary failure", ["temp", "retry-later"];
+    XattrEinval = 0x87, "Invalid xattr section or key", ["item-only", "invalid-input"];
     UnknownCollection = 0x88, "Unknown collection", ["fetch-config", "invalid-input"];
     DurabilityInvalidLevel = 0xa0, "Invalid durability level", ["invalid-input"];
     DurabilityImpossible = 0xa1, "Durability requirement cannot be met", ["item-only"];

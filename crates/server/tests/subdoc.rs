@@ -221,3 +221,64 @@ async fn multi_path_layouts() {
     assert_eq!(none.status, 0x01);
     node.shutdown().await.unwrap();
 }
+
+/// A multi-path mutation of one xattr path (`flags`: 0x04 xattr, 0x01 mkdir_p).
+async fn set_xattr(kv: &mut Kv, key: &[u8], path: &[u8], value: &[u8]) -> Answer {
+    let mut spec = vec![0xc8, 0x05];
+    spec.extend_from_slice(&(path.len() as u16).to_be_bytes());
+    spec.extend_from_slice(&(value.len() as u32).to_be_bytes());
+    spec.extend_from_slice(path);
+    spec.extend_from_slice(value);
+    kv.call(Packet::request(0xd1, vb(key), 10).key(key).value(&spec))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xattrs_are_stored_apart_and_reach_dcp_only_when_asked() {
+    let (node, _dir) = start().await;
+    let mut kv = Kv::open(node.kv_addr).await;
+    let body = br#"{"v": 1}"#;
+    set(&mut kv, b"x", body).await;
+    let a = set_xattr(&mut kv, b"x", b"meta.tag", b"\"blue\"").await;
+    assert_eq!(a.status, 0);
+    // The body is untouched and a plain GET never shows the xattrs.
+    assert_eq!(get(&mut kv, b"x").await, body);
+    // Bad xattr keys: a virtual one, reserved punctuation, too long.
+    for (path, want) in [
+        (&b"$document.x"[..], 0xd2u16),
+        (b"#tag", 0x87),
+        (b"seventeen_bytes_k", 0x87),
+    ] {
+        let a = set_xattr(&mut kv, b"x", path, b"1").await;
+        assert_eq!((a.status, a.value[..].get(2)), (0xcc, Some(&(want as u8))));
+    }
+
+    let vbx = vb(b"x");
+    let high = common::dcp_peer::high_seqnos(node.kv_addr).await[&vbx];
+    let section = |v: &[u8]| -> Vec<u8> {
+        let len = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as usize;
+        v[..4 + len].to_vec()
+    };
+    // Without IncludeXattrs: the body only. With it: the section, then the body.
+    for (flags, want_xattrs) in [(0u32, false), (0x04, true)] {
+        let mut c = common::dcp_peer::Consumer::open(
+            node.kv_addr,
+            &format!("xattrs-{flags}"),
+            flags,
+            &[("enable_noop", "true")],
+        )
+        .await;
+        c.stream_all(vbx..vbx + 1, 0, &Default::default()).await;
+        c.read_until(&[(vbx, high)].into_iter().collect()).await;
+        let (_, value) = c.final_state()[&b"x".to_vec()].clone();
+        if want_xattrs {
+            let s = section(&value);
+            let x = sluice_subdoc::Xattrs::decode(&s).unwrap();
+            assert_eq!(x.get("meta"), Some(&br#"{"tag":"blue"}"#[..]));
+            assert_eq!(&value[s.len()..], body);
+        } else {
+            assert_eq!(value, body);
+        }
+    }
+    node.shutdown().await.unwrap();
+}

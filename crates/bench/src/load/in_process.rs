@@ -244,6 +244,7 @@ fn set(bucket: &Bucket, k: &[u8], value: &[u8]) -> Result<(), EngineError> {
         cas: Cas::ZERO,
         preserve_ttl: false,
         durability: None,
+        macros: &[],
     };
     bucket.store(vb(bucket, k), &req).map(|_| ())
 }

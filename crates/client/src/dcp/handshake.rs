@@ -13,11 +13,14 @@ use crate::client::Client;
 use crate::error::ClientError;
 
 /// The open flags: producer, v2 deletions (delete times; the expiry opcode needs them),
-/// and no values when asked.
+/// and no values or xattrs when asked.
 pub(crate) fn open_flags(opts: &DcpOptions) -> OpenFlags {
     let mut flags = OpenFlags::PRODUCER.with(OpenFlags::INCLUDE_DELETE_TIMES);
     if opts.value == IncludeValue::No {
         flags = flags.with(OpenFlags::NO_VALUE);
+    }
+    if opts.xattrs {
+        flags = flags.with(OpenFlags::INCLUDE_XATTRS);
     }
     flags
 }

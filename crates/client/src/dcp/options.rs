@@ -63,6 +63,10 @@ pub struct DcpOptions {
     /// ([`DcpEvent::Prepare`](super::DcpEvent::Prepare) …) rather than committed documents
     /// only. Replicas ask for them; an application following changes does not.
     pub sync_writes: bool,
+    /// Ask for xattrs (DCP_OPEN IncludeXattrs): a document with xattrs arrives with them
+    /// (its value starts with the xattr section, datatype XATTR); without this the producer
+    /// sends the body only. Replicas ask for them.
+    pub xattrs: bool,
 }
 
 impl DcpOptions {
@@ -81,6 +85,7 @@ impl DcpOptions {
             priority: None,
             consumer_name: None,
             sync_writes: false,
+            xattrs: false,
         }
     }
 

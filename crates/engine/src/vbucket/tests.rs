@@ -50,6 +50,7 @@ pub(super) fn set<'a>(
         cas: Cas(cas),
         preserve_ttl: false,
         durability: None,
+        macros: &[],
     }
 }
 

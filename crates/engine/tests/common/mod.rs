@@ -59,6 +59,7 @@ pub fn try_set_durable(
         cas: Cas::ZERO,
         preserve_ttl: false,
         durability,
+        macros: &[],
     };
     bucket.store(vb(bucket, key), &req)
 }

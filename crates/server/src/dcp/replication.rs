@@ -183,6 +183,8 @@ fn options(node: &Node, bucket: &BucketHandle, spec: &ReplicationSpec) -> DcpOpt
     // A replica holds prepares too: it acknowledges them, and a promoted replica commits
     // what it holds.
     opts.sync_writes = true;
+    // A replica keeps a document's xattrs with it.
+    opts.xattrs = true;
     opts
 }
 

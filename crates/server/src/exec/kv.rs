@@ -100,6 +100,7 @@ pub fn execute(
                 cas,
                 preserve_ttl: req.frame_infos.preserve_ttl,
                 durability: level,
+                macros: &[],
             };
             mutate(handle, vb, d, &mut r, || {
                 bucket.store(vb, &sr).map(|m| (m, ()))

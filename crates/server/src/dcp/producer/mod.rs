@@ -104,7 +104,17 @@ struct Conn {
     in_flight: JoinSet<BackfillDone>,
     /// Stream actions not carried out yet.
     actions: VecDeque<(VbId, StreamAction)>,
-    snappy: bool,
+    /// How values go out: compressed or not, with or without their xattrs.
+    form: ValueForm,
+}
+
+/// What the consumer negotiated for the values it receives.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ValueForm {
+    /// HELLO SNAPPY: compressed values go out as stored.
+    pub snappy: bool,
+    /// DCP_OPEN IncludeXattrs: values keep their xattr section.
+    pub xattrs: bool,
 }
 
 pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
@@ -125,7 +135,10 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let listener: Arc<dyn ChangeListener> = wake.clone();
     bucket.engine.add_change_listener(&listener);
     tracing::info!(name, ?flags, "DCP producer connection opened");
-    let snappy = session.has(Feature::Snappy);
+    let form = ValueForm {
+        snappy: session.has(Feature::Snappy),
+        xattrs: flags.contains(OpenFlags::INCLUDE_XATTRS),
+    };
     let mut conn = Conn {
         producer: Producer::new(name.clone(), flags, Instant::now()),
         node: node.clone(),
@@ -142,7 +155,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         )),
         in_flight: JoinSet::new(),
         actions: VecDeque::new(),
-        snappy,
+        form,
     };
     let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
     conn.release_all();

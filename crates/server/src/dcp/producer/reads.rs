@@ -142,7 +142,7 @@ impl Conn {
                         let items: Vec<Change> = chunk
                             .items
                             .iter()
-                            .map(|i| to_change(i, self.snappy))
+                            .map(|i| to_change(i, self.form))
                             .collect();
                         any |= !items.is_empty();
                         actions.extend(stream.on_memory_chunk(
@@ -274,7 +274,7 @@ impl Conn {
                 if !self.current(vb, stream) {
                     return;
                 }
-                let snappy = self.snappy;
+                let form = self.form;
                 let s = self.producer.stream_mut(vb).expect("current");
                 match items {
                     Ok(items) if items.is_empty() => {
@@ -284,7 +284,7 @@ impl Conn {
                     }
                     Ok(items) => {
                         let changes: Vec<Change> =
-                            items.iter().map(|i| to_change(i, snappy)).collect();
+                            items.iter().map(|i| to_change(i, form)).collect();
                         s.on_backfill_items(&changes);
                         self.backfills.park(vb, stream, backfill);
                     }

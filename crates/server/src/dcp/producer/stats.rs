@@ -2,6 +2,7 @@
 //! queued items as the changes its streams send.
 
 use super::Conn;
+use super::ValueForm;
 use crate::dcp::registry::{ConnStats, StreamStats};
 use sluice_dcp::change::{Change, ChangeKind};
 use sluice_dcp::control::Priority;
@@ -69,16 +70,28 @@ impl Conn {
     }
 }
 
-pub(super) fn to_change(item: &QueuedItem, snappy_ok: bool) -> Change {
+/// A queued item as this consumer receives it: inflated unless it negotiated Snappy, and
+/// without its xattr section unless it asked for xattrs (the datatype says what is sent).
+pub(super) fn to_change(item: &QueuedItem, form: ValueForm) -> Change {
     let mut meta = item.meta;
     let mut value = item.value.clone();
-    if meta.datatype.is_snappy() && !snappy_ok && !value.is_empty() {
+    let strip = meta.datatype.is_xattr() && !form.xattrs;
+    if meta.datatype.is_snappy() && (!form.snappy || strip) && !value.is_empty() {
         match sluice_engine::inflate(&value) {
             Ok(v) => {
                 value = bytes::Bytes::from(v);
                 meta.datatype = meta.datatype.without(Datatype::SNAPPY);
             }
             Err(e) => tracing::warn!(error = %e, "stored value does not inflate; sent as is"),
+        }
+    }
+    if strip && !meta.datatype.is_snappy() {
+        match sluice_subdoc::xattr::body_offset(&value) {
+            Ok(at) => {
+                value = value.slice(at..);
+                meta.datatype = meta.datatype.without(Datatype::XATTR);
+            }
+            Err(e) => tracing::warn!(error = %e, "stored xattr section is malformed; sent as is"),
         }
     }
     Change {
