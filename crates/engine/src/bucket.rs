@@ -520,6 +520,24 @@ impl Bucket {
         self.with_vb(vb, |inner| inner.get_locked(key, seconds, &ctx))?
     }
 
+    /// GET_RANDOM_KEY: a live, resident document of an active vbucket, chosen by `pick`
+    /// (the caller's randomness: which vbucket to start from, where in it); KeyNotFound
+    /// when there is none.
+    pub fn random_document(&self, pick: u64) -> Result<(Bytes, Document), EngineError> {
+        let ctx = self.ctx();
+        let n = self.num_vbuckets();
+        let first = (pick % u64::from(n)) as u16;
+        for i in 0..n {
+            let vb = VbId((first + i) % n);
+            if let Some(found) =
+                self.with_vb(vb, |inner| inner.random_resident(pick >> 16, &ctx))?
+            {
+                return Ok(found);
+            }
+        }
+        Err(EngineError::KeyNotFound)
+    }
+
     /// UNLOCK_KEY: releases the lock `cas` names.
     pub fn unlock(&self, vb: VbId, key: &[u8], cas: Cas) -> Result<(), EngineError> {
         let ctx = self.ctx();

@@ -59,6 +59,11 @@ impl Locks {
         }
     }
 
+    /// Whether `key` is locked at `now_s`, without dropping an expired lock.
+    pub fn is_held(&self, key: &[u8], now_s: u32) -> bool {
+        !self.held.is_empty() && self.held.get(key).is_some_and(|l| now_s < l.until_s)
+    }
+
     /// Whether a write carrying `cas` may change `key` now: the CAS the write must then
     /// match against the document (`Cas::ZERO` when it carries the lock's CAS: the holder
     /// writes), or LOCKED.

@@ -756,6 +756,33 @@ impl VbInner {
         self.locks.unlock(key, cas, ctx.now_unix_s)
     }
 
+    /// A live document whose value is in memory, from about `pick` (any number) of the way
+    /// through the hash table: GET_RANDOM_KEY. None when the vbucket is not active or holds
+    /// no such document.
+    pub fn random_resident(&self, pick: u64, ctx: &OpCtx) -> Option<(Bytes, Document)> {
+        if self.state != VbState::Active || self.num_items == 0 {
+            return None;
+        }
+        let len = self.ht.len();
+        let skip = (pick % len as u64) as usize;
+        let live = |sv: &&StoredValue| {
+            !sv.meta.deleted && sv.value.is_some() && !sv.meta.expiry.is_expired(ctx.now_unix_s)
+        };
+        let after = self.ht.iter().skip(skip).find(|(_, sv)| live(sv));
+        let found = after.or_else(|| self.ht.iter().take(skip).find(|(_, sv)| live(sv)));
+        found.map(|(k, sv)| {
+            let meta = match self.locks.is_held(k, ctx.now_unix_s) {
+                true => ItemMeta {
+                    cas: LOCKED_CAS,
+                    ..sv.meta
+                },
+                false => sv.meta,
+            };
+            let value = sv.value.clone().expect("filtered on a resident value");
+            (Bytes::copy_from_slice(k), Document { meta, value })
+        })
+    }
+
     /// Expires up to `max` items whose time has passed; returns how many.
     pub fn expire_due(&mut self, ctx: &OpCtx, max: usize) -> usize {
         if self.state != VbState::Active {

@@ -15,7 +15,25 @@ pub struct Workload {
     pub keys: u64,
     pub get_ratio: f64,
     pub value: Bytes,
+    pub mix: Mix,
 }
+
+/// What the reads and writes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mix {
+    /// GET and SET of an opaque value (memaslap's load).
+    #[default]
+    Binary,
+    /// GET and SET of a JSON document: the full-document baseline of `Subdoc`.
+    Json,
+    /// The same JSON document through sub-document commands: a single-path lookup of one
+    /// field for a read, a counter increment of another for a write.
+    Subdoc,
+}
+
+/// The field a sub-document read gets and the one a write increments.
+pub const SUBDOC_GET_PATH: &[u8] = b"name";
+pub const SUBDOC_COUNTER_PATH: &[u8] = b"n";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -25,12 +43,22 @@ pub enum Op {
 
 impl Workload {
     pub fn new(keys: u64, get_ratio: f64, value_bytes: usize) -> Workload {
-        // Printable and not JSON, so no server spends time on datatype detection differences.
-        let value: Vec<u8> = (0..value_bytes).map(|i| b'a' + (i % 26) as u8).collect();
+        Workload::with_mix(keys, get_ratio, value_bytes, Mix::Binary)
+    }
+
+    /// A workload of `mix`. Binary values are printable and not JSON, so no server spends
+    /// time on datatype detection differences; JSON ones are an object of `value_bytes`
+    /// (at least its fixed fields) with the fields sub-document commands use.
+    pub fn with_mix(keys: u64, get_ratio: f64, value_bytes: usize, mix: Mix) -> Workload {
+        let value: Vec<u8> = match mix {
+            Mix::Binary => (0..value_bytes).map(|i| b'a' + (i % 26) as u8).collect(),
+            Mix::Json | Mix::Subdoc => json_document(value_bytes),
+        };
         Workload {
             keys,
             get_ratio,
             value: Bytes::from(value),
+            mix,
         }
     }
 
@@ -43,6 +71,17 @@ impl Workload {
         };
         (op, rng.next_u64() % self.keys)
     }
+}
+
+/// `{"n":0,"name":"sluice","pad":"abc…"}`, padded to `bytes` when that is longer.
+fn json_document(bytes: usize) -> Vec<u8> {
+    let head = br#"{"n":0,"name":"sluice","pad":""#;
+    let tail = br#""}"#;
+    let pad = bytes.saturating_sub(head.len() + tail.len());
+    let mut v = head.to_vec();
+    v.extend((0..pad).map(|i| b'a' + (i % 26) as u8));
+    v.extend_from_slice(tail);
+    v
 }
 
 /// Key `i` as `sluice:` followed by zero-padded decimal digits, 32 bytes in all.
@@ -101,6 +140,17 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_documents_have_the_size_and_the_fields() {
+        for bytes in [1, 64, 1024] {
+            let w = Workload::with_mix(1, 0.5, bytes, Mix::Subdoc);
+            let v: serde_json::Value = serde_json::from_slice(&w.value).unwrap();
+            assert_eq!(v["n"], 0);
+            assert_eq!(v["name"], "sluice");
+            assert_eq!(w.value.len(), bytes.max(32), "{bytes}");
+        }
+    }
 
     #[test]
     fn keys_are_32_bytes_distinct_and_readable() {

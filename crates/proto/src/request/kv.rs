@@ -1,9 +1,9 @@
 //! Document commands: GET (and its quiet and with-key forms), GET_REPLICA, GAT, TOUCH,
 //! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH, GET_LOCKED,
-//! UNLOCK_KEY, and the
+//! UNLOCK_KEY, GET_RANDOM_KEY, and the
 //! sub-document commands (validated in `subdoc`).
 
-use super::shape::{be32, be64, check, doc_key, Part, Shape, KEY_ONLY};
+use super::shape::{be32, be64, check, doc_key, Part, Shape, EMPTY, KEY_ONLY};
 use super::subdoc::{self, SubdocCommand};
 use super::ValidateCtx;
 use crate::frame::Frame;
@@ -83,6 +83,8 @@ pub enum KvCommand<'a> {
     },
     /// A sub-document lookup or mutation, single- or multi-path.
     Subdoc(SubdocCommand<'a>),
+    /// GET_RANDOM_KEY: any live document, with its key.
+    GetRandom,
 }
 
 impl KvCommand<'_> {
@@ -121,7 +123,7 @@ impl KvCommand<'_> {
             | KvCommand::GetLocked { key, .. }
             | KvCommand::Unlock { key } => Some(key),
             KvCommand::Subdoc(s) => Some(s.key),
-            KvCommand::Flush { .. } => None,
+            KvCommand::Flush { .. } | KvCommand::GetRandom => None,
         }
     }
 }
@@ -229,6 +231,10 @@ pub(super) fn validate<'a>(
                     0
                 },
             }
+        }
+        GetRandomKey => {
+            shaped(EMPTY)?;
+            KvCommand::GetRandom
         }
         UnlockKey => {
             shaped(KEY_ONLY)?;

@@ -162,6 +162,10 @@ pub fn execute(
             Next::Continue
         }),
         KvCommand::Subdoc(s) => super::subdoc::execute(handle, req, cmd, s, d, &mut r),
+        KvCommand::GetRandom => bucket.random_document(rand::random()).map(|(key, doc)| {
+            send_document(&mut r, &doc.meta, &doc.value, Some(&key));
+            Next::Continue
+        }),
         KvCommand::Flush { delay } => {
             if *delay > 0 {
                 let p = r.packet(Status::Success);
@@ -208,8 +212,12 @@ pub fn execute(
 /// replicas) serves nothing from its active vbuckets: not a write, which could be lost, nor
 /// a read, which could be stale. A replica read is what it is, and says so.
 fn fenced_out(handle: &BucketHandle, vb: VbId, cmd: &KvCommand<'_>) -> bool {
-    !matches!(cmd, KvCommand::GetReplica { .. })
-        && handle.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active)
+    match cmd {
+        KvCommand::GetReplica { .. } => false,
+        // Reads any active vbucket, whatever the header says.
+        KvCommand::GetRandom => true,
+        _ => handle.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active),
+    }
 }
 
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped

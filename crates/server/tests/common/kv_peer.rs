@@ -11,6 +11,8 @@ use tokio::net::TcpStream;
 pub struct Answer {
     pub status: u16,
     pub cas: u64,
+    pub key: Vec<u8>,
+    pub extras: Vec<u8>,
     pub value: Vec<u8>,
 }
 
@@ -60,6 +62,8 @@ impl Kv {
                 let a = Answer {
                     status: f.vbucket_or_status,
                     cas: f.cas,
+                    key: f.key.to_vec(),
+                    extras: f.extras.to_vec(),
                     value: f.value.to_vec(),
                 };
                 self.buf.drain(..used);

@@ -50,6 +50,14 @@ pub struct KvArgs {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub keys: u64,
 
+    /// What reads and writes are: `binary` (GET/SET of an opaque value, memaslap's load),
+    /// `json` (GET/SET of a JSON document of --value-bytes), `subdoc` (the same document
+    /// through sub-document commands: a lookup of one field, a counter increment of
+    /// another). Compare `subdoc` with `json` for what sub-document saves.
+    #[arg(long, value_enum, default_value_t = MixArg::Binary)]
+    #[serde(default)]
+    pub mix: MixArg,
+
     /// Share of operations that are gets (the rest are sets), 0.0 to 1.0.
     #[arg(long, default_value_t = 0.9, value_parser = parse_ratio)]
     pub get_ratio: f64,
@@ -119,6 +127,35 @@ impl BucketTypeArg {
         match self {
             BucketTypeArg::Couchbase => "couchbase",
             BucketTypeArg::Ephemeral => "ephemeral",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MixArg {
+    #[default]
+    Binary,
+    Json,
+    Subdoc,
+}
+
+impl MixArg {
+    pub fn mix(self) -> crate::load::workload::Mix {
+        use crate::load::workload::Mix;
+        match self {
+            MixArg::Binary => Mix::Binary,
+            MixArg::Json => Mix::Json,
+            MixArg::Subdoc => Mix::Subdoc,
+        }
+    }
+
+    /// How the report names the reads and writes.
+    pub fn label(self) -> &'static str {
+        match self {
+            MixArg::Binary => "binary get/set",
+            MixArg::Json => "JSON get/set",
+            MixArg::Subdoc => "sub-document lookup/counter",
         }
     }
 }
@@ -272,5 +309,13 @@ mod tests {
         let a = parse(&["--password", "hunter2"]).unwrap();
         let json = serde_json::to_string(&a).unwrap();
         assert!(!json.contains("hunter2"), "{json}");
+    }
+
+    #[test]
+    fn mixes() {
+        assert_eq!(parse(&[]).unwrap().mix, MixArg::Binary);
+        assert_eq!(parse(&["--mix", "subdoc"]).unwrap().mix, MixArg::Subdoc);
+        assert_eq!(parse(&["--mix", "json"]).unwrap().mix, MixArg::Json);
+        assert!(parse(&["--mix", "xml"]).is_err());
     }
 }

@@ -103,10 +103,11 @@ impl Report {
             "closed loop".to_string()
         };
         format!(
-            "{} connections × pipeline {}, {}, {} B values, {} keys, {:.0}% get, {} s (+{} s warmup) × {} run(s)",
+            "{} connections × pipeline {}, {}, {}, {} B values, {} keys, {:.0}% get, {} s (+{} s warmup) × {} run(s)",
             s.connections,
             s.pipeline,
             pacing,
+            s.mix.label(),
             s.value_bytes,
             s.keys,
             s.get_ratio * 100.0,

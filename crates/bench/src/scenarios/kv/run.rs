@@ -13,7 +13,7 @@ use crate::load::measure::{self, RunResult, RunSpec};
 use crate::load::prefill::prefill;
 use crate::load::workload::Workload;
 use crate::report::progress::{Length, Ticker};
-use crate::scenarios::kv::args::{KvArgs, Peer};
+use crate::scenarios::kv::args::{KvArgs, MixArg, Peer};
 use crate::scenarios::kv::report::{Ratios, Report, TargetReport};
 use crate::scenarios::kv::targets;
 
@@ -22,7 +22,20 @@ pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         crate::report::scenario_out::save_config(dir, "kv", &args)?;
     }
-    let work = Arc::new(Workload::new(args.keys, args.get_ratio, args.value_bytes));
+    if args.mix == MixArg::Subdoc
+        && (args.vs.is_some() || args.target_memcached.is_some() || args.in_process)
+    {
+        anyhow::bail!(
+            "--mix subdoc needs Sluice over the network: memcached and --in-process have no \
+             sub-document commands (compare with --mix json instead)"
+        );
+    }
+    let work = Arc::new(Workload::with_mix(
+        args.keys,
+        args.get_ratio,
+        args.value_bytes,
+        args.mix.mix(),
+    ));
     let report = if args.in_process {
         in_process(args, work).await?
     } else {
