@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::config::BucketConfig;
 use crate::datatype;
 use crate::error::EngineError;
-use crate::item::{ArithmeticRequest, Document, Mutation, StoreRequest};
+use crate::item::{ArithmeticRequest, Document, Mutation, Observed, StoreRequest};
 use crate::memory::{Memory, MemorySnapshot};
 use crate::signal::Signal;
 use crate::stats::BucketStats;
@@ -518,6 +518,29 @@ impl Bucket {
         let ctx = self.ctx();
         let seconds = crate::locks::Locks::duration(asked_s);
         self.with_vb(vb, |inner| inner.get_locked(key, seconds, &ctx))?
+    }
+
+    /// OBSERVE (legacy): whether the key's current version is persisted, and its CAS, on
+    /// an active or replica vbucket here.
+    pub fn observe(&self, vb: VbId, key: &[u8]) -> Result<Observed, EngineError> {
+        let in_memory = self.with_vb(vb, |inner| inner.observe_meta(key))??;
+        let meta = match (in_memory, &self.store) {
+            (Some(m), _) => m,
+            // Not in memory: on disk only (evicted metadata, a dropped tombstone), or nowhere.
+            (None, Some(store)) => match store.get(vb, key) {
+                Ok(Some(r)) => r.meta,
+                Ok(None) => return Ok(Observed::NotFound),
+                Err(e) => return Err(EngineError::Storage(e.to_string())),
+            },
+            (None, None) => return Ok(Observed::NotFound),
+        };
+        let persisted = self.store.is_some() && meta.seqno <= self.vb(vb)?.persisted_seqno();
+        Ok(match (meta.deleted, persisted) {
+            (false, false) => Observed::NotPersisted(meta.cas),
+            (false, true) => Observed::Persisted(meta.cas),
+            (true, false) => Observed::Deleted(meta.cas),
+            (true, true) => Observed::NotFound,
+        })
     }
 
     /// GET_RANDOM_KEY: a live, resident document of an active vbucket, chosen by `pick`

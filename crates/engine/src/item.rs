@@ -91,3 +91,15 @@ pub struct Document {
     /// As stored (possibly Snappy-compressed, as `meta.datatype` says).
     pub value: Bytes,
 }
+
+/// What OBSERVE reports for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// The current version is in memory, not yet on disk (always, on an ephemeral bucket).
+    NotPersisted(Cas),
+    Persisted(Cas),
+    /// Deleted, and the deletion is not on disk yet.
+    Deleted(Cas),
+    /// No such key, or its deletion is on disk.
+    NotFound,
+}

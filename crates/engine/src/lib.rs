@@ -65,7 +65,7 @@ pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;
 pub use item::{
-    ArithmeticRequest, Document, MacroField, MacroSlot, Mutation, StoreKind, StoreRequest,
+    ArithmeticRequest, Document, MacroField, MacroSlot, Mutation, Observed, StoreKind, StoreRequest,
 };
 pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;

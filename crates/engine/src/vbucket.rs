@@ -478,6 +478,15 @@ impl VbInner {
         }
     }
 
+    /// OBSERVE: the key's current version in memory, tombstones included, on an active or a
+    /// replica vbucket (what a client checking replication asks a replica).
+    pub fn observe_meta(&self, key: &[u8]) -> Result<Option<ItemMeta>, EngineError> {
+        if !matches!(self.state, VbState::Active | VbState::Replica) {
+            return Err(EngineError::NotMyVbucket);
+        }
+        Ok(self.ht.get(key).map(|sv| sv.meta))
+    }
+
     /// Metadata of the key's current version, tombstones included, if it is in memory.
     pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
         self.require_active()?;

@@ -1,6 +1,6 @@
 //! Document commands: GET (and its quiet and with-key forms), GET_REPLICA, GAT, TOUCH,
 //! SET / ADD / REPLACE, DELETE, INCR / DECR, APPEND / PREPEND, GET_META, FLUSH, GET_LOCKED,
-//! UNLOCK_KEY, GET_RANDOM_KEY, and the
+//! UNLOCK_KEY, GET_RANDOM_KEY, OBSERVE, and the
 //! sub-document commands (validated in `subdoc`).
 
 use super::shape::{be32, be64, check, doc_key, Part, Shape, EMPTY, KEY_ONLY};
@@ -85,6 +85,10 @@ pub enum KvCommand<'a> {
     Subdoc(SubdocCommand<'a>),
     /// GET_RANDOM_KEY: any live document, with its key.
     GetRandom,
+    /// OBSERVE (legacy): the persistence state and CAS of each (vbucket, key).
+    Observe {
+        keys: Vec<(u16, &'a [u8])>,
+    },
 }
 
 impl KvCommand<'_> {
@@ -123,9 +127,27 @@ impl KvCommand<'_> {
             | KvCommand::GetLocked { key, .. }
             | KvCommand::Unlock { key } => Some(key),
             KvCommand::Subdoc(s) => Some(s.key),
-            KvCommand::Flush { .. } | KvCommand::GetRandom => None,
+            KvCommand::Flush { .. } | KvCommand::GetRandom | KvCommand::Observe { .. } => None,
         }
     }
+}
+
+/// OBSERVE's value: `u16 vbucket, u16 key_len, key` repeated, at least once; each key a
+/// valid document key.
+fn observe_keys(mut v: &[u8]) -> Result<Vec<(u16, &[u8])>, Status> {
+    let mut keys = Vec::new();
+    while !v.is_empty() {
+        let (head, rest) = v.split_first_chunk::<4>().ok_or(Status::Einval)?;
+        let vb = u16::from_be_bytes([head[0], head[1]]);
+        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        let (key, rest) = rest.split_at_checked(len).ok_or(Status::Einval)?;
+        if key.is_empty() || key.len() > sluice_types::limits::KEY_BYTES_MAX {
+            return Err(Status::Einval);
+        }
+        keys.push((vb, key));
+        v = rest;
+    }
+    Ok(keys)
 }
 
 /// Validates a document opcode; `Ok(None)` for an opcode of another family.
@@ -230,6 +252,16 @@ pub(super) fn validate<'a>(
                 } else {
                     0
                 },
+            }
+        }
+        Observe => {
+            shaped(Shape {
+                extras: &[0],
+                key: Part::None,
+                value: Part::Required,
+            })?;
+            KvCommand::Observe {
+                keys: observe_keys(f.value)?,
             }
         }
         GetRandomKey => {

@@ -60,7 +60,8 @@ pub fn refused(session: &Session, command: &Command<'_>) -> Option<&'static str>
             | KvCommand::GetMeta { .. }
             | KvCommand::GetLocked { .. }
             | KvCommand::Unlock { .. }
-            | KvCommand::GetRandom => (a.read, "reading documents needs data_reader"),
+            | KvCommand::GetRandom
+            | KvCommand::Observe { .. } => (a.read, "reading documents needs data_reader"),
             KvCommand::GetAndTouch { .. } | KvCommand::Arithmetic { .. } => (
                 a.read && a.write,
                 "this command reads and writes: it needs data_reader and data_writer",

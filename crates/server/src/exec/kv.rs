@@ -162,6 +162,11 @@ pub fn execute(
             Next::Continue
         }),
         KvCommand::Subdoc(s) => super::subdoc::execute(handle, req, cmd, s, d, &mut r),
+        KvCommand::Observe { keys } => observe(bucket, keys).map(|body| {
+            let p = r.packet(Status::Success).value(&body);
+            r.send(p);
+            Next::Continue
+        }),
         KvCommand::GetRandom => bucket.random_document(rand::random()).map(|(key, doc)| {
             send_document(&mut r, &doc.meta, &doc.value, Some(&key));
             Next::Continue
@@ -214,10 +219,32 @@ pub fn execute(
 fn fenced_out(handle: &BucketHandle, vb: VbId, cmd: &KvCommand<'_>) -> bool {
     match cmd {
         KvCommand::GetReplica { .. } => false,
-        // Reads any active vbucket, whatever the header says.
-        KvCommand::GetRandom => true,
+        // Read any vbucket, whatever the header says.
+        KvCommand::GetRandom | KvCommand::Observe { .. } => true,
         _ => handle.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active),
     }
+}
+
+/// OBSERVE's answer: `u16 vbucket, u16 key_len, key, u8 state, u64 cas` per key (state
+/// 0x00 in memory only, 0x01 persisted, 0x80 not found, 0x81 deleted but not persisted).
+/// A key whose vbucket is neither active nor replica here fails the whole request.
+fn observe(bucket: &sluice_engine::Bucket, keys: &[(u16, &[u8])]) -> Result<Vec<u8>, EngineError> {
+    use sluice_engine::Observed;
+    let mut body = Vec::new();
+    for (vb, key) in keys {
+        let (state, cas) = match bucket.observe(VbId(*vb), key)? {
+            Observed::NotPersisted(c) => (0x00, c.0),
+            Observed::Persisted(c) => (0x01, c.0),
+            Observed::NotFound => (0x80, 0),
+            Observed::Deleted(c) => (0x81, c.0),
+        };
+        body.extend_from_slice(&vb.to_be_bytes());
+        body.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        body.extend_from_slice(key);
+        body.push(state);
+        body.extend_from_slice(&cas.to_be_bytes());
+    }
+    Ok(body)
 }
 
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped
