@@ -95,6 +95,7 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
         Rule::Needs(Need::ManageBucket(bucket.to_string()))
     } else if let Some(bucket) = path
         .strip_prefix("/pools/default/b/")
+        .or_else(|| path.strip_prefix("/pools/default/bs/"))
         .or_else(|| path.strip_prefix("/pools/default/buckets/"))
         .filter(|b| !changes && !b.is_empty() && !b.contains('/'))
     {

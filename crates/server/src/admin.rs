@@ -5,6 +5,10 @@
 //! - `GET /metrics` — Prometheus text exposition;
 //! - `GET /api/v1/buckets/{name}/stats` — the general stats as a JSON object of strings;
 //! - `GET /pools/default/b/{name}` — the cluster map, as Couchbase serves it over HTTP;
+//! - `GET /pools/default/bs/{name}` — the same, streamed: the current map, then each new
+//!   revision as it is installed (and the current one again every
+//!   [`MAP_STREAM_REPEAT`], so an idle stream is never cut as idle), each followed by four
+//!   newlines, as Couchbase streams it to SDKs that fall back to HTTP;
 //! - `GET /internal/vbuckets/positions` — how far each vbucket's copy here is (read-only; a
 //!   failover asks the replicas and promotes the most advanced complete copy):
 //!   `{"vbuckets": [{"vb", "state", "high_seqno", "high_prepared_seqno", "snap_start",
@@ -44,6 +48,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/api/v1/buckets/{name}/stats", get(bucket_stats))
         .route("/pools/default/b/{name}", get(bucket_map))
+        .route("/pools/default/bs/{name}", get(bucket_map_stream))
         .route("/internal/vbuckets/positions", get(vb_positions))
         .route(
             "/node/controller/reloadCertificate",
@@ -133,6 +138,39 @@ async fn bucket_map(State(s): State<AppState>, Path(name): Path<String>) -> Resp
     (
         [(header::CONTENT_TYPE, "application/json")],
         bucket.bucket_config_json(),
+    )
+        .into_response()
+}
+
+/// How often a map stream repeats the current map when nothing changed: well inside the
+/// admin port's idle limit.
+pub const MAP_STREAM_REPEAT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What separates maps in a stream.
+const MAP_STREAM_SEPARATOR: &[u8] = b"\n\n\n\n";
+
+async fn bucket_map_stream(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    let Some(bucket) = s.node.buckets.get(&name) else {
+        return (StatusCode::NOT_FOUND, "no such bucket").into_response();
+    };
+    let rx = bucket.watch_cluster_map();
+    let frames = futures_util::stream::unfold((rx, true), |(mut rx, first)| async move {
+        if !first {
+            tokio::select! {
+                changed = rx.changed() => changed.ok()?,
+                () = tokio::time::sleep(MAP_STREAM_REPEAT) => {}
+            }
+        }
+        let mut frame = rx.borrow_and_update().bucket_json.to_vec();
+        frame.extend_from_slice(MAP_STREAM_SEPARATOR);
+        Some((
+            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(frame)),
+            (rx, false),
+        ))
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(frames),
     )
         .into_response()
 }

@@ -211,3 +211,47 @@ async fn not_my_vbucket_leaves_out_a_map_the_client_has() {
     assert!(!plain.set(b"k", b"v", vb).await.value.is_empty());
     n.shutdown().await.unwrap();
 }
+
+/// Reads from `s` until `text` holds `needle`, for up to 10 s.
+async fn read_until_text(s: &mut TcpStream, text: &mut String, needle: &str) {
+    while !text.contains(needle) {
+        let mut chunk = [0u8; 65536];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk))
+            .await
+            .unwrap_or_else(|_| panic!("no {needle} within 10 s in:\n{text}"))
+            .unwrap();
+        assert!(n > 0, "the stream closed:\n{text}");
+        text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_map_streams_over_http_for_sdks_that_fall_back_to_it() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(dir.path()).await;
+    let rev = n.node.cluster_map().map.rev().0;
+    let mut s = TcpStream::connect(n.admin_addr).await.unwrap();
+    // Administrator:password
+    let get = "GET /pools/default/bs/default HTTP/1.1\r\nHost: x\r\n\
+               Authorization: Basic QWRtaW5pc3RyYXRvcjpwYXNzd29yZA==\r\n\r\n";
+    s.write_all(get.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    read_until_text(&mut s, &mut text, &format!("\"rev\":{rev},")).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    read_until_text(&mut s, &mut text, "\n\n\n\n").await;
+    // Each new revision follows on the same response, without asking again.
+    let next = bump(&n);
+    read_until_text(&mut s, &mut text, &format!("\"rev\":{next},")).await;
+    let next2 = bump(&n);
+    read_until_text(&mut s, &mut text, &format!("\"rev\":{next2},")).await;
+    // Without credentials: 401, as for the plain map.
+    let mut s = TcpStream::connect(n.admin_addr).await.unwrap();
+    s.write_all(b"GET /pools/default/bs/default HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    read_until_text(&mut s, &mut text, "HTTP/1.1 ").await;
+    read_until_text(&mut s, &mut text, "401").await;
+    n.shutdown().await.unwrap();
+}
