@@ -213,3 +213,48 @@ def test_xattrs_on_a_new_document(collection):
     assert collection.get(key).content_as[dict] == {}
     r = collection.lookup_in(key, [SD.get("txn.id", xattr=True)])
     assert r.content_as[str](0) == "t1"
+
+
+@pytest.mark.timeout(300)
+def test_three_node_cluster_document_api(tmp_path):
+    """The same calls on `sluice cluster up` (3 nodes, 1 replica): sub-document mutations
+    with durability are acknowledged once the replica holds them, and replica reads then
+    show the mutated bodies; locks, expiry reads and xattr lookups route to each key's
+    active."""
+    from test_cluster_up import cluster_up, collection as cluster_collection, free_base, stop, wait_up
+
+    base = free_base()
+    proc = cluster_up(tmp_path, base)
+    try:
+        wait_up(proc, tmp_path)
+        cluster, col = cluster_collection(base)
+        durable = MutateInOptions(durability=ServerDurability(DurabilityLevel.MAJORITY))
+        for i in range(60):
+            key = f"sd{i}"
+            col.upsert(key, DOC)
+            r = col.mutate_in(key, [SD.increment("n", i + 1), SD.array_append("tags", i),
+                                    SD.upsert("meta.cas", SD.MutationMacro.cas(), xattr=True,
+                                              create_parents=True)], durable)
+            look = col.lookup_in(key, [SD.get("meta.cas", xattr=True), SD.get("n")])
+            assert SD.convert_macro_cas_to_cas(look.content_as[str](0)) == r.cas
+            assert look.content_as[int](1) == 42 + i
+        want = {f"sd{i}": dict(DOC, n=42 + i, tags=["a", "b", i]) for i in range(60)}
+        deadline = time.monotonic() + 20
+        for key, body in want.items():
+            while True:
+                try:
+                    if col.get_any_replica(key).content_as[dict] == body:
+                        break
+                except CouchbaseException:
+                    pass
+                assert time.monotonic() < deadline, f"replica of {key}"
+                time.sleep(0.05)
+        locked = col.get_and_lock("sd0", timedelta(seconds=10))
+        with pytest.raises(CouchbaseException):
+            col.upsert("sd0", DOC, UpsertOptions(timeout=timedelta(seconds=1)))
+        col.unlock("sd0", locked.cas)
+        col.upsert("sd1", DOC, UpsertOptions(expiry=timedelta(seconds=600)))
+        assert col.get("sd1", GetOptions(with_expiry=True)).expiry_time is not None
+        cluster.close()
+    finally:
+        stop(proc)
