@@ -617,8 +617,12 @@ impl ActiveStream {
                 DcpMessage::Mutation(doc)
             }
             ChangeKind::Deletion | ChangeKind::Expiration => {
-                doc.value = Bytes::new();
-                doc.datatype = Datatype::RAW;
+                // A tombstone's value is the system xattrs it kept, if any (and only for a
+                // consumer that asked for xattrs: the others' copy has them stripped).
+                if !doc.datatype.is_xattr() {
+                    doc.value = Bytes::new();
+                    doc.datatype = Datatype::RAW;
+                }
                 if kind == ChangeKind::Expiration && self.opts.expiry_opcode {
                     doc.delete_time = Some(c.meta.delete_time);
                     DcpMessage::Expiration(doc)

@@ -520,6 +520,16 @@ impl Bucket {
         self.with_vb(vb, |inner| inner.get_locked(key, seconds, &ctx))?
     }
 
+    /// The key's current version, live or deleted (tombstones read back from disk too).
+    pub fn read_with_deleted(&self, vb: VbId, key: &[u8]) -> Result<Document, EngineError> {
+        BucketStats::bump(&self.stats.cmd_get);
+        let ctx = self.ctx();
+        if let Some(doc) = self.with_vb(vb, |inner| inner.read_any(key, &ctx))?? {
+            return Ok(doc);
+        }
+        Err(EngineError::KeyNotFound)
+    }
+
     /// OBSERVE (legacy): whether the key's current version is persisted, and its CAS, on
     /// an active or replica vbucket here.
     pub fn observe(&self, vb: VbId, key: &[u8]) -> Result<Observed, EngineError> {

@@ -429,19 +429,54 @@ impl VbInner {
                 .max(Expiry(1)),
             _ => Expiry::NEVER,
         };
+        let (value, datatype) = self.tombstone_value(key);
         self.write(
             key,
             NewVersion {
                 flags: 0,
                 expiry,
-                datatype: Datatype::RAW,
-                value: Bytes::new(),
+                datatype,
+                value,
                 deleted: true,
                 op,
                 cas: None,
             },
             ctx,
         )
+    }
+
+    /// What a tombstone of `key` keeps: the system xattrs of its current version (those
+    /// starting with `_`), as Couchbase keeps them for the applications that track deleted
+    /// documents. Nothing when the version has none, or when its value is not in memory (an
+    /// evicted document that expires loses them: see the README).
+    fn tombstone_value(&self, key: &[u8]) -> (Bytes, Datatype) {
+        let none = (Bytes::new(), Datatype::RAW);
+        let Some(sv) = self.ht.get(key) else {
+            return none;
+        };
+        let (Some(value), true) = (&sv.value, sv.meta.datatype.is_xattr()) else {
+            return none;
+        };
+        let inflated;
+        let value: &[u8] = match sv.meta.datatype.is_snappy() {
+            true => match datatype::inflate(value) {
+                Ok(v) => {
+                    inflated = v;
+                    &inflated
+                }
+                Err(_) => return none,
+            },
+            false => value,
+        };
+        let kept = sluice_subdoc::xattr::body_offset(value)
+            .ok()
+            .and_then(|end| sluice_subdoc::Xattrs::decode(&value[..end]).ok())
+            .map(|x| x.system_only().encode())
+            .unwrap_or_default();
+        match kept.is_empty() {
+            true => none,
+            false => (Bytes::from(kept), Datatype(Datatype::XATTR)),
+        }
     }
 
     /// Shows the live document to `f` in place, under the vbucket's lock, so that a reader
@@ -476,6 +511,38 @@ impl VbInner {
                 Err(EngineError::KeyNotFound)
             }
         }
+    }
+
+    /// The key's current version, live or deleted (a sub-document lookup with
+    /// access-deleted reads a tombstone's xattrs). None when memory holds nothing of the key
+    /// and every key is in memory (nothing on disk either); `NeedsFetch` when the version
+    /// may be on disk only, or its value is.
+    pub fn read_any(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<Document>, EngineError> {
+        self.require_active()?;
+        self.require_readable(key)?;
+        if self.live_meta(key, ctx)?.is_none() && self.ht.get(key).is_none() {
+            return match self.keys_evicted || self.tombstones_only_on_disk {
+                true => Err(EngineError::NeedsFetch),
+                false => Ok(None),
+            };
+        }
+        let sv = self.ht.get(key).expect("found above");
+        if sv.meta.deleted && sv.meta.seqno == Seqno::ZERO {
+            return Ok(None); // a disk read found nothing: the placeholder `fetched` left
+        }
+        let value = match (&sv.value, sv.meta.deleted) {
+            (Some(v), _) => v.clone(),
+            (None, true) => Bytes::new(),
+            (None, false) => return Err(EngineError::NeedsFetch),
+        };
+        let meta = match self.locks.is_held(key, ctx.now_unix_s) {
+            true => ItemMeta {
+                cas: LOCKED_CAS,
+                ..sv.meta
+            },
+            false => sv.meta,
+        };
+        Ok(Some(Document { meta, value }))
     }
 
     /// OBSERVE: the key's current version in memory, tombstones included, on an active or a
@@ -572,16 +639,21 @@ impl VbInner {
         if cas != Cas::ZERO && live.cas != cas {
             return Err(EngineError::KeyExists);
         }
+        // The tombstone keeps the system xattrs, so their value must be in memory.
+        if live.datatype.is_xattr() && self.ht.get(key).is_some_and(|sv| sv.value.is_none()) {
+            return Err(EngineError::NeedsFetch);
+        }
         if ctx.durability.is_none() {
             return Ok(self.write_tombstone(key, ctx, QueueOp::Deletion));
         }
+        let (value, datatype) = self.tombstone_value(key);
         Ok(self.write_or_prepare(
             key,
             NewVersion {
                 flags: 0,
                 expiry: Expiry::NEVER,
-                datatype: Datatype::RAW,
-                value: Bytes::new(),
+                datatype,
+                value,
                 deleted: true,
                 op: QueueOp::Deletion,
                 cas: None,

@@ -282,3 +282,72 @@ async fn xattrs_are_stored_apart_and_reach_dcp_only_when_asked() {
     }
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_keeps_the_system_xattrs_for_access_deleted_lookups() {
+    let (node, _dir) = start().await;
+    let mut kv = Kv::open(node.kv_addr).await;
+    set(&mut kv, b"gone", br#"{"v": 1}"#).await;
+    assert_eq!(
+        set_xattr(&mut kv, b"gone", b"_sync.rev", b"\"1-a\"")
+            .await
+            .status,
+        0
+    );
+    assert_eq!(
+        set_xattr(&mut kv, b"gone", b"meta.tag", b"1").await.status,
+        0
+    );
+    let del = kv
+        .call(Packet::request(0x04, vb(b"gone"), 20).key(b"gone"))
+        .await;
+    assert_eq!(del.status, 0);
+
+    let lookup = |doc_flags: &'static [u8], specs: Vec<u8>| {
+        Packet::request(0xd0, vb(b"gone"), 21)
+            .key(b"gone")
+            .extras(doc_flags)
+            .value(Box::leak(specs.into_boxed_slice()))
+    };
+    let sync = lookup_spec(0xc5, 0x04, b"_sync");
+    // Without access-deleted: the document is gone.
+    assert_eq!(kv.call(lookup(&[], sync.clone())).await.status, 0x01);
+    // With it: the system xattr survived, SUBDOC_SUCCESS_DELETED (0xcd).
+    let a = kv.call(lookup(&[0x04], sync.clone())).await;
+    assert_eq!(a.status, 0xcd);
+    assert_eq!(
+        lookup_results(&a.value),
+        vec![(0, br#"{"rev":"1-a"}"#.to_vec())]
+    );
+    // The user xattr did not; the body is empty: MULTI_PATH_FAILURE_DELETED (0xd3).
+    let mut specs = sync.clone();
+    specs.extend(lookup_spec(0xc5, 0x04, b"meta"));
+    specs.extend(lookup_spec(0xc5, 0x04, b"$document.deleted"));
+    let a = kv.call(lookup(&[0x04], specs)).await;
+    assert_eq!(a.status, 0xd3);
+    let r = lookup_results(&a.value);
+    assert_eq!((r[1].0, &r[2]), (0xc0, &(0, b"true".to_vec())));
+
+    // A DCP consumer that asked for xattrs gets the deletion with them; others without.
+    let vbg = vb(b"gone");
+    let high = common::dcp_peer::high_seqnos(node.kv_addr).await[&vbg];
+    for (flags, want) in [(0u32, 0usize), (0x04, 1)] {
+        let mut c = common::dcp_peer::Consumer::open(
+            node.kv_addr,
+            &format!("tombstone-{flags}"),
+            flags,
+            &[("enable_noop", "true")],
+        )
+        .await;
+        c.stream_all(vbg..vbg + 1, 0, &Default::default()).await;
+        c.read_until(&[(vbg, high)].into_iter().collect()).await;
+        let (kind, value) = c.final_state()[&b"gone".to_vec()].clone();
+        assert_eq!(kind, 0x58, "a deletion");
+        let x = match value.is_empty() {
+            true => sluice_subdoc::Xattrs::default(),
+            false => sluice_subdoc::Xattrs::decode(&value).unwrap(),
+        };
+        assert_eq!(x.keys().count(), want, "flags {flags:#x}");
+    }
+    node.shutdown().await.unwrap();
+}

@@ -1,12 +1,13 @@
 //! Sub-document lookups: body paths, stored xattrs and the virtual xattrs `$document`,
-//! `$vbucket` and `$XTOC`. A multi-path lookup answers every path (`u16 status, u32 len,
+//! `$vbucket` and `$XTOC`; with the access-deleted flag, of a deleted document too (its
+//! system xattrs; answered SUBDOC_SUCCESS_DELETED). A multi-path lookup answers every path (`u16 status, u32 len,
 //! value` each) and is SUBDOC_MULTI_PATH_FAILURE as a whole when any path failed.
 
 use super::{lookup_op, read, status_of, Current};
 use crate::bucket_handle::BucketHandle;
 use crate::exec::{Next, Responder};
 use sluice_engine::EngineError;
-use sluice_proto::request::{Request, SubdocCommand, SubdocOp, SubdocSpec};
+use sluice_proto::request::{DocFlags, Request, SubdocCommand, SubdocOp, SubdocSpec};
 use sluice_proto::Status;
 use sluice_subdoc::{Component, Document, Path, SubdocError};
 use sluice_types::Datatype;
@@ -17,7 +18,13 @@ pub(super) fn execute(
     cmd: &SubdocCommand<'_>,
     r: &mut Responder<'_>,
 ) -> Result<Next, EngineError> {
-    let cur = read(handle, req, cmd.key)?;
+    let cur = read(
+        handle,
+        req,
+        cmd.key,
+        cmd.doc_flags.has(DocFlags::ACCESS_DELETED),
+    )?;
+    let deleted = cur.meta.deleted;
     // Parsed once, for every body path of the command.
     let doc = match cur.meta.datatype.is_json() {
         true => Document::parse(&cur.body),
@@ -33,8 +40,12 @@ pub(super) fn execute(
                     true => Datatype::JSON,
                     false => 0,
                 };
+                let status = match deleted {
+                    true => Status::SubdocSuccessDeleted,
+                    false => Status::Success,
+                };
                 let p = r
-                    .packet(Status::Success)
+                    .packet(status)
                     .cas(cur.meta.cas.0)
                     .datatype(dt)
                     .value(value.as_deref().unwrap_or_default());
@@ -58,9 +69,11 @@ pub(super) fn execute(
         body.extend_from_slice(&(value.len() as u32).to_be_bytes());
         body.extend_from_slice(value);
     }
-    let status = match all_ok {
-        true => Status::Success,
-        false => Status::SubdocMultiPathFailure,
+    let status = match (all_ok, deleted) {
+        (true, false) => Status::Success,
+        (false, false) => Status::SubdocMultiPathFailure,
+        (true, true) => Status::SubdocSuccessDeleted,
+        (false, true) => Status::SubdocMultiPathFailureDeleted,
     };
     let p = r.packet(status).cas(cur.meta.cas.0).value(&body);
     r.send(p);

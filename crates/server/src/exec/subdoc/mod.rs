@@ -45,14 +45,17 @@ pub fn execute(
     d: Option<Durable>,
     r: &mut Responder<'_>,
 ) -> Result<Next, EngineError> {
-    let unsupported = DocFlags::ACCESS_DELETED
-        | DocFlags::CREATE_AS_DELETED
-        | DocFlags::REVIVE
-        | DocFlags::REPLICA_READ;
+    // Lookups may read a deleted document's xattrs; mutations of deleted documents are not
+    // built yet.
+    let unsupported = match cmd.is_mutation() {
+        true => DocFlags::ACCESS_DELETED | DocFlags::CREATE_AS_DELETED | DocFlags::REVIVE,
+        false => DocFlags::REPLICA_READ,
+    };
     if cmd.doc_flags.has(unsupported) {
         r.error(
             Status::NotSupported,
-            "deleted-document access, create-as-deleted, revive and replica reads are not built yet",
+            "mutations of deleted documents (access-deleted, create-as-deleted, revive) and \
+             replica reads are not built yet",
         );
         return Ok(Next::Continue);
     }
@@ -63,11 +66,23 @@ pub fn execute(
     }
 }
 
-/// The live document, inflated and split at its xattr section.
-fn read(handle: &BucketHandle, req: &Request<'_>, key: &[u8]) -> Result<Current, EngineError> {
-    let (meta, stored) = handle
-        .engine
-        .read(req.vb, key, |meta, value| (*meta, value.clone()))?;
+/// The live document (or, with `deleted`, the current version even if it is a tombstone),
+/// inflated and split at its xattr section.
+fn read(
+    handle: &BucketHandle,
+    req: &Request<'_>,
+    key: &[u8],
+    deleted: bool,
+) -> Result<Current, EngineError> {
+    let (meta, stored) = match deleted {
+        true => {
+            let doc = handle.engine.read_with_deleted(req.vb, key)?;
+            (doc.meta, doc.value)
+        }
+        false => handle
+            .engine
+            .read(req.vb, key, |meta, value| (*meta, value.clone()))?,
+    };
     let mut body = match meta.datatype.is_snappy() {
         true => sluice_engine::inflate(&stored)?,
         false => stored.to_vec(),

@@ -81,7 +81,7 @@ pub(super) fn execute(
         });
     }
     for _ in 0..CAS_RETRIES_MAX {
-        let cur = match read(handle, req, cmd.key) {
+        let cur = match read(handle, req, cmd.key, false) {
             Ok(cur) => Some(cur),
             Err(EngineError::KeyNotFound) => None,
             Err(e) => return Err(e),
