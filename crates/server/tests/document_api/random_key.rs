@@ -1,10 +1,7 @@
 //! GET_RANDOM_KEY over a real socket: KEY_ENOENT on an empty bucket, then live documents
 //! only, with their key, flags and value, spread over the bucket.
-#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
-mod common;
-
-use common::kv_peer::Kv;
+use crate::common::kv_peer::Kv;
 use sluice_proto::encode::Packet;
 use sluice_types::vbucket_of;
 use std::collections::{HashMap, HashSet};
@@ -14,7 +11,8 @@ const VBS: u16 = 16;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_keys_are_live_documents() {
     let dir = tempfile::tempdir().unwrap();
-    let c = common::loopback_config(dir.path(), sluice_engine::BucketType::Ephemeral, VBS, 64);
+    let c =
+        crate::common::loopback_config(dir.path(), sluice_engine::BucketType::Ephemeral, VBS, 64);
     let node = sluice_manager::start(c).await.unwrap();
     let mut kv = Kv::open(node.kv_addr).await;
     let random = Packet::request(0xb6, 0, 7);

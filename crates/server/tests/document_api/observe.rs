@@ -1,10 +1,7 @@
 //! OBSERVE (legacy) over a real socket: each key's state and CAS, in memory then persisted,
 //! deleted then the deletion persisted, missing, and a vbucket this node does not hold.
-#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
-mod common;
-
-use common::kv_peer::Kv;
+use crate::common::kv_peer::Kv;
 use sluice_engine::BucketType;
 use sluice_proto::encode::Packet;
 use sluice_types::vbucket_of;
@@ -68,7 +65,7 @@ async fn until_state(kv: &mut Kv, key: &[u8], want: u8) -> u64 {
 
 async fn start(t: BucketType) -> (sluice_manager::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let c = common::loopback_config(dir.path(), t, VBS, 64);
+    let c = crate::common::loopback_config(dir.path(), t, VBS, 64);
     (sluice_manager::start(c).await.unwrap(), dir)
 }
 

@@ -1,11 +1,8 @@
 //! GET_LOCKED and UNLOCK_KEY over a real socket: what a lock lets through and what it
 //! refuses, how readers see it, how it ends (unlock, a write by its holder, its timeout), and
 //! the statuses older clients get instead.
-#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
-mod common;
-
-use common::kv_peer::{Answer, Kv};
+use crate::common::kv_peer::{Answer, Kv};
 use sluice_proto::encode::Packet;
 use sluice_types::vbucket_of;
 use std::time::Duration;
@@ -59,7 +56,8 @@ async fn unlock(kv: &mut Kv, key: &[u8], cas: u64) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lets_only_its_holder_write() {
     let dir = tempfile::tempdir().unwrap();
-    let c = common::loopback_config(dir.path(), sluice_engine::BucketType::Couchbase, VBS, 64);
+    let c =
+        crate::common::loopback_config(dir.path(), sluice_engine::BucketType::Couchbase, VBS, 64);
     let node = sluice_manager::start(c).await.unwrap();
     let mut kv = open(node.kv_addr, true).await;
     let k = b"locked-doc".as_slice();

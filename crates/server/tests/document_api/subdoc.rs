@@ -1,10 +1,7 @@
 //! Sub-document commands byte by byte over a real socket: the single-path answers, the
 //! multi-path result layouts, per-path failures, CAS and document flags.
-#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
-mod common;
-
-use common::kv_peer::{Answer, Kv};
+use crate::common::kv_peer::{Answer, Kv};
 use sluice_proto::encode::Packet;
 use sluice_types::vbucket_of;
 
@@ -12,7 +9,8 @@ const VBS: u16 = 16;
 
 async fn start() -> (sluice_manager::Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let c = common::loopback_config(dir.path(), sluice_engine::BucketType::Couchbase, VBS, 64);
+    let c =
+        crate::common::loopback_config(dir.path(), sluice_engine::BucketType::Couchbase, VBS, 64);
     (sluice_manager::start(c).await.unwrap(), dir)
 }
 
@@ -254,14 +252,14 @@ async fn xattrs_are_stored_apart_and_reach_dcp_only_when_asked() {
     }
 
     let vbx = vb(b"x");
-    let high = common::dcp_peer::high_seqnos(node.kv_addr).await[&vbx];
+    let high = crate::common::dcp_peer::high_seqnos(node.kv_addr).await[&vbx];
     let section = |v: &[u8]| -> Vec<u8> {
         let len = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as usize;
         v[..4 + len].to_vec()
     };
     // Without IncludeXattrs: the body only. With it: the section, then the body.
     for (flags, want_xattrs) in [(0u32, false), (0x04, true)] {
-        let mut c = common::dcp_peer::Consumer::open(
+        let mut c = crate::common::dcp_peer::Consumer::open(
             node.kv_addr,
             &format!("xattrs-{flags}"),
             flags,
@@ -330,9 +328,9 @@ async fn a_deletion_keeps_the_system_xattrs_for_access_deleted_lookups() {
 
     // A DCP consumer that asked for xattrs gets the deletion with them; others without.
     let vbg = vb(b"gone");
-    let high = common::dcp_peer::high_seqnos(node.kv_addr).await[&vbg];
+    let high = crate::common::dcp_peer::high_seqnos(node.kv_addr).await[&vbg];
     for (flags, want) in [(0u32, 0usize), (0x04, 1)] {
-        let mut c = common::dcp_peer::Consumer::open(
+        let mut c = crate::common::dcp_peer::Consumer::open(
             node.kv_addr,
             &format!("tombstone-{flags}"),
             flags,
