@@ -433,6 +433,20 @@ fn depth_limits() {
 }
 
 #[test]
+fn stored_documents_skip_the_parse_but_not_the_depth_limit() {
+    let d = Document::from_valid_json(br#"{"a":[1]}"#).unwrap();
+    assert_eq!(
+        d.lookup(LookupOp::Count, &Path::parse(b"a").unwrap()),
+        Ok(Some(b"1".to_vec()))
+    );
+    let deep = format!("{}{}", "[".repeat(33), "]".repeat(33));
+    assert_eq!(
+        Document::from_valid_json(deep.as_bytes()),
+        Err(SubdocError::DocE2deep)
+    );
+}
+
+#[test]
 fn empty_documents_for_new_docs() {
     let p = Path::parse(b"").unwrap();
     assert_eq!(

@@ -26,8 +26,9 @@ pub(super) fn execute(
     )?;
     let deleted = cur.meta.deleted;
     // Parsed once, for every body path of the command.
+    // The JSON bit means the engine parsed the body when it was stored.
     let doc = match cur.meta.datatype.is_json() {
-        true => Document::parse(&cur.body),
+        true => Document::from_valid_json(&cur.body),
         false => Err(SubdocError::DocNotJson),
     };
     let results: Vec<Result<Option<Vec<u8>>, Status>> =

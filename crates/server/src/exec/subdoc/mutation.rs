@@ -192,7 +192,8 @@ fn apply_all(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Result<Applied, 
                 Some(b) => b,
                 None => {
                     let fresh = match cur {
-                        Some(c) if c.meta.datatype.is_json() => Document::parse(&c.body),
+                        // The JSON bit means the engine parsed it when it was stored.
+                        Some(c) if c.meta.datatype.is_json() => Document::from_valid_json(&c.body),
                         Some(_) => Err(SubdocError::DocNotJson),
                         None => Ok(Document::empty_for(op, &path)),
                     };
