@@ -7,17 +7,6 @@
 use libfuzzer_sys::fuzz_target;
 use sluice_subdoc::{check_document, Document, LookupOp, Mutation, MutationOp, Path};
 
-const OPS: [MutationOp; 9] = [
-    MutationOp::DictAdd,
-    MutationOp::DictUpsert,
-    MutationOp::Delete,
-    MutationOp::Replace,
-    MutationOp::ArrayPushLast,
-    MutationOp::ArrayPushFirst,
-    MutationOp::ArrayInsert,
-    MutationOp::ArrayAddUnique,
-    MutationOp::Counter,
-];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&[op, mkdir_p, path_len, value_len], rest)) = data.split_first_chunk::<4>() else {
@@ -37,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let before = doc.clone();
     let m = Mutation {
-        op: OPS[usize::from(op) % OPS.len()],
+        op: MutationOp::ALL[usize::from(op) % MutationOp::ALL.len()],
         path: &path,
         value,
         mkdir_p: mkdir_p & 1 == 1,

@@ -23,7 +23,7 @@ def sdk_server(request, sluice_module_factory):
 
 
 @pytest.fixture(scope="module")
-def sdk_collection(sdk_server):
+def collection(sdk_server):
     """The default collection of `sdk_server`, through the SDK (short timeouts)."""
     opts = ClusterOptions(
         PasswordAuthenticator(USERNAME, PASSWORD),

@@ -19,14 +19,9 @@ from couchbase.options import (AppendOptions, DecrementOptions, DeltaValue, GetO
                                IncrementOptions, ReplaceOptions, SignedInt64, UpsertOptions)
 from couchbase.transcoder import RawBinaryTranscoder
 
-from sdk_node import sdk_collection, sdk_server  # noqa: F401 (fixtures)
+from sdk_node import collection, sdk_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def collection(sdk_collection):
-    return sdk_collection
 
 
 def new_key(prefix: str) -> str:

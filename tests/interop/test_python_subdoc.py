@@ -22,14 +22,9 @@ from couchbase.exceptions import (CasMismatchException, CouchbaseException,
                                   PathMismatchException, PathNotFoundException)
 from couchbase.options import GetOptions, MutateInOptions, UpsertOptions
 
-from sdk_node import sdk_collection, sdk_server  # noqa: F401 (fixtures)
+from sdk_node import collection, sdk_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def collection(sdk_collection):
-    return sdk_collection
 
 
 def new_key(prefix: str) -> str:

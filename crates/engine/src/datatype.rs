@@ -31,7 +31,8 @@ pub fn classify(
         value
     };
     let body_start = if sent.is_xattr() {
-        xattr_body_offset(body)?
+        sluice_subdoc::xattr::body_offset(body)
+            .map_err(|_| EngineError::Invalid("xattr section truncated or longer than the value"))?
     } else {
         0
     };
@@ -42,16 +43,6 @@ pub fn classify(
     } else {
         base
     })
-}
-
-/// Where the document body starts after an xattr section (`u32 len` + pairs).
-fn xattr_body_offset(body: &[u8]) -> Result<usize, EngineError> {
-    let len = body
-        .get(..4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .ok_or(EngineError::Invalid("xattr section truncated"))?;
-    let end = 4usize.checked_add(len).filter(|&e| e <= body.len());
-    end.ok_or(EngineError::Invalid("xattr section longer than the value"))
 }
 
 /// Valid JSON text. A cheap first-byte test skips the parser for most binary values.

@@ -12,7 +12,7 @@
 
 use crate::error::EngineError;
 use hashbrown::HashMap;
-use sluice_types::Cas;
+use sluice_types::{Cas, ItemMeta};
 
 /// The lock time when the client asks for none (0) or for more than the maximum.
 pub const LOCK_SECONDS_DEFAULT: u32 = 15;
@@ -45,7 +45,7 @@ impl Locks {
     }
 
     /// The lock CAS of `key`, if it is locked at `now_s` (an expired lock is dropped).
-    pub fn held(&mut self, key: &[u8], now_s: u32) -> Option<Cas> {
+    fn held(&mut self, key: &[u8], now_s: u32) -> Option<Cas> {
         if self.held.is_empty() {
             return None;
         }
@@ -62,6 +62,18 @@ impl Locks {
     /// Whether `key` is locked at `now_s`, without dropping an expired lock.
     pub fn is_held(&self, key: &[u8], now_s: u32) -> bool {
         !self.held.is_empty() && self.held.get(key).is_some_and(|l| now_s < l.until_s)
+    }
+
+    /// What a reader sees of a locked document's metadata (its CAS hidden as
+    /// [`LOCKED_CAS`]); None when `key` is not locked, so the common read copies nothing.
+    pub fn seen(&self, key: &[u8], meta: &ItemMeta, now_s: u32) -> Option<ItemMeta> {
+        if !self.is_held(key, now_s) {
+            return None;
+        }
+        Some(ItemMeta {
+            cas: LOCKED_CAS,
+            ..*meta
+        })
     }
 
     /// Whether a write carrying `cas` may change `key` now: the CAS the write must then

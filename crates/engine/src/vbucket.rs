@@ -8,7 +8,7 @@ use crate::error::EngineError;
 use crate::hash_table::{HashTable, StoredValue};
 use crate::hlc::Hlc;
 use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
-use crate::locks::{Locks, LOCKED_CAS};
+use crate::locks::Locks;
 use crate::prepares::{Prepare, Prepares, SnapshotKind};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -479,96 +479,6 @@ impl VbInner {
         }
     }
 
-    /// Shows the live document to `f` in place, under the vbucket's lock, so that a reader
-    /// which only copies the value out (a GET answer) never touches its reference count.
-    pub fn read<R>(
-        &mut self,
-        key: &[u8],
-        ctx: &OpCtx,
-        f: impl FnOnce(&ItemMeta, &Bytes) -> R,
-    ) -> Result<R, EngineError> {
-        self.require_active()?;
-        self.require_readable(key)?;
-        let keys_evicted = self.keys_evicted;
-        match self.ht.get_mut(key) {
-            None if keys_evicted => Err(EngineError::NeedsFetch),
-            None => Err(EngineError::KeyNotFound),
-            Some(sv) if sv.meta.deleted => Err(EngineError::KeyNotFound),
-            Some(sv) if !sv.meta.expiry.is_expired(ctx.now_unix_s) => {
-                let value = sv.value.as_ref().ok_or(EngineError::NeedsFetch)?;
-                sv.referenced = true;
-                if self.locks.held(key, ctx.now_unix_s).is_some() {
-                    let shown = ItemMeta {
-                        cas: LOCKED_CAS,
-                        ..sv.meta
-                    };
-                    return Ok(f(&shown, value));
-                }
-                Ok(f(&sv.meta, value))
-            }
-            Some(_) => {
-                self.expire(key, ctx);
-                Err(EngineError::KeyNotFound)
-            }
-        }
-    }
-
-    /// The key's current version, live or deleted (a sub-document lookup with
-    /// access-deleted reads a tombstone's xattrs). None when memory holds nothing of the key
-    /// and every key is in memory (nothing on disk either); `NeedsFetch` when the version
-    /// may be on disk only, or its value is.
-    pub fn read_any(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<Document>, EngineError> {
-        self.require_active()?;
-        self.require_readable(key)?;
-        if self.live_meta(key, ctx)?.is_none() && self.ht.get(key).is_none() {
-            return match self.keys_evicted || self.tombstones_only_on_disk {
-                true => Err(EngineError::NeedsFetch),
-                false => Ok(None),
-            };
-        }
-        let sv = self.ht.get(key).expect("found above");
-        if sv.meta.deleted && sv.meta.seqno == Seqno::ZERO {
-            return Ok(None); // a disk read found nothing: the placeholder `fetched` left
-        }
-        let value = match (&sv.value, sv.meta.deleted) {
-            (Some(v), _) => v.clone(),
-            (None, true) => Bytes::new(),
-            (None, false) => return Err(EngineError::NeedsFetch),
-        };
-        let meta = match self.locks.is_held(key, ctx.now_unix_s) {
-            true => ItemMeta {
-                cas: LOCKED_CAS,
-                ..sv.meta
-            },
-            false => sv.meta,
-        };
-        Ok(Some(Document { meta, value }))
-    }
-
-    /// OBSERVE: the key's current version in memory, tombstones included, on an active or a
-    /// replica vbucket (what a client checking replication asks a replica).
-    pub fn observe_meta(&self, key: &[u8]) -> Result<Option<ItemMeta>, EngineError> {
-        if !matches!(self.state, VbState::Active | VbState::Replica) {
-            return Err(EngineError::NotMyVbucket);
-        }
-        Ok(self.ht.get(key).map(|sv| sv.meta))
-    }
-
-    /// Metadata of the key's current version, tombstones included, if it is in memory.
-    pub fn get_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
-        self.require_active()?;
-        self.require_readable(key)?;
-        if self.keys_evicted && self.ht.get(key).is_none() {
-            return Ok(None); // the bucket reads the disk
-        }
-        self.live_meta(key, ctx)?;
-        Ok(self
-            .ht
-            .get(key)
-            .filter(|sv| sv.meta.seqno != Seqno::ZERO)
-            .map(|sv| sv.meta))
-    }
-
     /// `datatype` is what [`datatype::classify`] decided for the value.
     pub fn store(
         &mut self,
@@ -805,65 +715,6 @@ impl VbInner {
         Ok((Document { meta, value }, m))
     }
 
-    /// GET_LOCKED: the document, locked for `seconds` under a new CAS (which the returned
-    /// metadata carries); LOCKED if it is locked already.
-    pub fn get_locked(
-        &mut self,
-        key: &[u8],
-        seconds: u32,
-        ctx: &OpCtx,
-    ) -> Result<Document, EngineError> {
-        self.require_active()?;
-        self.require_readable(key)?;
-        if self.keys_evicted && self.ht.get(key).is_none() {
-            return Err(EngineError::NeedsFetch);
-        }
-        let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
-        let cas = self.hlc.next(ctx.now_unix_ns);
-        self.locks.lock(key, cas, ctx.now_unix_s, seconds)?;
-        Ok(Document {
-            meta: ItemMeta { cas, ..meta },
-            value,
-        })
-    }
-
-    /// UNLOCK_KEY with the lock's CAS.
-    pub fn unlock(&mut self, key: &[u8], cas: Cas, ctx: &OpCtx) -> Result<(), EngineError> {
-        self.require_active()?;
-        if self.keys_evicted && self.ht.get(key).is_none() {
-            return Err(EngineError::NeedsFetch);
-        }
-        self.live_meta(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
-        self.locks.unlock(key, cas, ctx.now_unix_s)
-    }
-
-    /// A live document whose value is in memory, from about `pick` (any number) of the way
-    /// through the hash table: GET_RANDOM_KEY. None when the vbucket is not active or holds
-    /// no such document.
-    pub fn random_resident(&self, pick: u64, ctx: &OpCtx) -> Option<(Bytes, Document)> {
-        if self.state != VbState::Active || self.num_items == 0 {
-            return None;
-        }
-        let len = self.ht.len();
-        let skip = (pick % len as u64) as usize;
-        let live = |sv: &&StoredValue| {
-            !sv.meta.deleted && sv.value.is_some() && !sv.meta.expiry.is_expired(ctx.now_unix_s)
-        };
-        let after = self.ht.iter().skip(skip).find(|(_, sv)| live(sv));
-        let found = after.or_else(|| self.ht.iter().take(skip).find(|(_, sv)| live(sv)));
-        found.map(|(k, sv)| {
-            let meta = match self.locks.is_held(k, ctx.now_unix_s) {
-                true => ItemMeta {
-                    cas: LOCKED_CAS,
-                    ..sv.meta
-                },
-                false => sv.meta,
-            };
-            let value = sv.value.clone().expect("filtered on a resident value");
-            (Bytes::copy_from_slice(k), Document { meta, value })
-        })
-    }
-
     /// Expires up to `max` items whose time has passed; returns how many.
     pub fn expire_due(&mut self, ctx: &OpCtx, max: usize) -> usize {
         if self.state != VbState::Active {
@@ -1043,6 +894,7 @@ fn parse_counter(body: &[u8]) -> Option<u64> {
     std::str::from_utf8(body).ok()?.parse().ok()
 }
 
+mod reads;
 #[cfg(test)]
 mod sync_write_tests;
 #[cfg(test)]

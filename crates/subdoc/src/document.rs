@@ -49,6 +49,21 @@ pub enum MutationOp {
     Counter,
 }
 
+impl MutationOp {
+    /// Every mutation, for tests and fuzzing that try them all.
+    pub const ALL: [MutationOp; 9] = [
+        MutationOp::DictAdd,
+        MutationOp::DictUpsert,
+        MutationOp::Delete,
+        MutationOp::Replace,
+        MutationOp::ArrayPushLast,
+        MutationOp::ArrayPushFirst,
+        MutationOp::ArrayInsert,
+        MutationOp::ArrayAddUnique,
+        MutationOp::Counter,
+    ];
+}
+
 /// One mutation of a document.
 #[derive(Debug, Clone, Copy)]
 pub struct Mutation<'a> {

@@ -492,17 +492,7 @@ fn random_mutations_keep_the_document_valid() {
     let paths = [
         "", "a", "a.b", "a[0]", "a[-1]", "l", "l[1]", "l[9]", "o.x.y", "[0]", "`a`.b",
     ];
-    let ops = [
-        MutationOp::DictAdd,
-        MutationOp::DictUpsert,
-        MutationOp::Delete,
-        MutationOp::Replace,
-        MutationOp::ArrayPushLast,
-        MutationOp::ArrayPushFirst,
-        MutationOp::ArrayInsert,
-        MutationOp::ArrayAddUnique,
-        MutationOp::Counter,
-    ];
+    let ops = MutationOp::ALL;
     for _ in 0..200 {
         let mut d = Document::parse(br#"{"a":[{"b":1}],"l":[1,2,3],"o":{}}"#).unwrap();
         for _ in 0..30 {

@@ -266,11 +266,7 @@ fn send_document(r: &mut Responder<'_>, meta: &ItemMeta, stored: &Bytes, key: Op
         dt = dt.without(Datatype::SNAPPY);
     }
     if dt.is_xattr() {
-        let body = value
-            .get(..4)
-            .map(|b| 4 + u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .filter(|&start| start <= value.len())
-            .unwrap_or(0);
+        let body = sluice_subdoc::xattr::body_offset(value).unwrap_or(0);
         value = &value[body..];
         dt = dt.without(Datatype::XATTR);
     }
