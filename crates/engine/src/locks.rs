@@ -102,11 +102,13 @@ impl Locks {
         if self.held.len() >= 1024 && self.held.len().is_power_of_two() {
             self.sweep(now_s);
         }
+        // Clocks here count whole seconds: one more than asked, so a lock taken late in a
+        // second still lasts at least its time (never a moment).
         self.held.insert(
             key.into(),
             Lock {
                 cas,
-                until_s: now_s.saturating_add(seconds),
+                until_s: now_s.saturating_add(seconds).saturating_add(1),
             },
         );
         Ok(())
@@ -180,8 +182,9 @@ mod tests {
         assert_eq!(l.admit(k, Cas(5), 101), Err(EngineError::Locked));
         assert_eq!(l.admit(k, Cas(77), 101), Ok(Cas::ZERO), "the holder writes");
         assert_eq!(l.admit(b"other", Cas::ZERO, 101), Ok(Cas::ZERO));
-        // Expired at 110.
-        assert_eq!(l.held(k, 110), None);
+        // Still held at 110 (at least the 10 s asked, counted in whole seconds), gone at 111.
+        assert_eq!(l.held(k, 110), Some(Cas(77)));
+        assert_eq!(l.held(k, 111), None);
         assert!(l.is_empty());
     }
 
@@ -207,7 +210,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(l.len(), 1024);
-        l.lock(b"late", Cas(5000), 10, 1).unwrap();
+        l.lock(b"late", Cas(5000), 10, 1).unwrap(); // the others ended at 2
         assert_eq!(l.len(), 1, "the expired 1,024 were swept");
     }
 }
