@@ -39,7 +39,7 @@ type Seeds = Vec<(&'static str, Vec<u8>)>;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
-    let targets: [(&str, Seeds); 9] = [
+    let targets: [(&str, Seeds); 10] = [
         ("frame", frame_seeds()),
         ("frame_info", frame_info_seeds()),
         ("storage_record", record_seeds()),
@@ -49,6 +49,7 @@ fn main() {
         ("subdoc_path", subdoc_path_seeds()),
         ("subdoc_document", subdoc_document_seeds()),
         ("xattr_section", xattr_section_seeds()),
+        ("collection_key", collection_key_seeds()),
     ];
     for (target, seeds) in targets {
         let dir = root.join(target);
@@ -91,6 +92,26 @@ fn subdoc_document_seeds() -> Seeds {
         ("push_last", seed(4, 0, b"a.b", b"3,4")),
         ("insert", seed(6, 0, b"a.b[0]", b"0")),
         ("counter", seed(8, 0, b"n", b"-42")),
+    ]
+}
+
+fn collection_key_seeds() -> Seeds {
+    let record = sluice_types::system_event::SystemEvent::Collection {
+        dropped: false,
+        manifest_uid: 2,
+        scope: 8,
+        collection: 9,
+        max_ttl_s: 60,
+        name: b"hotel".to_vec(),
+    };
+    let mut record_seed = b"\x01c\x09\x00".to_vec();
+    record_seed.extend_from_slice(&record.encode());
+    vec![
+        ("default_key", b"\x00doc".to_vec()),
+        ("two_byte_prefix", b"\xd5\x0adoc".to_vec()),
+        ("record", record_seed),
+        ("filter", br#"{"uid":"2","collections":["8","9"]}"#.to_vec()),
+        ("scope_filter", br#"{"scope":"8"}"#.to_vec()),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The `sluice` binary. Subcommands:
 //! - `server` — run one node (`server_cmd`);
 //! - `bucket` — the cluster's buckets: create, list, delete (`bucket_cmd`);
+//! - `collection` — a bucket's scopes and collections: list, create, drop (`collection_cmd`);
 //! - `cluster up` — a local cluster of node processes (`cluster_cmd`);
 //! - `failover` — fail a node over by hand (`failover_cmd`);
 //! - `kv` — get / set / delete one document through the smart client (`kv_cmd`);
@@ -12,6 +13,7 @@
 mod bucket_cmd;
 mod cluster_cmd;
 mod cluster_tls;
+mod collection_cmd;
 mod failover_cmd;
 mod kv_cmd;
 mod login_args;
@@ -74,6 +76,9 @@ enum Command {
     /// The cluster's buckets: create, list, delete.
     #[command(subcommand)]
     Bucket(bucket_cmd::BucketCommand),
+    /// A bucket's scopes and collections: list, create-scope, drop-scope, create, drop.
+    #[command(subcommand)]
+    Collection(collection_cmd::CollectionCommand),
     /// Benchmarks: load against Sluice (and peers side by side), with latency histograms.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -143,6 +148,7 @@ fn main() -> anyhow::Result<()> {
         Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::User(cmd) => user_cmd::run(cmd),
         Command::Bucket(cmd) => bucket_cmd::run(cmd),
+        Command::Collection(cmd) => collection_cmd::run(cmd),
         Command::Watch(args) => watch_cmd::run(args),
         Command::Bench(BenchCommand::Kv(args)) => bench(sluice_bench::run_kv(args)),
         Command::Bench(BenchCommand::Dcp(args)) => bench(sluice_bench::run_dcp(args)),

@@ -142,8 +142,21 @@ impl ClusterMap {
         &self.vbmap
     }
 
-    /// The terse bucket config a client gets from GET_CLUSTER_CONFIG or NOT_MY_VBUCKET.
+    /// The terse bucket config a client gets from GET_CLUSTER_CONFIG or NOT_MY_VBUCKET, for a
+    /// bucket with the default collections manifest (uid 0).
     pub fn terse_bucket_config(&self, bucket: &BucketInfo<'_>, serving: &ServingNode<'_>) -> Value {
+        self.terse_bucket_config_with_manifest(bucket, serving, 0)
+    }
+
+    /// The terse bucket config of a bucket whose collections manifest is at `manifest_uid`
+    /// (`collectionsManifestUid`, lower-case hex as Couchbase writes it). The SDKs compare it
+    /// with the manifest they hold; a map revision is what makes them read the config again.
+    pub fn terse_bucket_config_with_manifest(
+        &self,
+        bucket: &BucketInfo<'_>,
+        serving: &ServingNode<'_>,
+        manifest_uid: u64,
+    ) -> Value {
         let name = bucket.name;
         let uuid = bucket.uuid;
         let durable = bucket.kind == BucketKind::Couchbase;
@@ -151,7 +164,8 @@ impl ClusterMap {
         if durable {
             caps.push("couchapi");
         }
-        caps.push("durableWrite");
+        // Scopes and collections: the SDKs' collection managers check for it.
+        caps.extend(["durableWrite", "collections"]);
         let nodes: Vec<Value> = self
             .nodes
             .iter()
@@ -179,7 +193,7 @@ impl ClusterMap {
             "streamingUri": format!("/pools/default/bucketsStreaming/{name}?bucket_uuid={uuid}"),
             "bucketCapabilitiesVer": "",
             "bucketCapabilities": caps,
-            "collectionsManifestUid": "0",
+            "collectionsManifestUid": format!("{manifest_uid:x}"),
             "ddocs": {"uri": format!("/pools/default/buckets/{name}/ddocs")},
             "nodes": nodes,
             "nodesExt": self.nodes_ext(serving),
@@ -356,7 +370,7 @@ mod tests {
             "uri": "/pools/default/buckets/default?bucket_uuid=0f1e",
             "streamingUri": "/pools/default/bucketsStreaming/default?bucket_uuid=0f1e",
             "bucketCapabilitiesVer": "",
-            "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr", "couchapi", "durableWrite"],
+            "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr", "couchapi", "durableWrite", "collections"],
             "collectionsManifestUid": "0",
             "ddocs": {"uri": "/pools/default/buckets/default/ddocs"},
             "nodes": [{
@@ -390,6 +404,25 @@ mod tests {
     }
 
     #[test]
+    fn the_collections_manifest_uid_is_lower_case_hex() {
+        let map = one_node_map(1);
+        let bucket = BucketInfo {
+            name: "b",
+            uuid: "u",
+            kind: BucketKind::Couchbase,
+        };
+        let serving = ServingNode {
+            host: "127.0.0.1",
+            kv_port: 12000,
+        };
+        let uid = |doc: Value| doc["collectionsManifestUid"].clone();
+        assert_eq!(uid(map.terse_bucket_config(&bucket, &serving)), "0");
+        let with = |m| map.terse_bucket_config_with_manifest(&bucket, &serving, m);
+        assert_eq!(uid(with(0x1f)), "1f");
+        assert_eq!(uid(with(u64::MAX)), "ffffffffffffffff");
+    }
+
+    #[test]
     fn ephemeral_buckets_drop_couchapi() {
         let map = one_node_map(1);
         let bucket = BucketInfo {
@@ -412,7 +445,8 @@ mod tests {
                 "cccp",
                 "nodesExt",
                 "xattr",
-                "durableWrite"
+                "durableWrite",
+                "collections"
             ])
         );
         // No node matches the serving address, so none claims to be this node.

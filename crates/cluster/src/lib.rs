@@ -22,6 +22,8 @@
 //! - `janitor` — what the leader repairs when the nodes' copies disagree with the map (a
 //!   takeover the map missed, one cut short, copies a move never dropped);
 //! - `cluster_map` — `ClusterMap` (revisioned nodes + map) and its CCCP terse JSON;
+//! - `collections/` — a bucket's collections `Manifest`: its scopes and collections, their
+//!   ids, the changes and the queries the data path asks;
 //! - `metadata/` — the replicated metadata as a state machine: `ClusterState`, `MetaCommand`,
 //!   `apply`, and `desired_voters` (which nodes vote in the Raft group); `sluice-meta` runs
 //!   it under Raft.
@@ -30,6 +32,7 @@
 pub mod auto_failover;
 pub mod balance;
 pub mod cluster_map;
+pub mod collections;
 pub mod failover;
 pub mod fencing;
 pub mod janitor;
@@ -43,6 +46,7 @@ pub mod vbmap;
 
 pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
 pub use cluster_map::{BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode};
+pub use collections::{Lookup, Manifest, ManifestError};
 pub use failover::{
     after_restart, fail_over, fail_over_safely, CopyPosition, FailoverOutcome, Promotion,
     RestartVerdict, WaitReason,

@@ -8,6 +8,8 @@
 //! - `flow_control` — the connection's byte window;
 //! - `noop` — idle noops and dead-connection detection;
 //! - `change` — a change as streams see it;
+//! - `filter` — which collections a stream sends, how it spells their keys, and stream
+//!   request filters; `system_event`: scope and collection records as SYSTEM_EVENTs;
 //! - `stream` — the active stream state machine (backfill ⇄ memory, markers, ending);
 //! - `producer` — one producer connection: settings, streams, fair and flow-controlled output;
 //! - `slot` — per vbucket, what a producer connection holds beside the stream (id, cursor);
@@ -23,6 +25,7 @@ pub mod backfill;
 pub mod change;
 pub mod control;
 pub mod durability;
+pub mod filter;
 pub mod flow_control;
 pub mod noop;
 pub mod passive;
@@ -32,3 +35,4 @@ pub mod seqno_acks;
 pub mod slot;
 pub mod stream;
 pub mod stream_request;
+pub mod system_event;

@@ -8,6 +8,7 @@
 //! one connection cannot starve the others sharing its thread.
 
 use crate::control::{ControlSetting, Priority};
+use crate::filter::KeyMode;
 use crate::flow_control::FlowControl;
 use crate::noop::NoopTimer;
 use crate::stream::{ActiveStream, StreamOptions};
@@ -27,6 +28,8 @@ pub struct Producer {
     send_end_on_close: bool,
     expiry_opcode: bool,
     sync_writes: bool,
+    /// How this connection's consumer reads collections (see `filter`).
+    pub collections: KeyMode,
     /// `consumer_name`, if the consumer gave one: whose copy its seqno acks are about.
     pub consumer_name: Option<String>,
     streams: BTreeMap<VbId, ActiveStream>,
@@ -53,6 +56,7 @@ impl Producer {
             send_end_on_close: false,
             expiry_opcode: false,
             sync_writes: false,
+            collections: KeyMode::Raw,
             consumer_name: None,
             streams: BTreeMap::new(),
             rotation: VecDeque::new(),
@@ -97,6 +101,7 @@ impl Producer {
             cursor_dropping: self.cursor_dropping,
             send_end_on_close: self.send_end_on_close,
             sync_writes: self.sync_writes,
+            collections: self.collections,
         }
     }
 

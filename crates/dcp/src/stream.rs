@@ -48,12 +48,15 @@
 //! them) treats it as a protocol violation.
 
 use crate::change::{Change, ChangeKind};
+use crate::filter::{KeyMode, StreamFilter};
 use bytes::Bytes;
 use sluice_proto::dcp::message::{
     DcpCompletion, DcpDocument, DcpPrepare, MarkerSeqnos, SnapshotMarker,
 };
 use sluice_proto::dcp::{DcpMessage, SnapshotFlags, StreamEndReason};
-use sluice_types::{CheckpointId, Datatype, IncludeValue, Seqno, VbId, VbState};
+use sluice_types::collection::collection_of;
+use sluice_types::system_event::SystemEvent;
+use sluice_types::{CheckpointId, CollectionId, Datatype, IncludeValue, Seqno, VbId, VbState};
 use std::collections::VecDeque;
 
 /// What a backfill covers, as its disk snapshot marker announces it.
@@ -103,6 +106,8 @@ pub struct StreamOptions {
     pub send_end_on_close: bool,
     /// `enable_sync_writes`: prepares, commits and aborts as such (see the module doc).
     pub sync_writes: bool,
+    /// How the consumer reads collections: keys, records (see `filter`).
+    pub collections: KeyMode,
 }
 
 /// What the connection must do for the stream.
@@ -158,6 +163,8 @@ pub struct ActiveStream {
     takeover: Option<Takeover>,
     /// Highest seqno queued that a non-sync consumer sees.
     last_visible: Seqno,
+    /// The collections a collection-aware consumer asked for (`None`: all).
+    filter: Option<StreamFilter>,
     pub counters: StreamCounters,
 }
 
@@ -178,8 +185,15 @@ impl ActiveStream {
             ready_bytes: 0,
             takeover: None,
             last_visible: start,
+            filter: None,
             counters: StreamCounters::default(),
         }
+    }
+
+    /// A stream of the collections `filter` names only.
+    pub fn with_filter(mut self, filter: StreamFilter) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// A takeover stream: after catching up it hands the vbucket over to the consumer.
@@ -279,6 +293,7 @@ impl ActiveStream {
                 | DcpMessage::Prepare(_)
                 | DcpMessage::Commit(_)
                 | DcpMessage::Abort(_)
+                | DcpMessage::SystemEvent(_)
         ) {
             self.counters.items_sent += 1;
         }
@@ -407,7 +422,8 @@ impl ActiveStream {
                 c.meta.seqno,
                 self.last_read
             );
-            self.queue_change(c);
+            let shown = self.shows(c);
+            self.queue_change(c, shown);
         }
     }
 
@@ -452,13 +468,20 @@ impl ActiveStream {
         let Some(last) = fresh.last() else {
             return Vec::new();
         };
+        let shown: Vec<bool> = fresh.iter().map(|c| self.shows(c)).collect();
         let last_visible = fresh
             .iter()
+            .zip(&shown)
             .rev()
-            .find(|c| c.kind.visible())
-            .map(|c| c.meta.seqno);
+            .find(|(c, shown)| **shown && c.kind.visible())
+            .map(|(c, _)| c.meta.seqno);
+        let shows_any = shown.iter().any(|s| *s);
         let snap_end = match last_visible {
             // Nothing this consumer sees: no marker, only the position moves.
+            _ if !shows_any => {
+                self.last_read = last.meta.seqno;
+                return self.end_if_reached();
+            }
             None if !self.opts.sync_writes => {
                 self.last_read = last.meta.seqno;
                 return self.end_if_reached();
@@ -483,8 +506,8 @@ impl ActiveStream {
             self.snapshot_end = snap_end;
             self.snapshot_checkpoint = Some(checkpoint_id);
         }
-        for c in fresh {
-            self.queue_change(c);
+        for (c, shown) in fresh.into_iter().zip(shown) {
+            self.queue_change(c, shown);
         }
         self.end_if_reached()
     }
@@ -546,10 +569,43 @@ impl ActiveStream {
         self.ready_bytes = 0;
     }
 
-    fn queue_change(&mut self, c: &Change) {
+    /// Whether this stream sends `c`: not a prepare or abort unless its consumer enabled
+    /// sync writes, and a change of a collection it sends (or a record of one). A scope
+    /// filter takes in the collections made in its scope as their records pass.
+    fn shows(&mut self, c: &Change) -> bool {
+        if !c.kind.visible() && !self.opts.sync_writes {
+            return false;
+        }
+        let cid = collection_of(&c.key);
+        match self.opts.collections {
+            KeyMode::Raw => true,
+            KeyMode::Legacy => cid == CollectionId::DEFAULT,
+            KeyMode::Aware if cid == CollectionId::SYSTEM => {
+                match (SystemEvent::decode(&c.key, &c.value), &mut self.filter) {
+                    (None, _) => false,
+                    (Some(_), None) => true,
+                    (
+                        Some(SystemEvent::Collection {
+                            scope, collection, ..
+                        }),
+                        Some(f),
+                    ) => f.admits_collection_record(scope, CollectionId(collection)),
+                    (Some(SystemEvent::Scope { scope, .. }), Some(f)) => {
+                        f.admits_scope_record(scope)
+                    }
+                }
+            }
+            KeyMode::Aware => self
+                .filter
+                .as_ref()
+                .is_none_or(|f| f.admits_collection(cid)),
+        }
+    }
+
+    fn queue_change(&mut self, c: &Change, shown: bool) {
         debug_assert!(c.meta.seqno > self.last_read);
         self.last_read = c.meta.seqno;
-        if !c.kind.visible() && !self.opts.sync_writes {
+        if !shown {
             return;
         }
         debug_assert!(
@@ -561,8 +617,16 @@ impl ActiveStream {
         if c.kind.visible() {
             self.last_visible = c.meta.seqno;
         }
+        if self.opts.collections == KeyMode::Aware {
+            if let Some(record) = SystemEvent::decode(&c.key, &c.value) {
+                let e = crate::system_event::to_dcp(c.meta.seqno, &record);
+                self.push(DcpMessage::SystemEvent(e));
+                return;
+            }
+        }
+        let key = self.opts.collections.wire_key(&c.key);
         let mut doc = DcpDocument {
-            key: c.key.clone(),
+            key: key.clone(),
             value: c.value.clone(),
             datatype: c.meta.datatype,
             cas: c.meta.cas,
@@ -598,12 +662,12 @@ impl ActiveStream {
                 })
             }
             ChangeKind::Commit { prepared } => DcpMessage::Commit(DcpCompletion {
-                key: c.key.clone(),
+                key: key.clone(),
                 prepared_seqno: prepared,
                 seqno: c.meta.seqno,
             }),
             ChangeKind::Abort { prepared } => DcpMessage::Abort(DcpCompletion {
-                key: c.key.clone(),
+                key,
                 prepared_seqno: prepared,
                 seqno: c.meta.seqno,
             }),

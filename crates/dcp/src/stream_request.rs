@@ -2,6 +2,7 @@
 //! (or a rollback point). Follows the reference producer's validation order (protocol.md §4.3),
 //! so a client sees the same answer it would from Couchbase Server.
 
+use crate::filter::{FilterError, FilterRequest};
 use crate::rollback::{decide, ProducerHistory, RollbackDecision};
 use sluice_proto::dcp::{StreamFlags, StreamRequest};
 use sluice_proto::Status;
@@ -89,11 +90,20 @@ pub fn decide_stream_request(
             "enable noops (DCP_CONTROL enable_noop) to use xattrs or stream filters",
         ));
     }
-    if !json_value.is_empty() {
-        return Err(Refused::Status(
-            Status::NotSupported,
-            "stream filters (collections) are not supported",
-        ));
+    match FilterRequest::parse(json_value) {
+        Ok(_) => {}
+        Err(FilterError::Invalid) => {
+            return Err(Refused::Status(
+                Status::Einval,
+                "the stream filter is {\"collections\":[hex ids]} or {\"scope\":hex id}",
+            ))
+        }
+        Err(FilterError::StreamId) => {
+            return Err(Refused::Status(
+                Status::DcpStreamIdInvalid,
+                "a stream id needs enable_stream_id, which this server does not offer",
+            ))
+        }
     }
     if req.start > req.end {
         return Err(Refused::Status(

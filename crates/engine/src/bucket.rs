@@ -2,6 +2,7 @@
 //! quota and the write-refusal state, and owns the background threads (flusher, pager).
 
 use crate::clock::Clock;
+use crate::collections::LiveCollections;
 use crate::config::BucketConfig;
 use crate::datatype;
 use crate::error::EngineError;
@@ -16,7 +17,9 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use sluice_storage::Store;
-use sluice_types::{Cas, DurabilityLevel, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid};
+use sluice_types::{
+    Cas, CollectionId, DurabilityLevel, FailoverLog, ItemMeta, Seqno, VbId, VbState, VbUuid,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -75,6 +78,13 @@ pub struct Bucket {
     pub(crate) inherited_prepares: Mutex<std::collections::BTreeSet<VbId>>,
     /// See [`Bucket::warmed_up_whole`].
     warmed_up_whole: bool,
+    /// The collections that exist (see `collections`); the flusher skips dropped ones.
+    pub(crate) live_collections: Mutex<Arc<LiveCollections>>,
+    /// Dropped collections whose documents are gone from disk (or were searched for and
+    /// queued for the flusher): the sweep does not search again.
+    pub(crate) collections_swept_on_disk: Mutex<std::collections::BTreeSet<CollectionId>>,
+    /// Set by a new live set: the pager sweeps.
+    pub(crate) collection_sweep_wanted: AtomicBool,
 }
 
 impl Bucket {
@@ -141,6 +151,9 @@ impl Bucket {
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             pending_purges: Mutex::new(Vec::new()),
+            live_collections: Mutex::new(Arc::new(LiveCollections::default())),
+            collections_swept_on_disk: Mutex::new(Default::default()),
+            collection_sweep_wanted: AtomicBool::new(false),
             listeners: Default::default(),
             flush_lock: Mutex::new(()),
             dirty,
@@ -151,7 +164,7 @@ impl Bucket {
         let items: usize = bucket
             .vbuckets
             .iter()
-            .map(|v| v.inner.lock().num_items)
+            .map(|v| v.inner.lock().documents())
             .sum();
         BucketStats::add(&bucket.stats.items_warmed_up, items as u64);
         let mut threads = Vec::new();
@@ -553,22 +566,101 @@ impl Bucket {
         })
     }
 
-    /// GET_RANDOM_KEY: a live, resident document of an active vbucket, chosen by `pick`
-    /// (the caller's randomness: which vbucket to start from, where in it); KeyNotFound
-    /// when there is none.
-    pub fn random_document(&self, pick: u64) -> Result<(Bytes, Document), EngineError> {
+    /// GET_RANDOM_KEY: a live, resident document of `collection` in an active vbucket,
+    /// chosen by `pick` (the caller's randomness: which vbucket to start from, where in it);
+    /// KeyNotFound when there is none. The key is the qualified one.
+    pub fn random_document(
+        &self,
+        pick: u64,
+        collection: CollectionId,
+    ) -> Result<(Bytes, Document), EngineError> {
         let ctx = self.ctx();
         let n = self.num_vbuckets();
         let first = (pick % u64::from(n)) as u16;
         for i in 0..n {
             let vb = VbId((first + i) % n);
-            if let Some(found) =
-                self.with_vb(vb, |inner| inner.random_resident(pick >> 16, &ctx))?
-            {
+            if let Some(found) = self.with_vb(vb, |inner| {
+                inner.random_resident(pick >> 16, collection, &ctx)
+            })? {
                 return Ok(found);
             }
         }
         Err(EngineError::KeyNotFound)
+    }
+
+    /// Records which collections exist now. Documents of those dropped since are removed in
+    /// the background, from memory and disk (see `collections`).
+    /// Every active vbucket records the scopes and collections made or dropped since in
+    /// its own seqno order (`system_events`).
+    pub fn set_live_collections(&self, live: LiveCollections) {
+        let mut current = self.live_collections.lock();
+        if **current == live {
+            return;
+        }
+        let live = Arc::new(live);
+        *current = live.clone();
+        drop(current);
+        for vb in 0..self.num_vbuckets() {
+            self.reconcile_system_events(VbId(vb), &live);
+        }
+        self.collection_sweep_wanted.store(true, Ordering::Release);
+        self.pager_wake.notify();
+    }
+
+    /// Writes the system event records `vb` lacks, if it is active.
+    pub(crate) fn reconcile_system_events(&self, vb: VbId, live: &LiveCollections) {
+        let ctx = self.ctx();
+        let _ = self.with_vb(vb, |inner| {
+            if inner.state == VbState::Active {
+                inner.reconcile_system_events(live, &ctx);
+            }
+        });
+    }
+
+    /// Whether every dropped collection's documents are gone from memory and disk (the
+    /// sweep ran and the flusher committed what it found).
+    pub fn collection_sweep_done(&self) -> bool {
+        let live = self.live_collections();
+        if self.collection_sweep_wanted.load(Ordering::Acquire) {
+            return false;
+        }
+        if self.store.is_some() {
+            // Held by the flusher for a whole round: once taken, purges it took are committed.
+            let _round = self.flush_lock.lock();
+            let swept = self.collections_swept_on_disk.lock();
+            if !live.dropped().all(|c| swept.contains(&c)) || !self.pending_purges.lock().is_empty()
+            {
+                return false;
+            }
+        }
+        !self
+            .vbuckets
+            .iter()
+            .any(|v| v.inner.lock().collection_items.holds_dropped(&live))
+    }
+
+    pub fn live_collections(&self) -> Arc<LiveCollections> {
+        self.live_collections.lock().clone()
+    }
+
+    /// Live documents per collection, over every vbucket here (replicas included, as
+    /// `curr_items` counts them); the default collection's are the rest.
+    pub fn collection_items(&self) -> std::collections::BTreeMap<CollectionId, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut total = 0u64;
+        let mut others = 0u64;
+        for v in self.vbuckets.iter() {
+            let inner = v.inner.lock();
+            total += inner.num_items as u64;
+            others += inner.collection_items.total();
+            for (cid, n) in inner.collection_items.iter() {
+                if cid != CollectionId::SYSTEM {
+                    *out.entry(cid).or_insert(0) += n;
+                }
+            }
+        }
+        out.insert(CollectionId::DEFAULT, total.saturating_sub(others));
+        out
     }
 
     /// UNLOCK_KEY: releases the lock `cas` names.
@@ -760,7 +852,7 @@ impl Bucket {
         let mut keys_evicted = 0;
         for v in self.vbuckets.iter() {
             let inner = v.inner.lock();
-            items += inner.num_items;
+            items += inner.documents();
             resident += inner.ht.resident_values();
             in_memory += inner.ht.len();
             checkpoints += inner.checkpoints.num_checkpoints();
@@ -819,7 +911,7 @@ impl Bucket {
                     },
                     purge_seqno: inner.purge_seqno,
                     uuid: inner.failover.latest().uuid,
-                    items: inner.num_items,
+                    items: inner.documents(),
                     failover_log: inner.failover.clone(),
                     high_prepared_seqno: inner.prepares.high_prepared_seqno(),
                     high_completed_seqno: inner.prepares.high_completed_seqno(),

@@ -18,6 +18,10 @@
 //! - `prepares`   — a vbucket's pending SyncWrites and the rules a replica's changes follow;
 //!   `sync_writes`: committing and aborting them on the active;
 //! - `vb_uuids`   — where new vbucket uuids come from (a random source passed in);
+//! - `collections` — which collections are live, per-collection counts, and (with
+//!   `pager/collections`) removing what a dropped collection left behind;
+//! - `system_events` — each vbucket's records of the scopes and collections made and
+//!   dropped, in its seqno order (what DCP sends as SYSTEM_EVENTs);
 //! - `hlc`, `clock`, `datatype`, `config`, `error`, `stats`, `item`.
 //!
 //! Time and randomness come in as parameters: the flusher's and the pager's schedules take
@@ -33,6 +37,7 @@ mod bucket;
 mod checkpoint;
 mod checkpoint_recovery;
 mod clock;
+mod collections;
 mod config;
 mod datatype;
 mod dirty_vbuckets;
@@ -51,6 +56,7 @@ mod signal;
 mod stats;
 mod stream_source;
 mod sync_writes;
+pub mod system_events;
 mod table_key;
 mod vb_uuids;
 mod vbucket;
@@ -60,6 +66,7 @@ pub use background::{mark_current_thread_as_batch, run_as_batch};
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, RoomListener, VbDetails};
 pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use collections::{CollectionEntry, LiveCollections};
 pub use config::{BucketConfig, BucketType, FLUSH_INTERVAL_DEFAULT};
 pub use datatype::inflate;
 pub use error::EngineError;

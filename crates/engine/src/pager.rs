@@ -3,12 +3,15 @@
 //!   a value read since the last pass survives one more) until usage is below the low watermark;
 //! - the **expiry pager**: every `expiry_pager_interval`, expires items whose time has passed;
 //! - the **tombstone purger**: drops tombstones older than `tombstone_purge_age` (in memory for
-//!   ephemeral buckets, on disk through the flusher for couchbase buckets).
+//!   ephemeral buckets, on disk through the flusher for couchbase buckets);
+//! - the **collection sweep** (`collections`): removes what dropped collections left, when
+//!   the live set changes or their documents turn up in memory again.
 //!
 //! When each runs is decided by [`schedule::PagerSchedule`], which takes the time and the
 //! memory counters as parameters; this thread only reads them and does the work
 //! (`evict`, `expiry`, `tombstones`, and `crate::checkpoint_recovery`).
 
+mod collections;
 mod evict;
 mod expiry;
 mod schedule;
@@ -27,6 +30,9 @@ pub fn run(bucket: &Bucket) {
         config.tombstone_purge_age,
     );
     while !bucket.shutdown.load(Ordering::SeqCst) {
+        if collections::due(bucket) {
+            collections::sweep(bucket);
+        }
         // One pass: the schedule's actions up to its wait.
         loop {
             let memory = MemoryPressure {

@@ -124,8 +124,14 @@ impl VbInner {
             }
         });
         match (was_live, meta.deleted) {
-            (false, false) => self.num_items += 1,
-            (true, true) => self.num_items = self.num_items.saturating_sub(1),
+            (false, false) => {
+                self.num_items += 1;
+                self.collection_items.add(&c.key, 1);
+            }
+            (true, true) => {
+                self.num_items = self.num_items.saturating_sub(1);
+                self.collection_items.add(&c.key, -1);
+            }
             _ => {}
         }
         self.hlc.observe(meta.cas.0);
@@ -218,6 +224,11 @@ impl Bucket {
             inner.locks.clear();
             inner.meta_dirty = true;
         })?;
+        if state == VbState::Active {
+            // A promoted replica may not have heard of every scope and collection change.
+            let live = self.live_collections();
+            self.reconcile_system_events(vb, &live);
+        }
         self.flusher_wake.notify();
         Ok(())
     }
@@ -320,6 +331,7 @@ impl Bucket {
             inner.flushed_high_completed = Seqno::ZERO;
             inner.purge_seqno = Seqno::ZERO;
             inner.num_items = 0;
+            inner.collection_items.clear();
             inner.max_deleted_rev = 0;
             inner.keys_evicted = false;
             inner.replica_snapshot = (Seqno::ZERO, Seqno::ZERO);

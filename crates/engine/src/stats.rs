@@ -59,7 +59,7 @@ counters! {
     incr_misses, decr_misses, cas_hits, cas_badval, cas_misses, cmd_touch, touch_hits,
     touch_misses, bg_fetches, evictions, expired_by_pager, tmp_fails,
     flusher_commits, flusher_items, flusher_bytes, flusher_commit_us, flusher_round_us,
-    tombstones_purged, items_warmed_up,
+    tombstones_purged, items_warmed_up, collection_items_swept,
     cursors_dropped, checkpoint_recovery_passes,
     // Couchbase's names: prepares made on this node's actives, and how they completed.
     vb_active_sync_write_accepted_count, vb_active_sync_write_committed_count,

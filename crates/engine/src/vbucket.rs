@@ -3,6 +3,8 @@
 //! hold it only for in-memory work.
 
 use crate::checkpoint::{CheckpointManager, CursorId, QueueOp, QueuedItem};
+use crate::collections::CollectionCounts;
+use crate::collections::LiveCollections;
 use crate::datatype;
 use crate::error::EngineError;
 use crate::hash_table::{HashTable, StoredValue};
@@ -10,6 +12,7 @@ use crate::hlc::Hlc;
 use crate::item::{ArithmeticRequest, Document, Mutation, StoreKind, StoreRequest};
 use crate::locks::Locks;
 use crate::prepares::{Prepare, Prepares, SnapshotKind};
+use crate::system_events::{self, is_system_key, SystemEvent};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_types::{
@@ -86,6 +89,8 @@ pub struct VbInner {
     pub tombstones_only_on_disk: bool,
     /// Live documents, resident or not (the hash table may hold fewer).
     pub num_items: usize,
+    /// Of those, the ones of each collection other than `_default`.
+    pub collection_items: CollectionCounts,
     /// Memory deltas since the bucket last collected them (hash table, checkpoints).
     pub mem_delta: isize,
     pub checkpoint_delta: isize,
@@ -148,6 +153,7 @@ impl VbInner {
             keys_evicted: false,
             tombstones_only_on_disk: false,
             num_items: 0,
+            collection_items: CollectionCounts::default(),
             mem_delta: 0,
             checkpoint_delta: 0,
             replica_snapshot: (Seqno::ZERO, Seqno::ZERO),
@@ -242,7 +248,9 @@ impl VbInner {
             deleted: v.deleted,
             delete_time: if v.deleted { ctx.now_unix_s } else { 0 },
         };
-        let (max_deleted_rev, keys_evicted) = (self.max_deleted_rev, self.keys_evicted);
+        // System event records never leave memory: absent here, absent on disk.
+        let keys_evicted = self.keys_evicted && !is_system_key(key);
+        let max_deleted_rev = self.max_deleted_rev;
         let mut was_live = false;
         let mut had_entry = false;
         self.mem_delta += self.ht.replace_with(key, |old| {
@@ -262,8 +270,14 @@ impl VbInner {
             }
         });
         match (was_live, v.deleted) {
-            (false, false) => self.num_items += 1,
-            (true, true) => self.num_items -= 1,
+            (false, false) => {
+                self.num_items += 1;
+                self.collection_items.add(key, 1);
+            }
+            (true, true) => {
+                self.num_items -= 1;
+                self.collection_items.add(key, -1);
+            }
             _ => {}
         }
         // No entry, every key on disk has one (`keys_evicted` is false, asserted above) and
@@ -736,13 +750,42 @@ impl VbInner {
         due.len()
     }
 
+    /// Live documents: items but the system event records.
+    pub fn documents(&self) -> usize {
+        self.num_items
+            .saturating_sub(self.collection_items.system() as usize)
+    }
+
+    /// Writes the system event records this (active) vbucket lacks to agree with `live`.
+    pub fn reconcile_system_events(&mut self, live: &LiveCollections, ctx: &OpCtx) -> usize {
+        let writes = system_events::reconcile(live, |key| {
+            let sv = self.ht.get(key)?;
+            SystemEvent::decode(key, sv.value.as_deref()?)
+        });
+        for (key, event) in &writes {
+            let v = NewVersion {
+                flags: 0,
+                expiry: Expiry::NEVER,
+                datatype: Datatype::RAW,
+                value: Bytes::from(event.encode()),
+                deleted: false,
+                op: QueueOp::Mutation,
+                cas: None,
+            };
+            self.write(key, v, ctx);
+        }
+        writes.len()
+    }
+
     /// Deletes every live document (FLUSH); returns how many. A key with a SyncWrite pending
-    /// is left to its outcome.
+    /// is left to its outcome; the system event records stay.
     pub fn delete_all(&mut self, ctx: &OpCtx) -> usize {
         let keys: Vec<Box<[u8]>> = self
             .ht
             .iter()
-            .filter(|(k, sv)| !sv.meta.deleted && self.prepares.get(k).is_none())
+            .filter(|(k, sv)| {
+                !sv.meta.deleted && self.prepares.get(k).is_none() && !is_system_key(k)
+            })
             .map(|(k, _)| k.into())
             .collect();
         for key in &keys {

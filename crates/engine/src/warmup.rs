@@ -143,12 +143,15 @@ fn load_items(store: &dyn Store, inner: &mut VbInner, memory: &Memory) -> Result
             continue;
         }
         inner.num_items += 1;
-        if memory.above_high_watermark() {
+        inner.collection_items.add(&r.key, 1);
+        // System event records always stay in memory (see `system_events`).
+        let system = crate::system_events::is_system_key(&r.key);
+        if memory.above_high_watermark() && !system {
             // Not even metadata fits: the key stays on disk, found on demand.
             inner.keys_evicted = true;
             continue;
         }
-        let resident = !memory.above_low_watermark();
+        let resident = !memory.above_low_watermark() || system;
         let sv = StoredValue {
             meta: r.meta,
             value: resident.then_some(r.value),

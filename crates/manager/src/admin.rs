@@ -22,7 +22,9 @@
 //! (`janitor::routes`), and `/internal/...`: the meta node's Raft and join routes
 //! (`sluice_meta::http`).
 //!
-//! Plus the users' routes (`users_api`: `/settings/rbac/users...`).
+//! Plus the users' routes (`users_api`: `/settings/rbac/users...`), the buckets'
+//! (`buckets_api`: `/pools/default/buckets...`) and their collections' (`collections_api`:
+//! `/pools/default/buckets/B/scopes...`).
 //!
 //! Every route but `/health` needs HTTP Basic credentials and a role that allows it, checked
 //! before anything else (`admin_auth`); the rest of `/internal/` is for the cluster identity
@@ -65,6 +67,7 @@ pub async fn serve(
     let rebalance = crate::rebalance::routes::router(control.clone(), meta.clone());
     let janitor = crate::janitor::routes::router(control.clone());
     let buckets = crate::buckets_api::router(control.clone(), meta.clone());
+    let collections = crate::collections_api::router(control.clone(), meta.clone());
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
@@ -74,6 +77,7 @@ pub async fn serve(
         .merge(rebalance)
         .merge(janitor)
         .merge(buckets)
+        .merge(collections)
         .merge(data)
         .merge(users)
         .merge(internal)

@@ -10,6 +10,8 @@
 //! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
 //! | `/pools/default/b/B` (the map, as SDKs fetch it), `GET /pools/default/buckets/B` | any role on bucket B |
 //! | `POST /pools/default/buckets/B` (edit) | managing bucket B (`bucket_admin[B]`) |
+//! | `GET /pools/default/buckets/B/scopes` (the collections manifest) | any role on bucket B |
+//! | other methods on `/pools/default/buckets/B/scopes...` (scopes and collections) | managing bucket B (`bucket_admin[B]`) |
 //! | `POST /pools/default/buckets` (create), `DELETE /pools/default/buckets/B` | changing the cluster (`cluster_admin`) |
 //! | `/settings/rbac/...`, `POST /node/controller/reloadCertificate` | security (`admin` only) |
 //! | other `/internal/*` (Raft, forwarded proposals, rebalance internals, positions) | the cluster identity only |
@@ -88,6 +90,12 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
         Rule::Needs(Need::Security)
     } else if path == "/metrics" || is_bucket_stats(path) {
         Rule::Needs(Need::Stats)
+    } else if let Some(bucket) = collections_bucket(path) {
+        let bucket = bucket.to_string();
+        match changes {
+            true => Rule::Needs(Need::ManageBucket(bucket)),
+            false => Rule::Needs(Need::AnyOfBucket(bucket)),
+        }
     } else if let Some(bucket) = path
         .strip_prefix("/pools/default/buckets/")
         .filter(|b| method == Method::POST && !b.is_empty() && !b.contains('/'))
@@ -105,6 +113,16 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
     } else {
         Rule::Needs(Need::ClusterRead)
     }
+}
+
+/// The bucket B of `/pools/default/buckets/B/scopes` and the paths below it (its scopes and
+/// collections).
+fn collections_bucket(path: &str) -> Option<&str> {
+    let (bucket, rest) = path
+        .strip_prefix("/pools/default/buckets/")?
+        .split_once('/')?;
+    let scopes = rest == "scopes" || rest.starts_with("scopes/");
+    (scopes && !bucket.is_empty()).then_some(bucket)
 }
 
 fn is_bucket_stats(path: &str) -> bool {
@@ -307,6 +325,41 @@ mod tests {
                 "/pools/default/buckets/orders",
                 needs(Need::ClusterWrite),
             ),
+            (
+                &get,
+                "/pools/default/buckets/orders/scopes",
+                needs(Need::AnyOfBucket("orders".into())),
+            ),
+            (
+                &post,
+                "/pools/default/buckets/orders/scopes",
+                needs(Need::ManageBucket("orders".into())),
+            ),
+            (
+                &Method::DELETE,
+                "/pools/default/buckets/orders/scopes/s1",
+                needs(Need::ManageBucket("orders".into())),
+            ),
+            (
+                &post,
+                "/pools/default/buckets/orders/scopes/s1/collections",
+                needs(Need::ManageBucket("orders".into())),
+            ),
+            (
+                &Method::DELETE,
+                "/pools/default/buckets/orders/scopes/s1/collections/c1",
+                needs(Need::ManageBucket("orders".into())),
+            ),
+            (
+                &post,
+                "/pools/default/buckets/orders/scopesx",
+                needs(Need::ClusterWrite),
+            ),
+            (
+                &post,
+                "/pools/default/buckets//scopes",
+                needs(Need::ClusterWrite),
+            ),
             (&get, "/settings/rbac/users", needs(Need::Security)),
             (
                 &post,
@@ -345,6 +398,7 @@ mod tests {
         let read = Rule::Needs(Need::ClusterRead);
         let bucket = Rule::Needs(Need::AnyOfBucket("default".into()));
         let stats = Rule::Needs(Need::Stats);
+        let manage = Rule::Needs(Need::ManageBucket("default".into()));
         let security = Rule::Needs(Need::Security);
         let forbidden = Err(Refusal::Forbidden);
         let table = [
@@ -370,6 +424,20 @@ mod tests {
                 &bucket,
                 &user(),
                 roles("data_reader[other]"),
+                forbidden.clone(),
+            ),
+            (&manage, &user(), roles("bucket_admin[default]"), Ok(())),
+            (&manage, &user(), roles("cluster_admin"), Ok(())),
+            (
+                &manage,
+                &user(),
+                roles("data_writer[default]"),
+                forbidden.clone(),
+            ),
+            (
+                &manage,
+                &user(),
+                roles("bucket_admin[other]"),
                 forbidden.clone(),
             ),
             (&stats, &user(), roles("stats_reader"), Ok(())),

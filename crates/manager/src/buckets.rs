@@ -5,7 +5,8 @@
 //!   and given its cluster agent; only once the agent applied the map is it listed for
 //!   SELECT_BUCKET, so no client reaches a vbucket before its state is the map's;
 //! - every bucket's newest map is served (re-rendered once this node's ports are known),
-//!   with the quota the metadata gives it (an edit applies at once);
+//!   with the quota the metadata gives it (an edit applies at once), and its newest
+//!   collections manifest;
 //! - a bucket the metadata no longer defines is deleted here: its agent and builds stop, it
 //!   leaves the table, the connections that selected it close, its engine stops and its
 //!   files are removed;
@@ -59,6 +60,7 @@ async fn serve(control: &Arc<Control>, meta: &MetaNode, state: &ClusterState, re
         };
         // The node's own bucket was opened under a uuid of its own: maps show the cluster's.
         let renamed = bucket.bucket.adopt_cluster_uuid(&entry.def.uuid);
+        install_manifest(&bucket.bucket, entry);
         install(control, &bucket.bucket, map, id, renamed);
         if bucket.bucket.engine.memory().quota_bytes != entry.def.quota_bytes {
             // Edited (or the node's own bucket, opened with its flag's quota).
@@ -94,7 +96,16 @@ fn install(
     }
 }
 
-/// Opens bucket `entry` here and gives it its map; `None` if it cannot be opened (logged: the
+/// Serves bucket `entry`'s collections manifest if it is newer than the one served.
+pub(crate) fn install_manifest(bucket: &BucketHandle, entry: &BucketEntry) {
+    if entry.manifest.uid() > bucket.manifest().uid() {
+        let uid = entry.manifest.uid();
+        bucket.install_manifest(Arc::new(entry.manifest.clone()));
+        tracing::debug!(bucket = %bucket.name, uid, "collections manifest installed");
+    }
+}
+
+/// Opens bucket `entry` here and gives it its map and collections manifest; `None` if it cannot be opened (logged: the
 /// next state change tries again).
 async fn open(
     control: &Arc<Control>,
@@ -129,6 +140,7 @@ async fn open(
         }
     };
     tracing::info!(bucket = %def.name, "bucket opened");
+    install_manifest(&handle, entry);
     // The cluster's map before the agent starts: the placeholder (every vbucket active
     // here) must never be applied.
     if let Some(map) = &entry.map {

@@ -411,7 +411,7 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         "durabilityMinLevel": def.durability_min.map_or("none", DurabilityLevel::name),
         "replicaIndex": false,
         "controllers": { "flush": format!("/pools/default/buckets/{name}/controller/doFlush") },
-        "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "xattr", "nodesExt", "durableWrite"],
+        "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "xattr", "nodesExt", "durableWrite", "collections"],
         "nodes": nodes,
     })
 }
@@ -464,7 +464,7 @@ fn bad_request(errors: BTreeMap<String, String>) -> Response {
 }
 
 /// 400 with one error, under `field`.
-fn error(field: &str, why: String) -> Response {
+pub(crate) fn error(field: &str, why: String) -> Response {
     bad_request([(field.to_string(), why)].into_iter().collect())
 }
 
@@ -472,12 +472,12 @@ fn refused(rejection: Rejection) -> Response {
     error("_", rejection.to_string())
 }
 
-fn not_found(name: &str) -> Response {
+pub(crate) fn not_found(name: &str) -> Response {
     let error = format!("Requested resource not found: no bucket {name:?}");
     (StatusCode::NOT_FOUND, Json(json!({ "error": error }))).into_response()
 }
 
-fn unavailable(e: sluice_meta::MetaError) -> Response {
+pub(crate) fn unavailable(e: sluice_meta::MetaError) -> Response {
     let error = e.to_string();
     (
         StatusCode::SERVICE_UNAVAILABLE,

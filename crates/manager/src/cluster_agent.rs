@@ -228,6 +228,7 @@ mod tests {
             name: "default",
             uuid: "00",
             bucket_type: BucketType::Couchbase,
+            manifest_uid: 0,
         };
         let me = map.nodes()[this as usize].clone();
         MapView::render(map, NodeId(this), &me, &facts)

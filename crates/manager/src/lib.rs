@@ -11,7 +11,8 @@
 //! - `membership`  — the node's id and meta node: a new cluster, a join, or a restart;
 //! - `buckets`     — which buckets the node serves, following the metadata: opened, given
 //!   their maps and agents, deleted; `buckets_api` — `/pools/default/buckets`: create,
-//!   list, describe, delete;
+//!   list, describe, delete; `collections_api` — a bucket's scopes and collections
+//!   (`/pools/default/buckets/B/scopes...`);
 //! - `cluster_agent` — makes a bucket what its map says: vbucket states, replication feeds;
 //! - `failover`    — failing a node over (its replicas elsewhere become active);
 //! - `auto_failover` — the leader's probes, and the failover of a node down too long;
@@ -35,6 +36,7 @@ mod buckets;
 mod buckets_api;
 mod builds;
 mod cluster_agent;
+mod collections_api;
 mod control;
 mod error;
 mod failover;
@@ -109,6 +111,10 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
     let home = control
         .bucket(&cfg.bucket)
         .expect("the node's own bucket is in the table");
+    if let Some(entry) = state.buckets().get(&cfg.bucket) {
+        // Before the KV port serves: a restarted node knows its collections at once.
+        buckets::install_manifest(&home.bucket, entry);
+    }
     if let Some(map) = state.map(&cfg.bucket) {
         // Over the placeholder map of this node alone, even at the same revision.
         let id = meta.id();

@@ -32,7 +32,7 @@ opcodes! {
     GetReplica = 0x83, ListBuckets = 0x87, SelectBucket = 0x89, ObserveSeqno = 0x91,
     Observe = 0x92, GetLocked = 0x94, UnlockKey = 0x95, GetFailoverLog = 0x96,
     GetMeta = 0xa0, GetqMeta = 0xa1, GetClusterConfig = 0xb5, GetRandomKey = 0xb6, SeqnoPersistence = 0xb7,
-    CollectionsGetId = 0xbb,
+    CollectionsGetManifest = 0xba, CollectionsGetId = 0xbb, CollectionsGetScopeId = 0xbc,
     SubdocGet = 0xc5, SubdocExists = 0xc6, SubdocDictAdd = 0xc7, SubdocDictUpsert = 0xc8,
     SubdocDelete = 0xc9, SubdocReplace = 0xca, SubdocArrayPushLast = 0xcb,
     SubdocArrayPushFirst = 0xcc, SubdocArrayInsert = 0xcd, SubdocArrayAddUnique = 0xce,

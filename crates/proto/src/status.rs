@@ -52,6 +52,8 @@ statuses! {
     Etmpfail = 0x86, "Temporary failure", ["temp", "retry-later"];
     XattrEinval = 0x87, "Invalid xattr section or key", ["item-only", "invalid-input"];
     UnknownCollection = 0x88, "Unknown collection", ["fetch-config", "invalid-input"];
+    UnknownScope = 0x8c, "Unknown scope", ["fetch-config", "invalid-input"];
+    DcpStreamIdInvalid = 0x8d, "Invalid DCP stream id", ["invalid-input"];
     DurabilityInvalidLevel = 0xa0, "Invalid durability level", ["invalid-input"];
     DurabilityImpossible = 0xa1, "Durability requirement cannot be met", ["item-only"];
     SyncWriteInProgress = 0xa2, "A synchronous write is in progress on the key", ["item-only", "retry-later"];

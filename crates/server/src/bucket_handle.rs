@@ -1,4 +1,5 @@
-//! One bucket a node serves: its engine, the map it is served under, and its durable writes.
+//! One bucket a node serves: its engine, the map it is served under, its collections
+//! manifest, and its durable writes.
 //!
 //! Everything a request needs of "its" bucket hangs here, so a connection that selected a
 //! bucket holds one `Arc<BucketHandle>` and never looks a bucket up again. A node holds its
@@ -10,7 +11,7 @@ use crate::config::ServerConfig;
 use crate::node_error::OpenError;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
-use sluice_cluster::{ClusterMap, NodeId, NodeInfo};
+use sluice_cluster::{ClusterMap, Manifest, NodeId, NodeInfo};
 use sluice_engine::{Bucket, BucketConfig, BucketType, SystemClock};
 use sluice_storage::{FjallStore, StoreMemory};
 use sluice_types::DurabilityLevel;
@@ -72,6 +73,13 @@ pub struct BucketHandle {
     pub write_room: Arc<tokio::sync::Notify>,
     /// The bucket's map as this node serves it; the cluster agent follows it.
     map: tokio::sync::watch::Sender<Arc<MapView>>,
+    /// The bucket's collections manifest as this node serves it: the cluster's (installed
+    /// from the replicated metadata), the default one until then. Requests read it through
+    /// `manifest()`: a clone of the `Arc`, never the lock held across work.
+    manifest: RwLock<Arc<Manifest>>,
+    /// The served manifest's uid, read without the lock: a session keeps its own copy of
+    /// the manifest and takes a new one only when this moved (see `Session::keyspace`).
+    manifest_uid_now: std::sync::atomic::AtomicU64,
     /// Set once the cluster deleted the bucket: connections still holding it close.
     deleted: AtomicBool,
     /// The bucket's durability minimum as a wire level byte (0: none): every mutation is
@@ -120,10 +128,12 @@ impl BucketHandle {
         engine.set_room_listener(Box::new(move || room.notify_waiters()));
         tracing::info!(bucket = %spec.name, items = engine.gauges()[0].1,
             elapsed_ms = started.elapsed().as_millis() as u64, "warmup complete");
+        let manifest = Arc::new(Manifest::new());
         let facts = BucketFacts {
             name: &spec.name,
             uuid: &identity.uuid,
             bucket_type: spec.bucket_type,
+            manifest_uid: manifest.uid(),
         };
         let alone = cluster_map::single_node(me.clone(), spec.replicas, spec.vbuckets);
         let placeholder = MapView::render(alone, me.id, me, &facts);
@@ -136,6 +146,8 @@ impl BucketHandle {
             durability: Default::default(),
             write_room,
             map: tokio::sync::watch::Sender::new(Arc::new(placeholder)),
+            manifest_uid_now: std::sync::atomic::AtomicU64::new(manifest.uid()),
+            manifest: RwLock::new(manifest),
             deleted: AtomicBool::new(false),
             durability_min: AtomicU8::new(0),
         })
@@ -176,13 +188,7 @@ impl BucketHandle {
     /// served is ignored (maps only move forward; a revision may be re-rendered, e.g. once
     /// ports are bound).
     pub fn install_map(&self, map: ClusterMap, this: NodeId, me: &NodeInfo) {
-        let cluster_uuid = self.cluster_uuid.read().clone();
-        let facts = BucketFacts {
-            name: &self.name,
-            uuid: cluster_uuid.as_deref().unwrap_or(&self.uuid),
-            bucket_type: self.bucket_type,
-        };
-        let view = Arc::new(MapView::render(map, this, me, &facts));
+        let view = Arc::new(self.render(map, this, me, self.manifest().uid()));
         self.map.send_if_modified(|current| {
             if view.rev() < current.rev() {
                 return false;
@@ -190,6 +196,83 @@ impl BucketHandle {
             *current = view;
             true
         });
+        // A manifest installed while this map was rendered is shown all the same.
+        self.show_manifest_uid();
+    }
+
+    /// The bucket's collections manifest as this node serves it now.
+    pub fn manifest(&self) -> Arc<Manifest> {
+        self.manifest.read().clone()
+    }
+
+    /// The uid of [`Self::manifest`], without taking its lock.
+    pub fn manifest_uid(&self) -> u64 {
+        self.manifest_uid_now.load(Ordering::Acquire)
+    }
+
+    /// Serves `manifest` from now on if it is newer (a larger uid) than the one served;
+    /// whether it did. The map served is rendered again with the new uid
+    /// (`collectionsManifestUid`), at the same revision.
+    pub fn install_manifest(&self, manifest: Arc<Manifest>) -> bool {
+        {
+            let mut current = self.manifest.write();
+            if manifest.uid() <= current.uid() {
+                return false;
+            }
+            *current = manifest.clone();
+            self.manifest_uid_now
+                .store(manifest.uid(), Ordering::Release);
+        }
+        // The engine records the change in its active vbuckets and sweeps what a dropped
+        // collection left behind.
+        self.engine
+            .set_live_collections(crate::live_collections::of(&manifest));
+        self.show_manifest_uid();
+        true
+    }
+
+    /// Renders the map served again if it shows an older manifest uid than the one served,
+    /// and puts it in place without waking the map's watchers. The revision is the same, so
+    /// clients would ignore a push of it, and the cluster agent must not apply a map again
+    /// (it would undo a takeover the map does not record yet); readers of the map
+    /// (GET_CLUSTER_CONFIG, NOT_MY_VBUCKET, the admin map) see the new uid at once.
+    ///
+    /// Both the manifest and the map are stored before this runs, so whichever of
+    /// `install_map` and `install_manifest` runs it last sees both.
+    fn show_manifest_uid(&self) {
+        loop {
+            let uid = self.manifest().uid();
+            let served = self.cluster_map();
+            if served.manifest_uid >= uid {
+                return;
+            }
+            let view = Arc::new(self.render(served.map.clone(), served.this, served.me(), uid));
+            let mut replaced = false;
+            self.map.send_if_modified(|current| {
+                if Arc::ptr_eq(current, &served) {
+                    *current = view;
+                    replaced = true;
+                }
+                false
+            });
+            if replaced {
+                return;
+            }
+            // Another map was installed meanwhile: look at that one.
+        }
+    }
+
+    /// `map` rendered for node `this` (listening on `me`) with this bucket's facts and the
+    /// manifest uid `manifest_uid`.
+    fn render(&self, map: ClusterMap, this: NodeId, me: &NodeInfo, manifest_uid: u64) -> MapView {
+        let cluster_uuid = self.cluster_uuid.read().clone();
+        let facts = BucketFacts {
+            name: &self.name,
+            uuid: cluster_uuid.as_deref().unwrap_or(&self.uuid),
+            bucket_type: self.bucket_type,
+            manifest_uid,
+        };
+        MapView::render(map, this, me, &facts)
     }
 
     /// Shows `uuid`, the cluster's, in the maps from the next one installed on. Whether it
@@ -321,4 +404,77 @@ fn load_or_create_identity(dir: &Path, spec: &BucketSpec) -> Result<BucketIdenti
     std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
     std::fs::rename(&tmp, &path).map_err(io("writing", &path))?;
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me(kv_port: u16) -> NodeInfo {
+        NodeInfo {
+            id: NodeId(0),
+            host: "127.0.0.1".into(),
+            kv_port,
+            admin_port: 8091,
+            tls: None,
+        }
+    }
+
+    /// An ephemeral bucket (no files but its identity) of 4 vbuckets.
+    fn open(dir: &Path) -> BucketHandle {
+        let config = ServerConfig::new(dir);
+        let spec = BucketSpec {
+            name: "b".into(),
+            bucket_type: BucketType::Ephemeral,
+            vbuckets: 4,
+            replicas: 0,
+            quota_bytes: 16 << 20,
+            uuid: None,
+        };
+        BucketHandle::open(&config, &spec, &me(11210)).unwrap()
+    }
+
+    fn shown_uid(bucket: &BucketHandle) -> serde_json::Value {
+        let json: serde_json::Value = serde_json::from_slice(&bucket.bucket_config_json()).unwrap();
+        json["collectionsManifestUid"].clone()
+    }
+
+    fn manifest_at(uid: u64) -> Arc<Manifest> {
+        let mut m = Manifest::new();
+        for i in 0..uid {
+            m.create_scope(&format!("s{i}")).unwrap();
+        }
+        Arc::new(m)
+    }
+
+    #[test]
+    fn a_newer_manifest_is_served_and_shown_in_the_map_without_waking_its_watchers() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = open(dir.path());
+        assert_eq!(bucket.manifest().uid(), 0);
+        assert_eq!(shown_uid(&bucket), "0");
+        let watcher = bucket.watch_cluster_map();
+        let rev = bucket.cluster_map().rev();
+
+        assert!(bucket.install_manifest(manifest_at(26)));
+        assert_eq!(bucket.manifest().scope_id("s25"), Ok(33));
+        assert_eq!(shown_uid(&bucket), "1a");
+        assert_eq!(bucket.cluster_map().rev(), rev, "the same revision");
+        assert!(!watcher.has_changed().unwrap(), "no watcher woken");
+        // Older or equal manifests are ignored.
+        assert!(!bucket.install_manifest(manifest_at(26)));
+        assert!(!bucket.install_manifest(manifest_at(3)));
+        assert_eq!(bucket.manifest().uid(), 26);
+
+        // A new map revision keeps showing the manifest served.
+        let next = bucket
+            .cluster_map()
+            .map
+            .with_vbmap(bucket.cluster_map().map.vbmap().clone());
+        bucket.install_map(next.unwrap(), NodeId(0), &me(11210));
+        assert!(watcher.has_changed().unwrap());
+        assert_eq!(bucket.cluster_map().rev(), rev.next());
+        assert_eq!(shown_uid(&bucket), "1a");
+        bucket.engine.shutdown().unwrap();
+    }
 }

@@ -4,6 +4,10 @@
 //! GET_CLUSTER_CONFIG, every NOT_MY_VBUCKET and the admin map endpoint answer from the
 //! rendered bytes, so a busy node never re-renders a map per request. A node that is not
 //! part of a cluster serves a map of itself alone: every vbucket active here, no replicas.
+//!
+//! The bucket JSON also carries the bucket's collections manifest uid
+//! (`collectionsManifestUid`) as of the render: a manifest change renders the same revision
+//! again (see `BucketHandle::install_manifest`).
 
 use bytes::Bytes;
 use sluice_cluster::cluster_map::REV_EPOCH;
@@ -23,6 +27,11 @@ pub struct MapView {
     pub bucket_json: Bytes,
     /// The bucketless config (GET_CLUSTER_CONFIG before SELECT_BUCKET).
     pub global_json: Bytes,
+    /// The collections manifest uid `bucket_json` shows.
+    pub manifest_uid: u64,
+    /// How this node was described to `render` (used when `map` does not list it), kept to
+    /// render the same revision again.
+    me: NodeInfo,
 }
 
 /// The bucket facts the rendered map shows.
@@ -30,6 +39,8 @@ pub struct BucketFacts<'a> {
     pub name: &'a str,
     pub uuid: &'a str,
     pub bucket_type: BucketType,
+    /// The uid of the bucket's collections manifest this node serves.
+    pub manifest_uid: u64,
 }
 
 impl MapView {
@@ -54,14 +65,22 @@ impl MapView {
                 BucketType::Ephemeral => BucketKind::Ephemeral,
             },
         };
-        let bucket_json = to_bytes(&map.terse_bucket_config(&info, &serving));
+        let bucket_json =
+            to_bytes(&map.terse_bucket_config_with_manifest(&info, &serving, bucket.manifest_uid));
         let global_json = to_bytes(&map.terse_global_config(&serving));
         MapView {
             map,
             this,
             bucket_json,
             global_json,
+            manifest_uid: bucket.manifest_uid,
+            me: me.clone(),
         }
+    }
+
+    /// How this node was described when the view was rendered.
+    pub fn me(&self) -> &NodeInfo {
+        &self.me
     }
 
     /// The version clients compare, as they send it with GET_CLUSTER_CONFIG.

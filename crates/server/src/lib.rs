@@ -9,6 +9,7 @@
 //! - `bucket_handle` — [`BucketHandle`]: one bucket's engine, map and durable writes, and
 //!   [`Buckets`], the node's table of them;
 //! - `cluster_map` — the map this node serves, rendered (CCCP JSON) once per revision;
+//! - `live_collections` — the part of a bucket's manifest its engine is told;
 //! - `listener`    — accept loops (KV port, optional memcached port), connection limit;
 //! - `placement`   — which connection thread takes a new connection;
 //! - `workers`     — connection threads, one single-threaded runtime each;
@@ -18,7 +19,8 @@
 //! - `session`     — per-connection state: features, user, bucket, SASL exchange;
 //! - `exec/`       — execution per command family (`kv`, `session_ops` and `stats`,
 //!   `vbucket_ops`, `dcp_ops`), each a plain function from a validated request to response
-//!   bytes, matching its family exhaustively;
+//!   bytes, matching its family exhaustively; `keyspace`: the client's key → the engine's
+//!   collection-qualified key; `collections`: COLLECTIONS_GET_ID / GET_SCOPE_ID;
 //! - `dcp/`        — DCP producer connections (streams, backfills, flow control, noops),
 //!   and replication (the consumer side);
 //! - `durability/` — SyncWrites on this node's actives: the monitors (`sluice_dcp::durability`)
@@ -38,6 +40,7 @@ mod durability;
 mod exec;
 mod lease;
 mod listener;
+mod live_collections;
 mod metrics;
 mod node;
 mod node_error;

@@ -41,6 +41,7 @@ impl Collector for NodeCollector {
             ConstGauge::new(value as i64).encode(m)?;
         }
         encode_dcp(node, &mut encoder)?;
+        encode_collections(node, &mut encoder)?;
         encode_replication(node, &mut encoder)?;
         let m = encoder.encode_descriptor(
             "uptime_seconds",
@@ -78,6 +79,33 @@ fn encode_buckets(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), st
                     _ => ConstGauge::new(values[i].1 as i64).encode(m)?,
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Live documents per collection, labelled by bucket, scope and collection name.
+fn encode_collections(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        "collection_items",
+        "live documents per collection on this node (replicas included)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for bucket in node.buckets.all() {
+        let manifest = bucket.manifest();
+        let items = bucket.engine.collection_items();
+        for (scope, _, name, cid) in manifest.collections() {
+            let n = items
+                .get(&sluice_types::CollectionId(cid))
+                .copied()
+                .unwrap_or(0);
+            let labels = [
+                ("bucket", bucket.name.as_str()),
+                ("scope", scope),
+                ("collection", name),
+            ];
+            ConstGauge::new(n as i64).encode(family.encode_family(&labels)?)?;
         }
     }
     Ok(())

@@ -45,6 +45,8 @@ pub struct Session {
     pub tls: bool,
     /// The users' generation `access` was worked out under (`NodeCredentials::generation`).
     pub access_generation: u64,
+    /// The selected bucket's collections manifest, as this session last took it.
+    pub manifest: Option<Arc<sluice_cluster::Manifest>>,
 }
 
 impl Session {
@@ -67,6 +69,7 @@ impl Session {
             },
             tls: false,
             access_generation: 0,
+            manifest: None,
         }
     }
 
@@ -89,6 +92,33 @@ impl Session {
     /// Records that the client now knows `version`.
     pub fn map_seen(&mut self, version: MapVersion) {
         self.map_sent = Some(self.map_sent.map_or(version, |v| v.max(version)));
+    }
+
+    /// How this connection's keys are spelled: with collections negotiated, checked
+    /// against the selected bucket's manifest (the copy [`Self::refresh_manifest`] took).
+    pub fn keyspace(&self) -> crate::exec::keyspace::Keyspace<'_> {
+        use crate::exec::keyspace::Keyspace;
+        match (&self.manifest, self.has(Feature::Collections)) {
+            (Some(m), true) => Keyspace::Aware(m),
+            _ => Keyspace::Plain,
+        }
+    }
+
+    /// Takes the selected bucket's manifest when it changed since this session last did
+    /// (an atomic read otherwise): requests then read the session's own copy, so sessions
+    /// on different cores never write a shared reference count per request.
+    pub fn refresh_manifest(&mut self) {
+        let Some(b) = &self.bucket else {
+            self.manifest = None;
+            return;
+        };
+        if self
+            .manifest
+            .as_ref()
+            .is_none_or(|m| m.uid() != b.manifest_uid())
+        {
+            self.manifest = Some(b.manifest());
+        }
     }
 
     pub fn authenticated(&self) -> bool {

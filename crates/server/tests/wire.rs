@@ -235,15 +235,18 @@ async fn hello_acknowledges_only_implemented_features_and_tokens_follow() {
     let (node, _dir) = start(sluice_engine::BucketType::Couchbase).await;
     let mut c = Conn::open(node.kv_addr).await;
     // Requested: tcp_nodelay, mutation_seqno, xerror, duplex, unordered execution,
-    // collections (no), json.
-    let acked = c.login(&[0x03, 0x04, 0x07, 0x0c, 0x0e, 0x12, 0x0b]).await;
-    assert_eq!(acked, vec![0x03, 0x04, 0x07, 0x0c, 0x0e, 0x0b]);
+    // collections, tracing (no: not implemented), json.
+    let acked = c
+        .login(&[0x03, 0x04, 0x07, 0x0c, 0x0e, 0x12, 0x0f, 0x0b])
+        .await;
+    assert_eq!(acked, vec![0x03, 0x04, 0x07, 0x0c, 0x0e, 0x12, 0x0b]);
+    // With collections, keys carry their collection's prefix (0x00: the default one).
     let vb = sluice_types::vbucket_of(b"doc", 16).0;
     let e = set_extras(0, 0);
     let r = c
         .call(
             Packet::request(0x01, vb, 9)
-                .key(b"doc")
+                .key(b"\x00doc")
                 .extras(&e)
                 .value(b"{\"a\":1}")
                 .datatype(1),
@@ -252,10 +255,10 @@ async fn hello_acknowledges_only_implemented_features_and_tokens_follow() {
     assert_eq!(r.status, 0);
     assert_eq!(r.extras.len(), 16, "vbucket uuid + seqno");
     assert_eq!(u64::from_be_bytes(r.extras[8..].try_into().unwrap()), 1);
-    let g = c.call(Packet::request(0x00, vb, 10).key(b"doc")).await;
+    let g = c.call(Packet::request(0x00, vb, 10).key(b"\x00doc")).await;
     assert_eq!(g.datatype, 0x01, "JSON detected and negotiated");
     // Wrong vbucket: NOT_MY_VBUCKET with the cluster map.
-    let nmvb = c.call(Packet::request(0x00, 99, 11).key(b"doc")).await;
+    let nmvb = c.call(Packet::request(0x00, 99, 11).key(b"\x00doc")).await;
     assert_eq!(nmvb.status, 0x07);
     let map: serde_json::Value = serde_json::from_slice(&nmvb.value).unwrap();
     assert_eq!(map["nodeLocator"], "vbucket");
@@ -268,7 +271,9 @@ async fn hello_acknowledges_only_implemented_features_and_tokens_follow() {
     );
     assert_eq!(map["nodesExt"][0]["services"]["kv"], node.kv_addr.port());
     // Extended errors carry a JSON context.
-    let miss = c.call(Packet::request(0x04, vb, 12).key(b"absent")).await;
+    let miss = c
+        .call(Packet::request(0x04, vb, 12).key(b"\x00absent"))
+        .await;
     assert_eq!(miss.status, 0x01);
     node.shutdown().await.unwrap();
 }

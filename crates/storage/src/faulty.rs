@@ -7,7 +7,8 @@
 
 use crate::poison::Poison;
 use crate::{FlushBatch, ItemRecord, Result, Store, StoreError, StoreSnapshot, VbMeta};
-use sluice_types::VbId;
+use bytes::Bytes;
+use sluice_types::{Seqno, VbId};
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// What the batch of the commit whose sync "failed" leaves behind. After a real failed fsync
@@ -145,6 +146,15 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn disk_bytes(&self) -> u64 {
         self.inner.disk_bytes()
+    }
+
+    fn keys_with_prefix(
+        &self,
+        vb: VbId,
+        prefix: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Seqno)>> {
+        self.inner.keys_with_prefix(vb, prefix, limit)
     }
 
     fn reset_vb(&self, vb: VbId) -> Result<()> {

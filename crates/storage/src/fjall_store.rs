@@ -10,6 +10,7 @@ use crate::fjall_scan::{self, io, FjallSnapshot, RecordIter};
 use crate::plan::{plan_commit, Namespace, WritePlan};
 use crate::poison::Poison;
 use crate::{FlushBatch, ItemRecord, OnDisk, Result, Store, StoreError, StoreSnapshot, VbMeta};
+use bytes::Bytes;
 use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions,
     OwnedWriteBatch, PersistMode, Readable, Snapshot,
@@ -27,6 +28,11 @@ const VB_META: &str = "vb_meta";
 const NODE: &str = "node";
 
 const CLEAN_SHUTDOWN_KEY: &[u8] = b"clean_shutdown";
+/// How document keys are spelled on disk. Absent from stores written before collections,
+/// whose keys carry no collection prefix; written when a store is created.
+const KEY_FORMAT_KEY: &[u8] = b"key_format";
+/// Keys are collection-qualified: a LEB128 collection id, then the document's key.
+const KEY_FORMAT_COLLECTIONS: &[u8] = &[2];
 const FLAG_CLEAN: &[u8] = &[1];
 const FLAG_RUNNING: &[u8] = &[0];
 
@@ -158,7 +164,7 @@ impl FjallStore {
             })
             .map_err(io)
         };
-        Ok(FjallStore {
+        let store = FjallStore {
             by_seqno: keyspace(BY_SEQNO)?,
             by_key: keyspace(BY_KEY)?,
             pending_by_key: keyspace(PENDING_BY_KEY)?,
@@ -168,7 +174,35 @@ impl FjallStore {
             write_lock: Mutex::new(()),
             poison: Poison::default(),
             verify_hints: verify_hints_wanted(),
-        })
+        };
+        store.check_key_format()?;
+        Ok(store)
+    }
+
+    /// A new store records that its keys are collection-qualified. A store holding
+    /// documents without that record was written before collections: its keys would be
+    /// read as if their first byte named a collection, so it is refused, not misread.
+    fn check_key_format(&self) -> Result<()> {
+        match self.node.get(KEY_FORMAT_KEY).map_err(io)? {
+            Some(v) if v.as_ref() == KEY_FORMAT_COLLECTIONS => Ok(()),
+            Some(v) => Err(StoreError::Corrupt(format!(
+                "unknown key format {:?}",
+                v.as_ref()
+            ))),
+            None if self.by_key.is_empty().map_err(io)?
+                && self.by_seqno.is_empty().map_err(io)? =>
+            {
+                let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 1);
+                batch.insert(&self.node, KEY_FORMAT_KEY, KEY_FORMAT_COLLECTIONS);
+                self.write_durably(batch)
+            }
+            None => Err(StoreError::Corrupt(
+                "this data directory was written by a Sluice without collections (its keys \
+                 carry no collection prefix) and cannot be read by this one; start from an \
+                 empty data directory"
+                    .into(),
+            )),
+        }
     }
 
     /// Whether a failed write has poisoned the store.
@@ -372,6 +406,23 @@ impl Store for FjallStore {
         fjall_scan::records(self.by_seqno.range(range), vb)
     }
 
+    fn keys_with_prefix(
+        &self,
+        vb: VbId,
+        prefix: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Seqno)>> {
+        let mut out = Vec::new();
+        for guard in self.by_key.prefix(codec::doc_key(vb, prefix)).take(limit) {
+            let (k, v) = guard.into_inner().map_err(io)?;
+            let key = k
+                .get(2..)
+                .ok_or_else(|| StoreError::Corrupt("by_key entry without its vbucket".into()))?;
+            out.push((Bytes::copy_from_slice(key), codec::decode_seqno(&v)?));
+        }
+        Ok(out)
+    }
+
     fn snapshot(&self) -> Box<dyn StoreSnapshot> {
         Box::new(FjallSnapshot {
             snapshot: self.consistent_snapshot(),
@@ -458,5 +509,26 @@ mod tests {
         }
         assert_eq!(StoreMemory::for_quota(2048 * MIB).cache_bytes, 256 * MIB);
         assert_eq!(StoreMemory::for_quota(16 * MIB).cache_bytes, 4 * MIB);
+    }
+
+    #[test]
+    fn a_store_with_documents_but_no_key_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FjallStore::open(dir.path()).unwrap();
+            assert_eq!(
+                store.node.get(KEY_FORMAT_KEY).unwrap().as_deref(),
+                Some(KEY_FORMAT_COLLECTIONS)
+            );
+            let mut batch = OwnedWriteBatch::with_capacity(store.db.clone(), 2);
+            batch.insert(&store.by_key, codec::doc_key(VbId(0), b"old"), [0u8; 8]);
+            batch.remove(&store.node, KEY_FORMAT_KEY);
+            store.write_durably(batch).unwrap();
+        }
+        match FjallStore::open(dir.path()) {
+            Err(StoreError::Corrupt(why)) => assert!(why.contains("without collections"), "{why}"),
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("a store from before collections opened"),
+        }
     }
 }

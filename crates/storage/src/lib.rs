@@ -234,6 +234,14 @@ pub trait Store: Send + Sync {
     fn mark_clean_shutdown(&self) -> Result<()>;
     /// Approximate bytes on disk.
     fn disk_bytes(&self) -> u64;
+    /// Up to `limit` committed keys of `vb` that start with `prefix`, each with the seqno
+    /// of its version on disk, in key order: what a dropped collection left behind.
+    fn keys_with_prefix(
+        &self,
+        vb: VbId,
+        prefix: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Seqno)>>;
     /// Removes everything stored for `vb` (records of both namespaces, both key indexes,
     /// metadata) in one atomic,
     /// durable write: a replica that must roll back further than it can undo starts over.

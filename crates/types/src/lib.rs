@@ -1,10 +1,12 @@
 //! Domain types shared by every Sluice crate.
 //!
-//! Layout: `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
+//! Layout: `collection` (collection ids, LEB128 key prefixes, qualified keys),
+//! `system_event` (a vbucket's scope and collection records), `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
 //! (the failover log and its entries), `item` (document metadata as stored and streamed),
 //! `durability` (SyncWrite levels), `hash` (key → vbucket), `limits` (protocol-wide limits).
 #![deny(unsafe_code)]
 
+pub mod collection;
 mod durability;
 mod failover;
 mod hash;
@@ -15,8 +17,10 @@ mod include_value;
 mod item;
 pub mod limits;
 mod map_version;
+pub mod system_event;
 mod vbstate;
 
+pub use collection::CollectionId;
 pub use durability::{DurabilityLevel, UnknownLevel};
 pub use failover::{FailoverEntry, FailoverLog, FAILOVER_LOG_MAX_ENTRIES};
 pub use hash::vbucket_of;

@@ -120,6 +120,11 @@ impl DcpStream {
                 Some(DcpEvent::VbucketState { vb, state })
             }
             DcpMessage::Noop => None,
+            DcpMessage::SystemEvent(e) => {
+                // Only collection-aware connections get them; this client's are not.
+                pos.on_seqno(e.seqno);
+                None
+            }
             DcpMessage::Prepare(p) => {
                 pos.on_seqno(p.doc.seqno);
                 Some(DcpEvent::Prepare {

@@ -5,6 +5,7 @@
 //! every replica (no clock, no randomness, ordered maps only).
 
 use crate::cluster_map::{ClusterMap, Rev};
+use crate::collections::{Manifest, ManifestError};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
 use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 use crate::metadata::state::{
@@ -53,6 +54,25 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::AbortRebalance => abort_rebalance(state),
         MetaCommand::PutUser { name, user } => put_user(state, name, user),
         MetaCommand::DeleteUser { name } => delete_user(state, name),
+        MetaCommand::CreateScope { bucket, name } => {
+            change_manifest(state, bucket, |m| m.create_scope(name))
+        }
+        MetaCommand::DropScope { bucket, name } => {
+            change_manifest(state, bucket, |m| m.drop_scope(name))
+        }
+        MetaCommand::CreateCollection {
+            bucket,
+            scope,
+            name,
+            max_ttl_s,
+        } => change_manifest(state, bucket, |m| {
+            m.create_collection(scope, name, *max_ttl_s)
+        }),
+        MetaCommand::DropCollection {
+            bucket,
+            scope,
+            name,
+        } => change_manifest(state, bucket, |m| m.drop_collection(scope, name)),
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response
@@ -193,6 +213,7 @@ fn define_bucket(state: &mut ClusterState, bucket: &BucketDef) -> MetaResponse {
     let entry = BucketEntry {
         def: bucket.clone(),
         map: None,
+        manifest: Manifest::new(),
     };
     state.buckets.insert(bucket.name.clone(), entry);
     Ok(Applied::BucketDefined { created: true })
@@ -506,6 +527,23 @@ fn map_lists(state: &ClusterState, id: NodeId) -> bool {
     state
         .maps()
         .any(|(_, m)| m.nodes().iter().any(|n| n.id == id))
+}
+
+/// Changes bucket `bucket`'s collections manifest with `change` (which changes nothing when it
+/// refuses): the manifest's new uid.
+fn change_manifest(
+    state: &mut ClusterState,
+    bucket: &str,
+    change: impl FnOnce(&mut Manifest) -> Result<u64, ManifestError>,
+) -> MetaResponse {
+    let entry = state
+        .buckets
+        .get_mut(bucket)
+        .ok_or_else(|| Rejection::NoSuchBucket {
+            name: bucket.to_string(),
+        })?;
+    let uid = change(&mut entry.manifest)?;
+    Ok(Applied::ManifestChanged { uid })
 }
 
 fn put_user(state: &mut ClusterState, name: &str, user: &UserRecord) -> MetaResponse {

@@ -10,6 +10,7 @@
 //! `StaleRev` and plans again from the newer map (compare-and-set).
 
 use crate::cluster_map::{ClusterMapError, Rev};
+use crate::collections::ManifestError;
 use crate::metadata::state::{BucketDef, BucketError};
 use crate::metadata::users::UserRecord;
 use crate::node::{NodeId, NodeInfo};
@@ -87,6 +88,26 @@ pub enum MetaCommand {
     PutUser { name: String, user: UserRecord },
     /// Deletes a user.
     DeleteUser { name: String },
+    /// Creates scope `name` in bucket `bucket`'s collections manifest (see
+    /// `collections::Manifest` for the rules every change below follows). Not idempotent, as
+    /// in Couchbase: a scope that exists is refused with `ScopeExists`.
+    CreateScope { bucket: String, name: String },
+    /// Drops scope `name` of bucket `bucket`, and every collection in it.
+    DropScope { bucket: String, name: String },
+    /// Creates collection `name` in scope `scope` of bucket `bucket`; its documents live at
+    /// most `max_ttl_s` seconds (0: no limit).
+    CreateCollection {
+        bucket: String,
+        scope: String,
+        name: String,
+        max_ttl_s: u32,
+    },
+    /// Drops collection `name` of scope `scope` of bucket `bucket`.
+    DropCollection {
+        bucket: String,
+        scope: String,
+        name: String,
+    },
 }
 
 /// Declares `nodes` failed: they become `FailedOver` and leave every map's node list, and
@@ -193,6 +214,10 @@ pub enum Applied {
         created: bool,
     },
     UserDeleted,
+    /// A bucket's collections manifest changed; `uid` is its new uid.
+    ManifestChanged {
+        uid: u64,
+    },
 }
 
 /// Why a command changed nothing.
@@ -270,6 +295,10 @@ pub enum Rejection {
     NoRebalance,
     #[error("bucket {bucket}'s map still lists {id}, which is not in the rebalance's target")]
     RebalanceIncomplete { bucket: String, id: NodeId },
+    /// A collections change the bucket's manifest refused; its message is the one the SDKs
+    /// read (see `collections::ManifestError`).
+    #[error(transparent)]
+    Collections(#[from] ManifestError),
 }
 
 /// The state machine's answer to a command: what it did, or why it changed nothing.

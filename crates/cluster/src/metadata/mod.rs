@@ -2,8 +2,8 @@
 //! (`ClusterState`), the commands that change it (`MetaCommand`), and `apply`, which the Raft
 //! layer (`sluice-meta`) calls for each committed command, in log order, on every node.
 //!
-//! - `state` — `ClusterState`: nodes and their status, the buckets and their maps, a running
-//!   rebalance; its invariants and `check`;
+//! - `state` — `ClusterState`: nodes and their status, the buckets with their maps and
+//!   collections manifests, a running rebalance; its invariants and `check`;
 //! - `command` — `MetaCommand`, `Applied`, `Rejection`, `MetaResponse`;
 //! - `apply` — `apply`, one handler per command;
 //! - `voters` — `desired_voters`: which nodes vote in the Raft group.

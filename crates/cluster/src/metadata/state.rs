@@ -8,6 +8,7 @@
 //! - each bucket is filed under its own name and is valid; there are at most `BUCKETS_MAX`;
 //! - a bucket's map has the bucket's vbucket count and lists only known nodes that have not
 //!   failed over, with the addresses the node table holds;
+//! - a bucket's collections manifest holds its own invariants (`Manifest::check`);
 //! - a rebalance's target nodes are known and have not failed over.
 //!
 //! A node's life (`NodeStatus`):
@@ -22,6 +23,7 @@
 //! ```
 
 use crate::cluster_map::{BucketInfo, BucketKind, ClusterMap, Rev};
+use crate::collections::{Manifest, ManifestInvariant};
 use crate::limits::{REPLICAS_MAX, VBUCKETS_MAX};
 use crate::node::{NodeId, NodeInfo};
 use serde::{Deserialize, Serialize};
@@ -154,12 +156,16 @@ impl BucketDef {
     }
 }
 
-/// One bucket: its definition and, once placed, its map. Each bucket's map has its own
-/// revisions, so a move in one bucket never makes another bucket's plan stale.
+/// One bucket: its definition, once placed its map, and its collections. Each bucket's map
+/// has its own revisions, so a move in one bucket never makes another bucket's plan stale.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketEntry {
     pub def: BucketDef,
     pub map: Option<ClusterMap>,
+    /// The bucket's scopes and collections. States saved before collections read as the
+    /// default manifest (`_default._default` only), which is what those buckets held.
+    #[serde(default)]
+    pub manifest: Manifest,
 }
 
 /// A rebalance that was started and has not finished or been aborted. It covers every
@@ -216,7 +222,12 @@ impl From<StateWire> for ClusterState {
         // empty name lets `check` say so instead of dropping it silently.
         match (w.bucket, w.map) {
             (Some(def), map) => {
-                buckets.insert(def.name.clone(), BucketEntry { def, map });
+                let entry = BucketEntry {
+                    def,
+                    map,
+                    manifest: Manifest::new(),
+                };
+                buckets.insert(entry.def.name.clone(), entry);
             }
             (None, Some(_)) => {
                 buckets.insert(String::new(), BucketEntry::orphan());
@@ -248,6 +259,7 @@ impl BucketEntry {
                 durability_min: None,
             },
             map: None,
+            manifest: Manifest::new(),
         }
     }
 }
@@ -281,6 +293,11 @@ pub enum StateError {
     },
     #[error("the rebalance targets {id}, which is {problem}")]
     RebalanceNode { id: NodeId, problem: &'static str },
+    #[error("bucket {bucket}'s collections manifest is broken: {problem}")]
+    BadManifest {
+        bucket: String,
+        problem: ManifestInvariant,
+    },
 }
 
 impl ClusterState {
@@ -415,6 +432,13 @@ impl ClusterState {
             if let Some(map) = &entry.map {
                 self.check_map(&entry.def, map)?;
             }
+            entry
+                .manifest
+                .check()
+                .map_err(|problem| StateError::BadManifest {
+                    bucket: key.clone(),
+                    problem,
+                })?;
         }
         Ok(())
     }

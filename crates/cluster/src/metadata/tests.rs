@@ -1,5 +1,5 @@
 //! `apply`, command by command: what each changes, and that every refusal changes nothing.
-//! The many-bucket cases are in `tests/buckets.rs`.
+//! The many-bucket cases are in `tests/buckets.rs`, collections in `tests/collections.rs`.
 
 use super::*;
 use crate::cluster_map::{BucketKind, Rev};
@@ -9,6 +9,7 @@ use crate::placement::place;
 use crate::vbmap::{Chain, MapError, VbMap};
 
 mod buckets;
+mod collections;
 
 fn info(id: u32) -> NodeInfo {
     NodeInfo {

@@ -33,6 +33,8 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
     let mut bytes = 0usize;
     let budget = bucket.config.flush_batch_bytes_max;
     let dirty = bucket.dirty.take(first_vb);
+    // Changes of collections dropped since they were queued never reach the disk.
+    let live = bucket.live_collections();
     for (i, &vb) in dirty.iter().enumerate() {
         if bytes >= budget {
             // The batch is full: the rest wait for the next round.
@@ -65,6 +67,9 @@ pub fn flush_once(bucket: &Bucket, first_vb: usize) -> RoundOutcome {
                 // Counted before the commit: a failed commit stops the flusher for good,
                 // so no metadata ever claims a completion without its record.
                 inner.flushed_high_completed = inner.flushed_high_completed.max(prepared);
+            }
+            if live.drops_key(&item.key) {
+                continue;
             }
             let kind = record_kind(item.op);
             // Hints speak of the committed namespace; storage looks pending records up.

@@ -2,6 +2,7 @@
 
 use crate::bucket::Bucket;
 use crate::stats::BucketStats;
+use crate::system_events::is_system_key;
 
 /// Evicts until below the low watermark: values first (two passes, so recently read values
 /// get a second chance); if that is not enough, whole clean items (metadata too).
@@ -26,7 +27,8 @@ fn evict_values(bucket: &Bucket) {
                 let mut inner = vbucket.inner.lock();
                 let mut victims: Vec<Box<[u8]>> = Vec::new();
                 for (key, sv) in inner.ht.iter_mut() {
-                    if sv.dirty || sv.meta.deleted || sv.value.is_none() {
+                    // System event records stay (see `system_events`).
+                    if sv.dirty || sv.meta.deleted || sv.value.is_none() || is_system_key(key) {
                         continue;
                     }
                     if sv.referenced {
@@ -59,7 +61,9 @@ fn evict_keys(bucket: &Bucket) {
             let victims: Vec<Box<[u8]>> = inner
                 .ht
                 .iter()
-                .filter(|(_, sv)| !sv.dirty && (sv.value.is_none() || sv.meta.deleted))
+                .filter(|(k, sv)| {
+                    !sv.dirty && (sv.value.is_none() || sv.meta.deleted) && !is_system_key(k)
+                })
                 .map(|(k, _)| k.into())
                 .collect();
             let freed: usize = victims.iter().map(|k| inner.evict_key(k)).sum();

@@ -7,7 +7,8 @@ use crate::error::EngineError;
 use crate::hash_table::StoredValue;
 use crate::item::Document;
 use bytes::Bytes;
-use sluice_types::{Cas, ItemMeta, Seqno, VbState};
+use sluice_types::collection::collection_of;
+use sluice_types::{Cas, CollectionId, ItemMeta, Seqno, VbState};
 
 impl VbInner {
     /// Shows the live document to `f` in place, under the vbucket's lock, so that a reader
@@ -128,17 +129,25 @@ impl VbInner {
     /// A live document whose value is in memory, from about `pick` (any number) of the way
     /// through the hash table: GET_RANDOM_KEY. None when the vbucket is not active or holds
     /// no such document.
-    pub fn random_resident(&self, pick: u64, ctx: &OpCtx) -> Option<(Bytes, Document)> {
+    pub fn random_resident(
+        &self,
+        pick: u64,
+        collection: CollectionId,
+        ctx: &OpCtx,
+    ) -> Option<(Bytes, Document)> {
         if self.state != VbState::Active || self.num_items == 0 {
             return None;
         }
         let len = self.ht.len();
         let skip = (pick % len as u64) as usize;
-        let live = |sv: &&StoredValue| {
-            !sv.meta.deleted && sv.value.is_some() && !sv.meta.expiry.is_expired(ctx.now_unix_s)
+        let live = |k: &[u8], sv: &StoredValue| {
+            !sv.meta.deleted
+                && sv.value.is_some()
+                && !sv.meta.expiry.is_expired(ctx.now_unix_s)
+                && collection_of(k) == collection
         };
-        let after = self.ht.iter().skip(skip).find(|(_, sv)| live(sv));
-        let found = after.or_else(|| self.ht.iter().take(skip).find(|(_, sv)| live(sv)));
+        let after = self.ht.iter().skip(skip).find(|(k, sv)| live(k, sv));
+        let found = after.or_else(|| self.ht.iter().take(skip).find(|(k, sv)| live(k, sv)));
         found.map(|(k, sv)| {
             let meta = self
                 .locks

@@ -3,12 +3,43 @@
 //! entries evicted. Memory holds no I/O here: the disk's answers come in as arguments.
 
 use super::VbInner;
+use crate::collections::LiveCollections;
 use crate::hash_table::StoredValue;
 use bytes::Bytes;
 use sluice_storage::OnDisk;
 use sluice_types::{ItemMeta, Seqno};
 
 impl VbInner {
+    /// Removes every entry of a collection `live` says was dropped (documents, tombstones,
+    /// metadata of evicted ones) from memory. Returns how many entries went. What is on
+    /// disk stays until the sweep's disk pass: until then memory lacks entries the disk
+    /// has, which `tombstones_only_on_disk` records (no key is then assumed absent).
+    pub fn drop_collections(&mut self, live: &LiveCollections, persistent: bool) -> usize {
+        let gone: Vec<(Box<[u8]>, bool, u64)> = self
+            .ht
+            .iter()
+            .filter(|(k, _)| live.drops_key(k))
+            .map(|(k, sv)| (k.into(), !sv.meta.deleted, sv.meta.rev_seqno))
+            .collect();
+        if persistent && !gone.is_empty() {
+            self.tombstones_only_on_disk = true;
+        }
+        for (key, was_live, rev) in &gone {
+            self.mem_delta -= self.ht.remove(key) as isize;
+            self.locks.release(key);
+            self.max_deleted_rev = self.max_deleted_rev.max(*rev);
+            if *was_live {
+                self.num_items = self.num_items.saturating_sub(1);
+                self.collection_items.add(key, -1);
+            }
+        }
+        // Documents only on disk (metadata evicted) are counted but not in the table:
+        // they go with the disk pass, and stop counting now.
+        let on_disk_only = self.collection_items.take_dropped(live);
+        self.num_items = self.num_items.saturating_sub(on_disk_only as usize);
+        gone.len()
+    }
+
     /// Drops in-memory tombstones deleted before `cutoff_s` that are already persisted (or
     /// never will be, in an ephemeral bucket). Returns (count, highest purged seqno).
     pub fn purge_tombstones(&mut self, cutoff_s: u32) -> (usize, Seqno) {

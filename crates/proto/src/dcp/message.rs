@@ -32,6 +32,8 @@ pub const STREAM_END_EXTRAS_LEN: usize = 4;
 pub const SET_VBUCKET_STATE_EXTRAS_LEN: usize = 1;
 /// `u64 seqno`.
 pub const SEQNO_ADVANCED_EXTRAS_LEN: usize = 8;
+/// DCP_SYSTEM_EVENT: `u64 by_seqno, u32 event id, u8 version`.
+pub const SYSTEM_EVENT_EXTRAS_LEN: usize = 13;
 /// `u64 by_seqno, u64 rev_seqno, u32 flags, u32 expiry, u32 lock_time, u8 nru, u8 deleted,
 /// u8 durability_level`.
 pub const PREPARE_EXTRAS_LEN: usize = 31;
@@ -100,6 +102,18 @@ pub struct DcpDocument {
     pub delete_time: Option<u32>,
 }
 
+/// DCP_SYSTEM_EVENT: a scope or collection made or dropped, at `seqno` of the vbucket.
+/// `key` is the name (empty for drops); `value` the event's fixed fields (manifest uid,
+/// scope id, collection id, maxTTL as the event and version have them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DcpSystemEvent {
+    pub seqno: Seqno,
+    pub event: u32,
+    pub version: u8,
+    pub key: Bytes,
+    pub value: Bytes,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DcpMessage {
     SnapshotMarker(SnapshotMarker),
@@ -113,6 +127,7 @@ pub enum DcpMessage {
     Prepare(DcpPrepare),
     Commit(DcpCompletion),
     Abort(DcpCompletion),
+    SystemEvent(DcpSystemEvent),
 }
 
 /// Why bytes from a producer are not a valid DCP message.
@@ -162,6 +177,7 @@ impl DcpMessage {
             DcpMessage::Prepare(_) => Opcode::DcpPrepare,
             DcpMessage::Commit(_) => Opcode::DcpCommit,
             DcpMessage::Abort(_) => Opcode::DcpAbort,
+            DcpMessage::SystemEvent(_) => Opcode::DcpSystemEvent,
         }
     }
 
@@ -269,6 +285,11 @@ impl DcpMessage {
                 None
             }
             DcpMessage::Noop => None,
+            DcpMessage::SystemEvent(e) => {
+                extras.u64(e.seqno.0).u32(e.event).u8(e.version);
+                packet = packet.key(&e.key).value(&e.value);
+                None
+            }
         };
         if let Some(d) = doc {
             packet = packet
@@ -343,6 +364,17 @@ impl DcpMessage {
                 no_body(frame)?;
                 Ok(DcpMessage::SeqnoAdvanced(Seqno(seqno)))
             }
+            Opcode::DcpSystemEvent => {
+                let mut e = Fields::exact(frame, SYSTEM_EVENT_EXTRAS_LEN)?;
+                let (seqno, event, version) = (Seqno(e.u64()?), e.u32()?, e.u8()?);
+                Ok(DcpMessage::SystemEvent(DcpSystemEvent {
+                    seqno,
+                    event,
+                    version,
+                    key: Bytes::copy_from_slice(frame.key),
+                    value: Bytes::copy_from_slice(frame.value),
+                }))
+            }
             Opcode::DcpNoop => {
                 Fields::exact(frame, 0)?;
                 no_body(frame)?;
@@ -387,11 +419,11 @@ impl DcpMessage {
     }
 }
 
-/// Producer → consumer opcodes that [`DcpMessage`] does not model yet: system events, OSO
-/// snapshots, cache transfer.
+/// Producer → consumer opcodes that [`DcpMessage`] does not model yet: OSO snapshots,
+/// cache transfer.
 fn not_a_producer_message(op: u8) -> DecodeError {
     match op {
-        0x5f | 0x65..=0x67 => DecodeError::NotModelled(op),
+        0x65..=0x67 => DecodeError::NotModelled(op),
         _ => DecodeError::NotAProducerMessage(op),
     }
 }

@@ -10,6 +10,10 @@ use crate::frame::Frame;
 use crate::opcode::Opcode;
 use crate::status::Status;
 
+/// Longest `scope.collection` path COLLECTIONS_GET_ID accepts: two names of at most 251
+/// bytes (Couchbase's name limit) and the dot.
+pub const COLLECTION_PATH_BYTES_MAX: usize = 251 * 2 + 1;
+
 /// Set, Add or Replace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreOp {
@@ -83,15 +87,72 @@ pub enum KvCommand<'a> {
     },
     /// A sub-document lookup or mutation, single- or multi-path.
     Subdoc(SubdocCommand<'a>),
-    /// GET_RANDOM_KEY: any live document, with its key.
-    GetRandom,
+    /// GET_RANDOM_KEY: any live document, with its key; of collection `collection` (4 bytes
+    /// of extras, from collection-aware clients), or of the default collection.
+    GetRandom {
+        collection: Option<u32>,
+    },
+    /// GET_COLLECTIONS_MANIFEST: the bucket's manifest, as JSON.
+    CollectionsManifest,
+    /// COLLECTIONS_GET_ID / COLLECTIONS_GET_SCOPE_ID: the id of the collection
+    /// (`scope.collection`) or scope (`scope`) the path names. The path is the value, or the
+    /// key for older clients; an empty part means `_default`.
+    CollectionsGetId {
+        path: &'a [u8],
+        scope_only: bool,
+    },
     /// OBSERVE (legacy): the persistence state and CAS of each (vbucket, key).
     Observe {
         keys: Vec<(u16, &'a [u8])>,
     },
 }
 
+impl<'a> KvCommand<'a> {
+    /// The same command naming `key` instead: the server's collection-qualified key. The
+    /// commands that name no key (or many, as OBSERVE) are returned as they are.
+    pub fn with_key<'b>(&self, key: &'b [u8]) -> KvCommand<'b>
+    where
+        'a: 'b,
+    {
+        let mut c: KvCommand<'b> = self.clone();
+        match &mut c {
+            KvCommand::Get { key: k, .. }
+            | KvCommand::GetReplica { key: k }
+            | KvCommand::GetAndTouch { key: k, .. }
+            | KvCommand::Touch { key: k, .. }
+            | KvCommand::Store { key: k, .. }
+            | KvCommand::Delete { key: k }
+            | KvCommand::Arithmetic { key: k, .. }
+            | KvCommand::Concat { key: k, .. }
+            | KvCommand::GetMeta { key: k, .. }
+            | KvCommand::GetLocked { key: k, .. }
+            | KvCommand::Unlock { key: k } => *k = key,
+            KvCommand::Subdoc(s) => s.key = key,
+            KvCommand::Flush { .. }
+            | KvCommand::GetRandom { .. }
+            | KvCommand::Observe { .. }
+            | KvCommand::CollectionsManifest
+            | KvCommand::CollectionsGetId { .. } => {}
+        }
+        c
+    }
+}
+
 impl KvCommand<'_> {
+    /// The expiry a write gives its document, where it may be changed: a store's, a
+    /// touch's, a counter's that may create it (not one that must not: `u32::MAX`) and a
+    /// sub-document mutation's (set to 0, "none", when absent).
+    pub fn expiry_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            KvCommand::Store { expiry, .. }
+            | KvCommand::Touch { expiry, .. }
+            | KvCommand::GetAndTouch { expiry, .. } => Some(expiry),
+            KvCommand::Arithmetic { expiry, .. } if *expiry != u32::MAX => Some(expiry),
+            KvCommand::Subdoc(s) if s.is_mutation() => Some(s.expiry.get_or_insert(0)),
+            _ => None,
+        }
+    }
+
     /// Commands that change a document (and may carry a durability requirement).
     pub fn is_mutation(&self) -> bool {
         matches!(
@@ -127,7 +188,11 @@ impl KvCommand<'_> {
             | KvCommand::GetLocked { key, .. }
             | KvCommand::Unlock { key } => Some(key),
             KvCommand::Subdoc(s) => Some(s.key),
-            KvCommand::Flush { .. } | KvCommand::GetRandom | KvCommand::Observe { .. } => None,
+            KvCommand::Flush { .. }
+            | KvCommand::GetRandom { .. }
+            | KvCommand::Observe { .. }
+            | KvCommand::CollectionsManifest
+            | KvCommand::CollectionsGetId { .. } => None,
         }
     }
 }
@@ -265,8 +330,33 @@ pub(super) fn validate<'a>(
             }
         }
         GetRandomKey => {
+            shaped(Shape {
+                extras: &[0, 4],
+                key: Part::None,
+                value: Part::None,
+            })?;
+            KvCommand::GetRandom {
+                collection: (f.extras.len() == 4).then(|| be32(f.extras, 0)),
+            }
+        }
+        CollectionsGetManifest => {
             shaped(EMPTY)?;
-            KvCommand::GetRandom
+            KvCommand::CollectionsManifest
+        }
+        CollectionsGetId | CollectionsGetScopeId => {
+            shaped(Shape {
+                extras: &[0],
+                key: Part::Optional,
+                value: Part::Optional,
+            })?;
+            let path = if f.value.is_empty() { f.key } else { f.value };
+            if path.len() > COLLECTION_PATH_BYTES_MAX {
+                return Err(Status::Einval);
+            }
+            KvCommand::CollectionsGetId {
+                path,
+                scope_only: op == CollectionsGetScopeId,
+            }
         }
         UnlockKey => {
             shaped(KEY_ONLY)?;

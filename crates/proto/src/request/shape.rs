@@ -4,7 +4,7 @@
 use super::ValidateCtx;
 use crate::frame::Frame;
 use crate::status::Status;
-use sluice_types::limits::KEY_BYTES_MAX;
+use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
 
 /// Whether a request may or must carry a part (extras aside: their lengths are listed).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,11 @@ pub(super) fn check(frame: &Frame<'_>, shape: Shape, ctx: &ValidateCtx) -> Resul
     Ok(())
 }
 
-/// The frame's key as a document key: 1 to [`KEY_BYTES_MAX`] bytes.
+/// The frame's key as a document key: 1 to [`QUALIFIED_KEY_BYTES_MAX`] bytes. Whether it
+/// is a logical key (at most 250 bytes) or one with a collection prefix depends on what the
+/// session negotiated; the server checks that when it qualifies the key.
 pub(super) fn doc_key<'a>(frame: &Frame<'a>) -> Result<&'a [u8], Status> {
-    if frame.key.is_empty() || frame.key.len() > KEY_BYTES_MAX {
+    if frame.key.is_empty() || frame.key.len() > QUALIFIED_KEY_BYTES_MAX {
         return Err(Status::Einval);
     }
     Ok(frame.key)

@@ -173,6 +173,8 @@ fn options(node: &Node, bucket: &BucketHandle, spec: &ReplicationSpec) -> DcpOpt
             }
         }
     }
+    // Every collection, keys as the engine holds them (with their collection prefix).
+    connect.features.push(sluice_proto::Feature::Collections);
     let mut opts = DcpOptions::new(connect);
     opts.name = spec.name.clone();
     let quota = bucket.engine.config.quota_bytes;

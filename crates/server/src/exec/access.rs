@@ -60,8 +60,11 @@ pub fn refused(session: &Session, command: &Command<'_>) -> Option<&'static str>
             | KvCommand::GetMeta { .. }
             | KvCommand::GetLocked { .. }
             | KvCommand::Unlock { .. }
-            | KvCommand::GetRandom
+            | KvCommand::GetRandom { .. }
             | KvCommand::Observe { .. } => (a.read, "reading documents needs data_reader"),
+            KvCommand::CollectionsManifest | KvCommand::CollectionsGetId { .. } => {
+                (a.any, "no role on this bucket")
+            }
             KvCommand::GetAndTouch { .. } | KvCommand::Arithmetic { .. } => (
                 a.read && a.write,
                 "this command reads and writes: it needs data_reader and data_writer",

@@ -1,5 +1,6 @@
 //! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
 
+use super::keyspace::{self, KeyBuf, KeyRefusal, Keyspace};
 use super::{Held, Next, Responder};
 use crate::bucket_handle::BucketHandle;
 use crate::durability::{DurableWrite, TrackError};
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use sluice_engine::{ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest};
 use sluice_proto::request::{KvCommand, Request, StoreOp};
 use sluice_proto::{DurabilityLevel, Status};
+use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
 use sluice_types::{Datatype, ItemMeta, VbId};
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,7 @@ pub fn execute(
     handle: &BucketHandle,
     req: &Request<'_>,
     cmd: &KvCommand<'_>,
+    keyspace: &Keyspace,
     mut r: Responder<'_>,
 ) -> Next {
     let bucket = &handle.engine;
@@ -63,7 +66,12 @@ pub fn execute(
         // read never clones (and so never bumps the reference count of) the value.
         KvCommand::Get { key, with_key } => bucket
             .read(vb, key, |meta, value| {
-                send_document(&mut r, meta, value, with_key.then_some(key));
+                send_document(
+                    &mut r,
+                    meta,
+                    value,
+                    with_key.then(|| keyspace.wire_key(key)),
+                );
             })
             .map(|()| Next::Continue),
         KvCommand::GetAndTouch { key, expiry } => bucket.touch(vb, key, *expiry).map(|(doc, _)| {
@@ -162,15 +170,43 @@ pub fn execute(
             Next::Continue
         }),
         KvCommand::Subdoc(s) => super::subdoc::execute(handle, req, cmd, s, d, &mut r),
-        KvCommand::Observe { keys } => observe(bucket, keys).map(|body| {
-            let p = r.packet(Status::Success).value(&body);
+        KvCommand::Observe { keys } => match observe(bucket, keys, keyspace) {
+            Ok(Ok(body)) => {
+                let p = r.packet(Status::Success).value(&body);
+                r.send(p);
+                Ok(Next::Continue)
+            }
+            Ok(Err(refusal)) => {
+                keyspace::refuse(&mut r, keyspace, refusal);
+                Ok(Next::Continue)
+            }
+            Err(e) => Err(e),
+        },
+        KvCommand::GetRandom { collection } => match keyspace.collection(*collection) {
+            Ok(cid) => bucket
+                .random_document(rand::random(), cid)
+                .map(|(key, doc)| {
+                    send_document(&mut r, &doc.meta, &doc.value, Some(keyspace.wire_key(&key)));
+                    Next::Continue
+                }),
+            Err(refusal) => {
+                keyspace::refuse(&mut r, keyspace, refusal);
+                Ok(Next::Continue)
+            }
+        },
+        KvCommand::CollectionsManifest => {
+            let json = handle.manifest().to_json().to_string();
+            let p = r
+                .packet(Status::Success)
+                .value(json.as_bytes())
+                .datatype(if r.json { Datatype::JSON } else { 0 });
             r.send(p);
-            Next::Continue
-        }),
-        KvCommand::GetRandom => bucket.random_document(rand::random()).map(|(key, doc)| {
-            send_document(&mut r, &doc.meta, &doc.value, Some(&key));
-            Next::Continue
-        }),
+            Ok(Next::Continue)
+        }
+        KvCommand::CollectionsGetId { path, scope_only } => {
+            super::collections::get_id(&handle.manifest(), path, *scope_only, &mut r);
+            Ok(Next::Continue)
+        }
         KvCommand::Flush { delay } => {
             if *delay > 0 {
                 let p = r.packet(Status::Success);
@@ -220,18 +256,30 @@ fn fenced_out(handle: &BucketHandle, vb: VbId, cmd: &KvCommand<'_>) -> bool {
     match cmd {
         KvCommand::GetReplica { .. } => false,
         // Read any vbucket, whatever the header says.
-        KvCommand::GetRandom | KvCommand::Observe { .. } => true,
+        KvCommand::GetRandom { .. } | KvCommand::Observe { .. } => true,
+        // Answered from the manifest, which a fenced node may serve.
+        KvCommand::CollectionsManifest | KvCommand::CollectionsGetId { .. } => false,
         _ => handle.engine.vb_state(vb).ok() == Some(sluice_types::VbState::Active),
     }
 }
 
 /// OBSERVE's answer: `u16 vbucket, u16 key_len, key, u8 state, u64 cas` per key (state
 /// 0x00 in memory only, 0x01 persisted, 0x80 not found, 0x81 deleted but not persisted).
-/// A key whose vbucket is neither active nor replica here fails the whole request.
-fn observe(bucket: &sluice_engine::Bucket, keys: &[(u16, &[u8])]) -> Result<Vec<u8>, EngineError> {
+/// A key whose vbucket is neither active nor replica here fails the whole request. Each key is qualified as a single command's would be; one that names no document of
+/// the bucket refuses the whole request.
+fn observe(
+    bucket: &sluice_engine::Bucket,
+    keys: &[(u16, &[u8])],
+    keyspace: &Keyspace,
+) -> Result<Result<Vec<u8>, KeyRefusal>, EngineError> {
     use sluice_engine::Observed;
     let mut body = Vec::new();
-    for (vb, key) in keys {
+    for (vb, wire) in keys {
+        let mut buf: KeyBuf = [0; QUALIFIED_KEY_BYTES_MAX];
+        let key = match keyspace.qualify(wire, &mut buf) {
+            Ok(k) => k,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
         let (state, cas) = match bucket.observe(VbId(*vb), key)? {
             Observed::NotPersisted(c) => (0x00, c.0),
             Observed::Persisted(c) => (0x01, c.0),
@@ -239,12 +287,12 @@ fn observe(bucket: &sluice_engine::Bucket, keys: &[(u16, &[u8])]) -> Result<Vec<
             Observed::Deleted(c) => (0x81, c.0),
         };
         body.extend_from_slice(&vb.to_be_bytes());
-        body.extend_from_slice(&(key.len() as u16).to_be_bytes());
-        body.extend_from_slice(key);
+        body.extend_from_slice(&(wire.len() as u16).to_be_bytes());
+        body.extend_from_slice(wire);
         body.push(state);
         body.extend_from_slice(&cas.to_be_bytes());
     }
-    Ok(body)
+    Ok(Ok(body))
 }
 
 /// Answers a read with the document adapted to what the client negotiated: xattrs stripped

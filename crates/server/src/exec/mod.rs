@@ -8,7 +8,9 @@
 //! through `stats`), `vbucket_ops` (vbucket and seqno queries), `dcp_ops` (DCP_OPEN).
 
 pub mod access;
+mod collections;
 mod dcp_ops;
+pub mod keyspace;
 mod kv;
 mod respond;
 pub(crate) mod session_ops;
@@ -22,8 +24,10 @@ pub use respond::Responder;
 use crate::node::Node;
 use crate::session::{Port, Session};
 use bytes::Bytes;
+use keyspace::KeyBuf;
 use sluice_proto::request::{validate, Command, DcpCommand, SessionCommand};
 use sluice_proto::{Frame, Magic, Status};
+use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
 use sluice_types::{vbucket_of, Seqno, VbId};
 use std::time::Duration;
 
@@ -122,10 +126,39 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         r.error(Status::Eaccess, why);
         return Next::Continue;
     }
+    if session.has(sluice_proto::Feature::Collections) {
+        session.refresh_manifest();
+    }
     // A client that cannot see prepares and aborts is told the seqnos it can reach.
     let sync_writes = session.has(sluice_proto::Feature::SyncReplication);
     match (&req.command, &session.bucket) {
-        (Command::Kv(cmd), Some(bucket)) => kv::execute(node, bucket, &req, cmd, r),
+        (Command::Kv(cmd), Some(bucket)) => {
+            let keyspace = session.keyspace();
+            // The engine's key for the command: the client's, or the client's behind the
+            // default collection's prefix (built here).
+            let mut buf: KeyBuf = [0; QUALIFIED_KEY_BYTES_MAX];
+            let mut qualified;
+            let cmd = match cmd.key() {
+                None => cmd,
+                Some(wire) => match keyspace.qualify(wire, &mut buf) {
+                    Ok(key) => {
+                        qualified = cmd.with_key(key);
+                        // A collection's maxTTL bounds every expiry written into it.
+                        if let (Some(max), Some(e)) =
+                            (keyspace.max_ttl_s(key), qualified.expiry_mut())
+                        {
+                            *e = keyspace::cap_expiry(*e, max, unix_now_s());
+                        }
+                        &qualified
+                    }
+                    Err(refusal) => {
+                        keyspace::refuse(&mut r, &keyspace, refusal);
+                        return Next::Continue;
+                    }
+                },
+            };
+            kv::execute(node, bucket, &req, cmd, &keyspace, r)
+        }
         (Command::Vbucket(cmd), Some(bucket)) => {
             vbucket_ops::execute(bucket, req.vb, cmd, sync_writes, r)
         }
@@ -133,6 +166,12 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
         (Command::Dcp(cmd), _) => dcp_ops::execute(cmd, r),
         (Command::Kv(_) | Command::Vbucket(_), None) => unreachable!("needs_bucket checked"),
     }
+}
+
+fn unix_now_s() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
 }
 
 /// Only negotiation and authentication, and what a client asks before either.

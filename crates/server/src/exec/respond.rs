@@ -90,13 +90,32 @@ impl<'a> Responder<'a> {
             p.encode_into(self.out);
         }
     }
+
+    /// UNKNOWN_COLLECTION or UNKNOWN_SCOPE, with the uid of the manifest the name was
+    /// looked up in: a client whose manifest is older fetches the new one and retries.
+    pub fn unknown_collection(&mut self, status: Status, manifest_uid: u64, context: &str) {
+        if !self.xerror {
+            self.error(status, context);
+            return;
+        }
+        let body = serde_json::to_vec(&serde_json::json!({
+            "error": {"context": context},
+            "manifest_uid": format!("{manifest_uid:x}"),
+        }))
+        .expect("a JSON value serialises");
+        let p =
+            self.packet(status)
+                .value(&body)
+                .datatype(if self.json { Datatype::JSON } else { 0 });
+        p.encode_into(self.out);
+    }
 }
 
 /// Older clients only know the classic codes: map newer ones onto them.
 fn legacy(status: Status) -> Status {
     match status {
         Status::Locked => Status::KeyEexists,
-        Status::UnknownCollection => Status::Einval,
+        Status::UnknownCollection | Status::UnknownScope => Status::Einval,
         Status::SyncWriteInProgress | Status::NotLocked => Status::Etmpfail,
         s => s,
     }

@@ -14,9 +14,11 @@ use sluice_types::Datatype;
 /// The server version clients see. DCP clients parse its leading "major.minor.patch".
 pub const VERSION: &str = concat!("7.6.0-sluice-", env!("CARGO_PKG_VERSION"));
 
-/// HELLO features this server implements, and so acknowledges. Collections and tracing are
-/// not implemented and never acknowledged. Unordered execution reorders only the answers of
-/// durable writes and persistence waits (see `connection`).
+/// HELLO features this server implements, and so acknowledges. Tracing is not implemented
+/// and never acknowledged. Unordered execution reorders only the answers of durable writes
+/// and persistence waits (see `connection`). Collections: prefixed keys and the collection
+/// commands on the KV port; on DCP, keys with their prefixes and every collection (stream
+/// filters, system events and stream ids are not built yet: see the README).
 const SUPPORTED: &[Feature] = &[
     Feature::TcpNodelay,
     Feature::MutationSeqno,
@@ -33,6 +35,7 @@ const SUPPORTED: &[Feature] = &[
     Feature::ClustermapChangeNotificationBrief,
     Feature::DedupeNotMyVbucketClustermap,
     Feature::GetClusterConfigWithKnownVersion,
+    Feature::Collections,
 ];
 
 pub fn execute(
@@ -207,6 +210,7 @@ fn select_bucket(node: &Node, session: &mut Session, name: &[u8], mut r: Respond
     }
     if name == b"@no bucket@" {
         session.bucket = None;
+        session.manifest = None;
         recompute_access(node, session);
         let p = r.packet(Status::Success);
         r.send(p);
@@ -224,6 +228,7 @@ fn select_bucket(node: &Node, session: &mut Session, name: &[u8], mut r: Respond
     if access.any {
         session.access = access;
         session.bucket = Some(bucket);
+        session.manifest = None;
         let p = r.packet(Status::Success);
         r.send(p);
     } else {
@@ -257,6 +262,7 @@ fn refresh_access(node: &Node, session: &mut Session) {
     recompute_access(node, session);
     if session.port == Port::Kv && !session.access.any {
         session.bucket = None;
+        session.manifest = None;
     }
 }
 

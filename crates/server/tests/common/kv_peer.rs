@@ -28,10 +28,31 @@ impl Kv {
 
     /// Logged in as `user` (SASL PLAIN), bucket `default` selected.
     pub async fn open_as(addr: SocketAddr, user: &str, password: &str) -> Kv {
+        Kv::open_with_features(addr, user, password, &[]).await
+    }
+
+    /// As [`Kv::open_as`], after a HELLO asking for `features` (all must be acknowledged).
+    pub async fn open_with_features(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        features: &[u16],
+    ) -> Kv {
         let mut kv = Kv {
             s: TcpStream::connect(addr).await.unwrap(),
             buf: Vec::new(),
         };
+        if !features.is_empty() {
+            let asked: Vec<u8> = features.iter().flat_map(|f| f.to_be_bytes()).collect();
+            let hello = kv
+                .call(Packet::request(0x1f, 0, 0).key(b"test").value(&asked))
+                .await;
+            assert_eq!(
+                (hello.status, &hello.value),
+                (0, &asked),
+                "HELLO {features:x?}"
+            );
+        }
         let plain = format!("\0{user}\0{password}");
         let auth = kv
             .call(

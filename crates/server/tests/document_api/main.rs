@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod collections;
 mod locks;
 mod observe;
 mod random_key;

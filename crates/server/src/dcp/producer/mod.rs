@@ -37,6 +37,7 @@ use crate::session::Session;
 use bytes::BytesMut;
 use sluice_client::net::write_or_flush;
 use sluice_dcp::backfill::{BackfillLimits, BackfillScheduler, StreamId};
+use sluice_dcp::filter::KeyMode;
 use sluice_dcp::noop::NoopAction;
 use sluice_dcp::producer::Producer;
 use sluice_dcp::slot::StreamSlots;
@@ -139,8 +140,16 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         snappy: session.has(Feature::Snappy),
         xattrs: flags.contains(OpenFlags::INCLUDE_XATTRS),
     };
+    let mut producer = Producer::new(name.clone(), flags, Instant::now());
+    // Another member's replication takes the vbucket as stored; other consumers read
+    // collections as they negotiated.
+    producer.collections = match (session.is_cluster(), session.has(Feature::Collections)) {
+        (true, _) => KeyMode::Raw,
+        (false, true) => KeyMode::Aware,
+        (false, false) => KeyMode::Legacy,
+    };
     let mut conn = Conn {
-        producer: Producer::new(name.clone(), flags, Instant::now()),
+        producer,
         node: node.clone(),
         bucket: bucket.clone(),
         session,

@@ -7,6 +7,7 @@ use crate::exec::{self, Next, Responder};
 use bytes::{Buf, BytesMut};
 use sluice_cluster::NodeId;
 use sluice_dcp::control::{self, ControlError};
+use sluice_dcp::filter::{FilterRequest, KeyMode, StreamFilter, Wanted};
 use sluice_dcp::stream::{ActiveStream, StreamState};
 use sluice_dcp::stream_request::{decide_stream_request, ConnView, Refused, VbView};
 use sluice_proto::body::failover_log;
@@ -14,6 +15,7 @@ use sluice_proto::dcp::{OpenFlags, StreamFlags};
 use sluice_proto::request::{validate, Command, DcpCommand, SessionCommand, VbucketCommand};
 use sluice_proto::{decode_frame, Decoded, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
+use sluice_types::CollectionId;
 use sluice_types::{Seqno, VbId};
 use std::time::Instant;
 
@@ -175,6 +177,20 @@ impl Conn {
             );
             return;
         }
+        // What a collection-aware consumer asked for, checked against the manifest.
+        let filter = match self.stream_filter(value) {
+            Ok(f) => f,
+            Err((status, why)) => {
+                let uid = self.bucket.manifest().uid();
+                match status {
+                    Status::UnknownCollection | Status::UnknownScope => {
+                        r.unknown_collection(status, uid, why)
+                    }
+                    _ => r.error(status, why),
+                }
+                return;
+            }
+        };
         let info = match self.bucket.engine.stream_info(vb) {
             Ok(info) => info,
             Err(_) => {
@@ -212,6 +228,9 @@ impl Conn {
                     accepted.end,
                     self.producer.stream_options(),
                 );
+                if let Some(f) = filter {
+                    stream = stream.with_filter(f);
+                }
                 let takeover = sreq.flags.contains(StreamFlags::TAKEOVER);
                 if takeover {
                     tracing::info!(%vb, name = %self.producer.name, "takeover stream requested");
@@ -228,6 +247,49 @@ impl Conn {
                 self.producer.add_stream(stream);
                 self.push_actions(vb, actions);
                 self.producer.schedule(vb);
+            }
+        }
+    }
+
+    /// The stream filter a request's value names (`None`: every collection), its ids
+    /// checked against the bucket's manifest; syntax errors are `decide_stream_request`'s.
+    fn stream_filter(&self, value: &[u8]) -> Result<Option<StreamFilter>, (Status, &'static str)> {
+        let Ok(Some(wanted)) = FilterRequest::parse(value) else {
+            return Ok(None);
+        };
+        if self.producer.collections != KeyMode::Aware {
+            return Err((
+                Status::Einval,
+                "a stream filter needs collections (HELLO) on the connection",
+            ));
+        }
+        let manifest = self.bucket.manifest();
+        match wanted {
+            Wanted::Collections(ids) => {
+                if let Some(_unknown) = ids
+                    .iter()
+                    .find(|c| c.0 != 0 && !manifest.has_collection(c.0))
+                {
+                    return Err((
+                        Status::UnknownCollection,
+                        "the filter names a collection that is not in the manifest",
+                    ));
+                }
+                Ok(Some(StreamFilter::collections(ids)))
+            }
+            Wanted::Scope(sid) => {
+                let known = sid == 0 || manifest.scopes().iter().any(|s| s.id == sid);
+                if !known {
+                    return Err((
+                        Status::UnknownScope,
+                        "the filter names a scope that is not in the manifest",
+                    ));
+                }
+                let ids = manifest
+                    .collection_ids_of_scope(sid)
+                    .into_iter()
+                    .map(CollectionId);
+                Ok(Some(StreamFilter::scope(sid, ids)))
             }
         }
     }
