@@ -21,6 +21,8 @@ pub enum BenchError {
     NoBootstrap(Duration),
     #[error("answer with opaque {got} where {expected} was next; the connection is out of step")]
     OutOfStep { expected: u32, got: u32 },
+    #[error("making the collections: {0}")]
+    Collections(String),
     #[error("prefill: the server answered status 0x{status:04x} to a set (is the quota big enough for the key space?)")]
     Prefill { status: u16 },
     #[error("{addr} is not a loopback address; the bench only generates load on this machine")]

@@ -28,7 +28,7 @@ use crate::error::BenchError;
 use crate::load::latency::Latency;
 use crate::load::pacer::Pacer;
 use crate::load::stop::Stop;
-use crate::load::workload::{key, Mix, Op, Rng, Workload, SUBDOC_COUNTER_PATH, SUBDOC_GET_PATH};
+use crate::load::workload::{Mix, Op, Rng, Workload, SUBDOC_COUNTER_PATH, SUBDOC_GET_PATH};
 
 /// How long after the end of a run the loop still waits for answers in flight.
 pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
@@ -245,21 +245,22 @@ const SUBDOC_COUNTER_BODY: &[u8] = b"n1";
 const _: () = assert!(SUBDOC_COUNTER_PATH.len() == 1 && SUBDOC_COUNTER_BODY[0] == b'n');
 
 fn queue(client: &mut Client, work: &Workload, op: Op, index: u64) -> u32 {
-    let k = key(index);
-    let vb = client.vbucket_of(&k).0;
+    let wk = work.wire_key(index);
+    let k = wk.bytes();
+    let vb = client.vbucket_of(&wk.logical).0;
     let packet = match (work.mix, op) {
         (Mix::Subdoc, Op::Get) => Packet::request(Opcode::SubdocGet.byte(), vb, 0)
             .extras(&SUBDOC_GET_EXTRAS)
-            .key(&k)
+            .key(k)
             .value(SUBDOC_GET_PATH),
         (Mix::Subdoc, Op::Set) => Packet::request(Opcode::SubdocCounter.byte(), vb, 0)
             .extras(&SUBDOC_COUNTER_EXTRAS)
-            .key(&k)
+            .key(k)
             .value(SUBDOC_COUNTER_BODY),
-        (_, Op::Get) => Packet::request(Opcode::Get.byte(), vb, 0).key(&k),
+        (_, Op::Get) => Packet::request(Opcode::Get.byte(), vb, 0).key(k),
         (_, Op::Set) => Packet::request(Opcode::Set.byte(), vb, 0)
             .extras(&SET_EXTRAS)
-            .key(&k)
+            .key(k)
             .value(&work.value),
     };
     client.queue_request(packet)

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::error::BenchError;
 use crate::load::drive::ANSWER_GRACE;
-use crate::load::workload::{key, Workload};
+use crate::load::workload::Workload;
 
 /// Sets in flight per connection while prefilling: enough to hide the round trip.
 const PREFILL_WINDOW: usize = 64;
@@ -64,11 +64,11 @@ async fn fill(
                 more = false;
                 break;
             };
-            let k = key(i);
-            let vb = client.vbucket_of(&k).0;
+            let wk = work.wire_key(i);
+            let vb = client.vbucket_of(&wk.logical).0;
             let req = Packet::request(Opcode::Set.byte(), vb, 0)
                 .extras(&extras)
-                .key(&k)
+                .key(wk.bytes())
                 .value(&work.value);
             client.queue_request(req);
             sent.push_back(i);

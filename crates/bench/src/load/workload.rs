@@ -3,6 +3,8 @@
 //! a few nanoseconds per operation.
 
 use bytes::Bytes;
+use sluice_types::collection::LEB128_BYTES_MAX;
+use sluice_types::CollectionId;
 
 /// Every key is this long, like memaslap's default.
 pub const KEY_BYTES: usize = 32;
@@ -10,12 +12,33 @@ const KEY_PREFIX: &[u8] = b"sluice:";
 
 pub type Key = [u8; KEY_BYTES];
 
+/// A key with the longest collection prefix.
+const WIRE_KEY_BYTES_MAX: usize = KEY_BYTES + LEB128_BYTES_MAX;
+
+/// A key as a request carries it (see [`Workload::wire_key`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WireKey {
+    bytes: [u8; WIRE_KEY_BYTES_MAX],
+    len: usize,
+    /// The key without its collection prefix: what the vbucket is hashed from.
+    pub logical: Key,
+}
+
+impl WireKey {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Workload {
     pub keys: u64,
     pub get_ratio: f64,
     pub value: Bytes,
     pub mix: Mix,
+    /// The collection ids keys are spread over (key i in `collections[i % len]`); empty:
+    /// the default collection, keys without prefix (no collections negotiated).
+    pub collections: Vec<u32>,
 }
 
 /// What the reads and writes are.
@@ -59,6 +82,30 @@ impl Workload {
             get_ratio,
             value: Bytes::from(value),
             mix,
+            collections: Vec::new(),
+        }
+    }
+
+    /// Key `i` as sent: behind its collection's LEB128 prefix when the load spreads over
+    /// collections. The vbucket is the logical key's ([`WireKey::logical`]).
+    pub fn wire_key(&self, i: u64) -> WireKey {
+        let logical = key(i);
+        let mut bytes = [0u8; WIRE_KEY_BYTES_MAX];
+        let prefix_len = match self.collections.as_slice() {
+            [] => 0,
+            ids => {
+                let cid = ids[(i % ids.len() as u64) as usize];
+                let mut buf = [0u8; LEB128_BYTES_MAX];
+                let prefix = CollectionId(cid).encode(&mut buf);
+                bytes[..prefix.len()].copy_from_slice(prefix);
+                prefix.len()
+            }
+        };
+        bytes[prefix_len..prefix_len + KEY_BYTES].copy_from_slice(&logical);
+        WireKey {
+            bytes,
+            len: prefix_len + KEY_BYTES,
+            logical,
         }
     }
 

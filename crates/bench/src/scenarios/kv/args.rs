@@ -58,6 +58,14 @@ pub struct KvArgs {
     #[serde(default)]
     pub mix: MixArg,
 
+    /// Spread the keys over this many collections (`bench.c0`…, made before the prefill;
+    /// key i goes to collection i mod N), with collections negotiated and every key carrying
+    /// its collection's prefix. 0: the default collection, without collections negotiated.
+    /// Only on a Sluice the bench starts.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    #[serde(default)]
+    pub collections: u32,
+
     /// Share of operations that are gets (the rest are sets), 0.0 to 1.0.
     #[arg(long, default_value_t = 0.9, value_parser = parse_ratio)]
     pub get_ratio: f64,
@@ -317,5 +325,8 @@ mod tests {
         assert_eq!(parse(&["--mix", "subdoc"]).unwrap().mix, MixArg::Subdoc);
         assert_eq!(parse(&["--mix", "json"]).unwrap().mix, MixArg::Json);
         assert!(parse(&["--mix", "xml"]).is_err());
+        assert_eq!(parse(&[]).unwrap().collections, 0);
+        assert_eq!(parse(&["--collections", "10"]).unwrap().collections, 10);
+        assert!(parse(&["--collections", "1001"]).is_err());
     }
 }

@@ -6,9 +6,11 @@
 //!   stops what it started and reports;
 //! - `targets` — where the load goes: our own server, an existing one, memcached (also used
 //!   by `dcp` and `footprint`);
-//! - `report`  — results, medians, ratios, results.json, report.md, the stdout table.
+//! - `report`  — results, medians, ratios, results.json, report.md, the stdout table;
+//! - `collections` — `--collections N`: the collections the load spreads its keys over.
 
 pub mod args;
+mod collections;
 pub mod report;
 pub mod run;
 pub mod targets;

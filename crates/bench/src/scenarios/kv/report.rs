@@ -102,12 +102,16 @@ impl Report {
         } else {
             "closed loop".to_string()
         };
+        let mix = match s.collections {
+            0 => s.mix.label().to_string(),
+            n => format!("{} over {n} collections", s.mix.label()),
+        };
         format!(
             "{} connections × pipeline {}, {}, {}, {} B values, {} keys, {:.0}% get, {} s (+{} s warmup) × {} run(s)",
             s.connections,
             s.pipeline,
             pacing,
-            s.mix.label(),
+            mix,
             s.value_bytes,
             s.keys,
             s.get_ratio * 100.0,

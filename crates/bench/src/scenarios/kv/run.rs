@@ -30,6 +30,17 @@ pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
              sub-document commands (compare with --mix json instead)"
         );
     }
+    if args.collections > 0
+        && (args.vs.is_some()
+            || args.target_memcached.is_some()
+            || args.in_process
+            || args.connect.is_some())
+    {
+        anyhow::bail!(
+            "--collections needs a Sluice the bench starts: it makes the collections over the \
+             server's admin port, and memcached has none"
+        );
+    }
     let work = Arc::new(Workload::with_mix(
         args.keys,
         args.get_ratio,
@@ -51,7 +62,7 @@ pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn over_network(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report> {
+async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<Report> {
     let mut targets = Vec::new();
     if let Some(addr) = &args.target_memcached {
         targets.push(targets::existing_memcached(addr)?);
@@ -68,6 +79,25 @@ async fn over_network(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Repor
                     .context("starting memcached for --vs memcached")?,
             );
         }
+    }
+
+    if args.collections > 0 {
+        let sluice = &mut targets[0];
+        let admin = sluice
+            .admin
+            .context("the started Sluice has an admin address")?;
+        let who = sluice_client::Credentials::new(&args.login.username, &args.login.password);
+        let ids = super::collections::make(admin, &who, &args.login.bucket, args.collections)
+            .await
+            .context("making the collections")?;
+        sluice
+            .options
+            .features
+            .push(sluice_proto::Feature::Collections);
+        work = Arc::new(Workload {
+            collections: ids,
+            ..(*work).clone()
+        });
     }
 
     let mut pools = Vec::new();

@@ -21,6 +21,8 @@ pub struct Target {
     pub name: &'static str,
     pub addr: SocketAddr,
     pub options: ConnectOptions,
+    /// The admin address of a Sluice the bench started (where it makes collections).
+    pub admin: Option<SocketAddr>,
     /// The server process and its data directory, when the bench started it.
     owned: Option<(ChildProcess, TempDir)>,
 }
@@ -84,6 +86,7 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
                 &args.login.password,
                 &args.login.bucket,
             ),
+            admin: None,
             owned: None,
         });
     }
@@ -164,6 +167,7 @@ pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
         name: if spec.tls { "sluice (TLS)" } else { "sluice" },
         addr,
         options,
+        admin: Some(([127, 0, 0, 1], admin_port).into()),
         owned: Some((process, dir)),
     })
 }
@@ -174,6 +178,7 @@ pub fn existing_memcached(addr: &str) -> Result<Target, BenchError> {
         name: "memcached",
         addr: loopback_addr(addr)?,
         options: ConnectOptions::plain(),
+        admin: None,
         owned: None,
     })
 }
@@ -227,6 +232,7 @@ async fn start_memcached_tls(bin: &Path, memory_mb: u64, tls: bool) -> Result<Ta
         name: if tls { "memcached (TLS)" } else { "memcached" },
         addr,
         options,
+        admin: None,
         owned: Some((process, dir)),
     })
 }
