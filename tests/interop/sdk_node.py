@@ -22,15 +22,26 @@ def sdk_server(request, sluice_module_factory):
     srv.cleanup()
 
 
-@pytest.fixture(scope="module")
-def collection(sdk_server):
-    """The default collection of `sdk_server`, through the SDK (short timeouts)."""
+def connect(connstr: str) -> Cluster:
+    """An SDK cluster object for `connstr` (short timeouts)."""
     opts = ClusterOptions(
         PasswordAuthenticator(USERNAME, PASSWORD),
         timeout_options=ClusterTimeoutOptions(bootstrap_timeout=timedelta(seconds=10),
                                               kv_timeout=timedelta(seconds=3),
                                               kv_durable_timeout=timedelta(seconds=5)),
         enable_dns_srv=False)
-    cluster = Cluster(sdk_server.connstr, opts)
-    yield cluster.bucket(BUCKET).default_collection()
+    return Cluster(connstr, opts)
+
+
+@pytest.fixture(scope="module")
+def sdk_cluster(sdk_server):
+    """`sdk_server` through the SDK."""
+    cluster = connect(sdk_server.connstr)
+    yield cluster
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def collection(sdk_cluster):
+    """The default collection of `sdk_server`, through the SDK (short timeouts)."""
+    return sdk_cluster.bucket(BUCKET).default_collection()

@@ -2,8 +2,9 @@
 against Sluice: `java_sdk/` is a Maven project whose one program makes the document-API
 calls an application makes (lookup_in, mutate_in with xattrs and a macro, get with expiry
 and projection, get_and_lock / unlock and a write refused meanwhile, get_and_touch,
-exists, binary counters with an initial value, append / prepend) and fails at the first that
-does not behave as Couchbase documents it. scripts/install-test-deps builds its jar.
+exists, binary counters with an initial value, append / prepend, and a created scope and
+collections: documents in them, the same key in two, a drop that removes one's documents)
+and fails at the first that does not behave as Couchbase documents it. scripts/install-test-deps builds its jar.
 Run once per bucket type, on one node, and once on `sluice cluster up` (3 nodes, 1 replica).
 """
 
@@ -36,7 +37,7 @@ def test_java_sdk_document_api(sdk_server):
     out = run_java(sdk_server.connstr)
     for name in ["lookup_in", "mutate_in", "mutate_in_failures", "xattrs_and_macros",
                  "get_with_expiry_and_projection", "lock", "get_and_touch_and_exists",
-                 "binary"]:
+                 "binary", "collections"]:
         assert f"ok {name}\n" in out, out
 
 

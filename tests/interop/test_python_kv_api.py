@@ -19,7 +19,7 @@ from couchbase.options import (AppendOptions, DecrementOptions, DeltaValue, GetO
                                IncrementOptions, ReplaceOptions, SignedInt64, UpsertOptions)
 from couchbase.transcoder import RawBinaryTranscoder
 
-from sdk_node import collection, sdk_server  # noqa: F401 (fixtures)
+from sdk_node import collection, sdk_cluster, sdk_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 

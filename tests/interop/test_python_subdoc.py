@@ -22,7 +22,7 @@ from couchbase.exceptions import (CasMismatchException, CouchbaseException,
                                   PathMismatchException, PathNotFoundException)
 from couchbase.options import GetOptions, MutateInOptions, UpsertOptions
 
-from sdk_node import collection, sdk_server  # noqa: F401 (fixtures)
+from sdk_node import collection, sdk_cluster, sdk_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
 

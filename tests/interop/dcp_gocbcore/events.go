@@ -33,6 +33,19 @@ type itemEvent struct {
 	Datatype *uint8  `json:"datatype,omitempty"`
 	Value    *string `json:"value,omitempty"`
 	ValueB64 []byte  `json:"value_b64,omitempty"`
+	// With --collections: the document's collection id.
+	Collection *uint32 `json:"collection,omitempty"`
+}
+
+// A scope or collection made or dropped (--collections only).
+type systemEvent struct {
+	Type         string `json:"type"`
+	Vb           uint16 `json:"vb"`
+	SeqNo        uint64 `json:"seqno"`
+	ManifestUID  uint64 `json:"manifest_uid"`
+	ScopeID      uint32 `json:"scope_id"`
+	CollectionID uint32 `json:"collection_id"`
+	Name         string `json:"name,omitempty"`
 }
 
 type endEvent struct {

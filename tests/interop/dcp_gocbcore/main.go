@@ -5,7 +5,7 @@
 //
 //	dcpstream --addr 127.0.0.1:11210 --bucket default --user Administrator --password password \
 //	          --state state.json --events events.jsonl [--stop-after-items N] \
-//	          [--until-seqnos seqnos.json] [--timeout 120]
+//	          [--until-seqnos seqnos.json] [--timeout 120] [--collections [--filter-collection ID]]
 //
 // State file (--state): per vbucket the newest vbuuid, the last seqno written to the events
 // file, the snapshot range holding it and the failover log the producer last returned. If
@@ -23,6 +23,9 @@
 //	{"type":"mutation","vb":..,"seqno":..,"key":..,"rev":..,"cas":..,"flags":..,"expiry":..,
 //	 "datatype":..,"value":"..." | "value_b64":".."}
 //	{"type":"deletion"|"expiration","vb":..,"seqno":..,"key":..,"rev":..,"cas":..}
+//	{"type":"create_collection"|"delete_collection"|"create_scope"|"delete_scope","vb":..,
+//	 "seqno":..,"manifest_uid":..,"scope_id":..,"collection_id":..,"name":..}  (--collections)
+//	(with --collections, document events also carry "collection": its id)
 //	{"type":"end","vb":..,"reason":"ok"|"closed"|"state_changed"|..}
 //	{"type":"rollback","vb":..,"to":..,"from":..,"snap_start":..,"snap_end":..,"vbuuid":..}
 //	{"type":"stop","reason":"items"|"complete"|"timeout"|"signal"|"fatal"}
@@ -87,6 +90,8 @@ func run() int {
 	fs.BoolVar(&o.expiryOpcode, "expiry-opcode", false, "negotiate enable_expiry_opcode (and the IncludeDeleteTimes open flag) so TTL expiries arrive as DCP_EXPIRATION")
 	fs.BoolVar(&o.verbose, "verbose", false, "log gocbcore's own messages to stderr")
 	fs.IntVar(&o.maxRollbacks, "max-rollbacks-per-vb", 10, "fail if one vbucket needs more rollbacks than this in one run")
+	fs.BoolVar(&o.collections, "collections", false, "negotiate collections: scope/collection events are expected and mutations carry their collection id")
+	fs.Int64Var(&o.filterCollection, "filter-collection", -1, "with --collections: stream only this collection id (a DCP stream filter)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 1
 	}
@@ -122,6 +127,7 @@ func run() int {
 			Auth: gocbcore.PasswordAuthProvider{Username: o.user, Password: o.password},
 		},
 		DCPConfig: gocbcore.DCPConfig{UseExpiryOpcode: o.expiryOpcode},
+		IoConfig:  gocbcore.IoConfig{UseCollections: o.collections},
 	}
 	openFlags := memd.DcpOpenFlag(0)
 	if o.expiryOpcode {

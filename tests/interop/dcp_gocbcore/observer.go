@@ -50,7 +50,7 @@ func (o observer) SnapshotMarker(m gocbcore.DcpSnapshotMarker) {
 }
 
 // itemLocked records one mutation/deletion/expiration.
-func (s *streamer) itemLocked(kind string, vb uint16, seqno uint64, ev *itemEvent) {
+func (s *streamer) itemLocked(kind string, vb uint16, seqno uint64, ev interface{}) {
 	if s.stopped {
 		return
 	}
@@ -96,7 +96,7 @@ func (s *streamer) itemLocked(kind string, vb uint16, seqno uint64, ev *itemEven
 func (o observer) Mutation(m gocbcore.DcpMutation) {
 	flags, expiry, dt := m.Flags, m.Expiry, m.Datatype
 	ev := &itemEvent{Type: "mutation", Vb: m.VbID, SeqNo: m.SeqNo, Key: string(m.Key), Rev: m.RevNo,
-		Cas: m.Cas, Flags: &flags, Expiry: &expiry, Datatype: &dt}
+		Cas: m.Cas, Flags: &flags, Expiry: &expiry, Datatype: &dt, Collection: o.collection(m.CollectionID)}
 	if utf8.Valid(m.Value) {
 		v := string(m.Value)
 		ev.Value = &v
@@ -109,14 +109,16 @@ func (o observer) Mutation(m gocbcore.DcpMutation) {
 }
 
 func (o observer) Deletion(d gocbcore.DcpDeletion) {
-	ev := &itemEvent{Type: "deletion", Vb: d.VbID, SeqNo: d.SeqNo, Key: string(d.Key), Rev: d.RevNo, Cas: d.Cas}
+	ev := &itemEvent{Type: "deletion", Vb: d.VbID, SeqNo: d.SeqNo, Key: string(d.Key), Rev: d.RevNo, Cas: d.Cas,
+		Collection: o.collection(d.CollectionID)}
 	o.s.mu.Lock()
 	defer o.s.mu.Unlock()
 	o.s.itemLocked("deletion", d.VbID, d.SeqNo, ev)
 }
 
 func (o observer) Expiration(e gocbcore.DcpExpiration) {
-	ev := &itemEvent{Type: "expiration", Vb: e.VbID, SeqNo: e.SeqNo, Key: string(e.Key), Rev: e.RevNo, Cas: e.Cas}
+	ev := &itemEvent{Type: "expiration", Vb: e.VbID, SeqNo: e.SeqNo, Key: string(e.Key), Rev: e.RevNo, Cas: e.Cas,
+		Collection: o.collection(e.CollectionID)}
 	o.s.mu.Lock()
 	defer o.s.mu.Unlock()
 	o.s.itemLocked("expiration", e.VbID, e.SeqNo, ev)
@@ -188,28 +190,42 @@ func (o observer) End(e gocbcore.DcpStreamEnd, err error) {
 	}(e.VbID)
 }
 
+// collection: a document's collection id for its event, with --collections only.
+func (o observer) collection(cid uint32) *uint32 {
+	if !o.s.opts.collections {
+		return nil
+	}
+	return &cid
+}
+
 func (o observer) CreateCollection(c gocbcore.DcpCollectionCreation) {
-	o.s.systemEvent("create_collection", c.VbID, c.SeqNo)
+	o.s.systemEvent(&systemEvent{Type: "create_collection", Vb: c.VbID, SeqNo: c.SeqNo,
+		ManifestUID: c.ManifestUID, ScopeID: c.ScopeID, CollectionID: c.CollectionID, Name: string(c.Key)})
 }
 
 func (o observer) DeleteCollection(c gocbcore.DcpCollectionDeletion) {
-	o.s.systemEvent("delete_collection", c.VbID, c.SeqNo)
+	o.s.systemEvent(&systemEvent{Type: "delete_collection", Vb: c.VbID, SeqNo: c.SeqNo,
+		ManifestUID: c.ManifestUID, ScopeID: c.ScopeID, CollectionID: c.CollectionID})
 }
 
 func (o observer) FlushCollection(c gocbcore.DcpCollectionFlush) {
-	o.s.systemEvent("flush_collection", c.VbID, c.SeqNo)
+	// Never sent by a 7.x producer (flush events are gone).
+	o.s.unexpected("flush_collection", c.VbID, c.SeqNo)
 }
 
 func (o observer) CreateScope(c gocbcore.DcpScopeCreation) {
-	o.s.systemEvent("create_scope", c.VbID, c.SeqNo)
+	o.s.systemEvent(&systemEvent{Type: "create_scope", Vb: c.VbID, SeqNo: c.SeqNo,
+		ManifestUID: c.ManifestUID, ScopeID: c.ScopeID, Name: string(c.Key)})
 }
 
 func (o observer) DeleteScope(c gocbcore.DcpScopeDeletion) {
-	o.s.systemEvent("delete_scope", c.VbID, c.SeqNo)
+	o.s.systemEvent(&systemEvent{Type: "delete_scope", Vb: c.VbID, SeqNo: c.SeqNo,
+		ManifestUID: c.ManifestUID, ScopeID: c.ScopeID})
 }
 
 func (o observer) ModifyCollection(c gocbcore.DcpCollectionModification) {
-	o.s.systemEvent("modify_collection", c.VbID, c.SeqNo)
+	// Only with FlatBuffers system events, which this client does not ask for.
+	o.s.unexpected("modify_collection", c.VbID, c.SeqNo)
 }
 
 func (o observer) OSOSnapshot(snap gocbcore.DcpOSOSnapshot) {
@@ -222,10 +238,16 @@ func (o observer) SeqNoAdvanced(a gocbcore.DcpSeqNoAdvanced) {
 	o.s.unexpected("seqno_advanced", a.VbID, a.SeqNo)
 }
 
-// systemEvent: collection/scope events are only sent to collection-aware connections;
-// this one did not negotiate collections, so any of them is a producer error.
-func (s *streamer) systemEvent(kind string, vb uint16, seqno uint64) {
-	s.unexpected(kind, vb, seqno)
+// systemEvent: collection/scope events are only sent to collection-aware connections:
+// recorded like any item with --collections, a producer error without.
+func (s *streamer) systemEvent(ev *systemEvent) {
+	if !s.opts.collections {
+		s.unexpected(ev.Type, ev.Vb, ev.SeqNo)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.itemLocked(ev.Type, ev.Vb, ev.SeqNo, ev)
 }
 
 func (s *streamer) unexpected(kind string, vb uint16, seqno uint64) {

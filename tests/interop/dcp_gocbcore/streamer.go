@@ -24,6 +24,11 @@ type options struct {
 	expiryOpcode                       bool
 	verbose                            bool
 	maxRollbacks                       int
+	// collections: negotiate collections (IoConfig.UseCollections); scope and collection
+	// events are then expected and written, and mutations carry their collection id.
+	collections bool
+	// filterCollection: with collections, stream only this collection (a stream filter).
+	filterCollection int64
 }
 
 // per-run bookkeeping of one vbucket (not saved)
@@ -70,6 +75,15 @@ type streamer struct {
 
 func logf(format string, a ...interface{}) {
 	fmt.Fprintf(os.Stderr, "dcpstream: "+format+"\n", a...)
+}
+
+// streamOptions: a filter of one collection when asked for.
+func (s *streamer) streamOptions() gocbcore.OpenStreamOptions {
+	if s.opts.filterCollection < 0 {
+		return gocbcore.OpenStreamOptions{}
+	}
+	return gocbcore.OpenStreamOptions{FilterOptions: &gocbcore.OpenStreamFilterOptions{
+		CollectionIDs: []uint32{uint32(s.opts.filterCollection)}}}
 }
 
 func (s *streamer) writeEventLocked(v interface{}) {
@@ -216,7 +230,7 @@ func (s *streamer) openStream(vb uint16) {
 		s.onOpen(vb, start, end, uuid, snapStart, snapEnd, entries, err)
 	}
 	_, err := s.agent.OpenStream(vb, 0, gocbcore.VbUUID(uuid), gocbcore.SeqNo(start), gocbcore.SeqNo(end),
-		gocbcore.SeqNo(snapStart), gocbcore.SeqNo(snapEnd), observer{s}, gocbcore.OpenStreamOptions{}, cb)
+		gocbcore.SeqNo(snapStart), gocbcore.SeqNo(snapEnd), observer{s}, s.streamOptions(), cb)
 	if err != nil {
 		cb(nil, err)
 	}

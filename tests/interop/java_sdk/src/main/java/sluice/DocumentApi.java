@@ -52,6 +52,7 @@ public final class DocumentApi {
             check("lock", DocumentApi::lock);
             check("get_and_touch_and_exists", DocumentApi::touchAndExists);
             check("binary", DocumentApi::binary);
+            check("collections", () -> ScopesAndCollections.run(cluster.bucket(args[3])));
             System.out.println("all ok");
         } finally {
             cluster.disconnect();
@@ -69,24 +70,6 @@ public final class DocumentApi {
             throw new AssertionError(name + " failed: " + e, e);
         }
         System.out.println("ok " + name);
-    }
-
-    private static void expect(boolean cond, String what) {
-        if (!cond) {
-            throw new AssertionError(what);
-        }
-    }
-
-    private static <E extends Exception> void refused(Class<E> want, Check c) throws Exception {
-        try {
-            c.run();
-        } catch (Exception e) {
-            if (want.isInstance(e)) {
-                return;
-            }
-            throw new AssertionError("expected " + want.getSimpleName() + ", got " + e, e);
-        }
-        throw new AssertionError("expected " + want.getSimpleName() + ", but it worked");
     }
 
     private static String key(String prefix) {
@@ -107,12 +90,12 @@ public final class DocumentApi {
         LookupInResult r = col.lookupIn(k, List.of(LookupInSpec.get("addr.city"),
                 LookupInSpec.exists("n"), LookupInSpec.exists("nope"), LookupInSpec.count("tags"),
                 LookupInSpec.get("tags[-1]")));
-        expect(r.cas() == up.cas(), "lookup CAS is the document's");
-        expect(r.contentAs(0, String.class).equals("paris"), "get addr.city");
-        expect(r.exists(1) && !r.exists(2), "exists");
-        expect(r.contentAs(3, Integer.class) == 2, "count tags");
-        expect(r.contentAs(4, String.class).equals("b"), "tags[-1]");
-        refused(DocumentNotFoundException.class,
+        Checks.expect(r.cas() == up.cas(), "lookup CAS is the document's");
+        Checks.expect(r.contentAs(0, String.class).equals("paris"), "get addr.city");
+        Checks.expect(r.exists(1) && !r.exists(2), "exists");
+        Checks.expect(r.contentAs(3, Integer.class) == 2, "count tags");
+        Checks.expect(r.contentAs(4, String.class).equals("b"), "tags[-1]");
+        Checks.refused(DocumentNotFoundException.class,
                 () -> col.lookupIn(key("absent"), List.of(LookupInSpec.get("a"))));
     }
 
@@ -130,20 +113,20 @@ public final class DocumentApi {
                 MutateInSpec.arrayAddUnique("tags", "d"),
                 MutateInSpec.increment("visits", 5),
                 MutateInSpec.upsert("deep.er", true).createPath()));
-        expect(r.contentAs(8, Long.class) == 5, "counter result");
+        Checks.expect(r.contentAs(8, Long.class) == 5, "counter result");
         JsonObject got = col.get(k).contentAsObject();
         JsonObject want = JsonObject.create().put("name", "ada")
                 .put("tags", JsonArray.from("z", "y", "a", "b", "c", "d")).put("n", 42)
                 .put("addr", JsonObject.create().put("city", "lyon"))
                 .put("email", "ada@example.org").put("visits", 5)
                 .put("deep", JsonObject.create().put("er", true));
-        expect(got.equals(want), "document after mutate_in: " + got);
+        Checks.expect(got.equals(want), "document after mutate_in: " + got);
         String fresh = key("mkdoc");
         col.mutateIn(fresh, List.of(MutateInSpec.upsert("a.b", 1).createPath()),
                 mutateInOptions().storeSemantics(StoreSemantics.UPSERT));
-        expect(col.get(fresh).contentAsObject().equals(
+        Checks.expect(col.get(fresh).contentAsObject().equals(
                 JsonObject.create().put("a", JsonObject.create().put("b", 1))), "mkdoc");
-        refused(DocumentExistsException.class, () -> col.mutateIn(fresh,
+        Checks.refused(DocumentExistsException.class, () -> col.mutateIn(fresh,
                 List.of(MutateInSpec.upsert("c", 1)),
                 mutateInOptions().storeSemantics(StoreSemantics.INSERT)));
     }
@@ -151,15 +134,15 @@ public final class DocumentApi {
     private static void mutateInFailures() throws Exception {
         String k = key("fail");
         MutationResult up = col.upsert(k, doc());
-        refused(PathExistsException.class,
+        Checks.refused(PathExistsException.class,
                 () -> col.mutateIn(k, List.of(MutateInSpec.upsert("x", 1),
                         MutateInSpec.insert("name", "bob"))));
-        refused(PathNotFoundException.class,
+        Checks.refused(PathNotFoundException.class,
                 () -> col.mutateIn(k, List.of(MutateInSpec.replace("nope", 1))));
-        refused(CasMismatchException.class, () -> col.mutateIn(k,
+        Checks.refused(CasMismatchException.class, () -> col.mutateIn(k,
                 List.of(MutateInSpec.upsert("n", 1)), mutateInOptions().cas(up.cas() + 1)));
         GetResult g = col.get(k);
-        expect(g.cas() == up.cas() && g.contentAsObject().equals(doc()), "nothing changed");
+        Checks.expect(g.cas() == up.cas() && g.contentAsObject().equals(doc()), "nothing changed");
     }
 
     private static void xattrs() throws Exception {
@@ -173,14 +156,14 @@ public final class DocumentApi {
         LookupInResult x = col.lookupIn(k, List.of(LookupInSpec.get("meta").xattr(),
                 LookupInSpec.get("$document.CAS").xattr(), LookupInSpec.get("n")));
         JsonObject meta = x.contentAsObject(0);
-        expect(meta.getString("owner").equals("ada"), "user xattr: " + meta);
-        expect(x.contentAs(2, Integer.class) == 42, "body counter");
-        expect(Long.parseUnsignedLong(x.contentAs(1, String.class).substring(2), 16) == r.cas(),
+        Checks.expect(meta.getString("owner").equals("ada"), "user xattr: " + meta);
+        Checks.expect(x.contentAs(2, Integer.class) == 42, "body counter");
+        Checks.expect(Long.parseUnsignedLong(x.contentAs(1, String.class).substring(2), 16) == r.cas(),
                 "$document.CAS is the mutation's CAS");
         // The macro holds the CAS byte-reversed, as Couchbase Server writes it.
         long macro = Long.parseUnsignedLong(meta.getString("cas").substring(2), 16);
-        expect(Long.reverseBytes(macro) == r.cas(), "the CAS macro: " + meta);
-        expect(col.get(k).contentAsObject().getInt("n") == 42, "plain get has the body only");
+        Checks.expect(Long.reverseBytes(macro) == r.cas(), "the CAS macro: " + meta);
+        Checks.expect(col.get(k).contentAsObject().getInt("n") == 42, "plain get has the body only");
     }
 
     private static void getWithExpiryAndProjection() throws Exception {
@@ -189,10 +172,10 @@ public final class DocumentApi {
         GetResult g = col.get(k, getOptions().withExpiry(true));
         Instant at = g.expiryTime().orElseThrow();
         long left = at.getEpochSecond() - Instant.now().getEpochSecond();
-        expect(left > 3500 && left <= 3601, "expiry in an hour: " + at);
-        expect(g.contentAsObject().equals(doc()), "document with expiry");
+        Checks.expect(left > 3500 && left <= 3601, "expiry in an hour: " + at);
+        Checks.expect(g.contentAsObject().equals(doc()), "document with expiry");
         JsonObject p = col.get(k, getOptions().project("name", "addr.city")).contentAsObject();
-        expect(p.equals(JsonObject.create().put("name", "ada")
+        Checks.expect(p.equals(JsonObject.create().put("name", "ada")
                 .put("addr", JsonObject.create().put("city", "paris"))), "projection: " + p);
     }
 
@@ -200,35 +183,35 @@ public final class DocumentApi {
         String k = key("lock");
         col.upsert(k, doc());
         GetResult locked = col.getAndLock(k, Duration.ofSeconds(10));
-        refused(CouchbaseException.class,
+        Checks.refused(CouchbaseException.class,
                 () -> col.upsert(k, doc(), upsertOptions().timeout(Duration.ofSeconds(1))));
         col.unlock(k, locked.cas());
         col.upsert(k, JsonObject.create().put("v", 2));
         GetResult again = col.getAndLock(k, Duration.ofSeconds(10));
         col.replace(k, JsonObject.create().put("v", 3), replaceOptions().cas(again.cas()));
         col.upsert(k, JsonObject.create().put("v", 4));
-        expect(col.get(k).contentAsObject().getInt("v") == 4, "writes after the lock ended");
+        Checks.expect(col.get(k).contentAsObject().getInt("v") == 4, "writes after the lock ended");
     }
 
     private static void touchAndExists() throws Exception {
         String k = key("touch");
         col.upsert(k, doc());
         GetResult g = col.getAndTouch(k, Duration.ofMinutes(10));
-        expect(g.contentAsObject().equals(doc()), "get_and_touch content");
+        Checks.expect(g.contentAsObject().equals(doc()), "get_and_touch content");
         Instant at = col.get(k, getOptions().withExpiry(true)).expiryTime().orElseThrow();
-        expect(at.getEpochSecond() - Instant.now().getEpochSecond() > 500, "touched expiry");
-        expect(col.exists(k).exists(), "exists");
-        expect(!col.exists(key("absent")).exists(), "absent");
+        Checks.expect(at.getEpochSecond() - Instant.now().getEpochSecond() > 500, "touched expiry");
+        Checks.expect(col.exists(k).exists(), "exists");
+        Checks.expect(!col.exists(key("absent")).exists(), "absent");
     }
 
     private static void binary() throws Exception {
         String k = key("counter");
-        expect(col.binary().increment(k, incrementOptions().initial(10).delta(5)).content() == 10,
+        Checks.expect(col.binary().increment(k, incrementOptions().initial(10).delta(5)).content() == 10,
                 "created at initial");
-        expect(col.binary().increment(k, incrementOptions().delta(5)).content() == 15, "incr");
-        expect(col.binary().decrement(k, decrementOptions().delta(20)).content() == 0,
+        Checks.expect(col.binary().increment(k, incrementOptions().delta(5)).content() == 15, "incr");
+        Checks.expect(col.binary().decrement(k, decrementOptions().delta(20)).content() == 0,
                 "decrement stops at 0");
-        refused(DocumentNotFoundException.class,
+        Checks.refused(DocumentNotFoundException.class,
                 () -> col.binary().increment(key("none"), incrementOptions().delta(1)));
         String c = key("concat");
         col.upsert(c, "middle".getBytes(),
@@ -237,6 +220,6 @@ public final class DocumentApi {
         col.binary().prepend(c, "start-".getBytes());
         byte[] v = col.get(c, getOptions().transcoder(RawBinaryTranscoder.INSTANCE))
                 .contentAsBytes();
-        expect(new String(v).equals("start-middle-end"), "append/prepend: " + new String(v));
+        Checks.expect(new String(v).equals("start-middle-end"), "append/prepend: " + new String(v));
     }
 }
