@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - `bucket`     — [`Bucket`]: the public API (get/store/delete/…), routing to vbuckets;
+//!   `bucket_collections`: its collections calls (live set, records, sweep, counts);
 //! - `vbucket`    — one vbucket: state, hash table, seqnos, failover log, mutation rules;
 //! - `hash_table` — key → [`StoredValue`] with byte accounting; `table_key`: its keys;
 //! - `checkpoint` — the ordered, deduplicating queue of changes and its cursors;
@@ -34,6 +35,7 @@
 
 mod background;
 mod bucket;
+mod bucket_collections;
 mod checkpoint;
 mod checkpoint_recovery;
 mod clock;
