@@ -124,14 +124,6 @@ pub fn logical_key(qualified: &[u8]) -> &[u8] {
     decode_prefix(qualified).map_or(qualified, |(_, n)| &qualified[n..])
 }
 
-/// A default-collection key: `0x00` then `logical`.
-pub fn default_key(logical: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(logical.len() + 1);
-    k.push(0);
-    k.extend_from_slice(logical);
-    k
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +175,5 @@ mod tests {
         assert_eq!(split_key(&long), Err(KeyError::TooLong));
         assert_eq!(collection_of(b"\x80\x01k"), CollectionId(0x80));
         assert_eq!(logical_key(b"\x80\x01k"), b"k");
-        assert_eq!(default_key(b"k"), b"\x00k");
     }
 }

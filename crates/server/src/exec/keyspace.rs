@@ -99,12 +99,10 @@ impl Keyspace<'_> {
 /// becomes `max_s` from now, as Couchbase caps it. Returned as an absolute time.
 pub fn cap_expiry(wire: u32, max_s: u32, now_s: u32) -> u32 {
     let limit = now_s.saturating_add(max_s);
-    let asked = match wire {
-        0 => return limit,
-        w if w <= sluice_types::limits::EXPIRY_RELATIVE_SECONDS_MAX => now_s.saturating_add(w),
-        w => w,
-    };
-    asked.min(limit)
+    match sluice_types::Expiry::from_wire(wire, now_s) {
+        sluice_types::Expiry::NEVER => limit,
+        asked => asked.0.min(limit),
+    }
 }
 
 /// Answers a key that names no document of this bucket.
