@@ -99,6 +99,29 @@ pub struct ClusterMap {
     vbmap: VbMap,
 }
 
+/// What a bucket of `kind` offers, as the SDKs read it from the bucket's description:
+/// - `collections`: the collection managers check for it;
+/// - `tombstonedUserXAttrs` (create-as-deleted), `subdoc.ReviveDocument`,
+///   `subdoc.AccessDeleted` and `subdoc.ReplaceBodyWithXattr`: transactions stage inserts in
+///   tombstones and commit them with these;
+/// - `subdoc.ReplicaRead`: sub-document lookups on replicas.
+pub fn bucket_capabilities(kind: BucketKind) -> Vec<&'static str> {
+    let mut caps = vec!["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr"];
+    if kind == BucketKind::Couchbase {
+        caps.push("couchapi");
+    }
+    caps.extend([
+        "durableWrite",
+        "collections",
+        "tombstonedUserXAttrs",
+        "subdoc.ReviveDocument",
+        "subdoc.AccessDeleted",
+        "subdoc.ReplaceBodyWithXattr",
+        "subdoc.ReplicaRead",
+    ]);
+    caps
+}
+
 impl ClusterMap {
     /// The first revision of a cluster's map.
     pub fn new(nodes: Vec<NodeInfo>, vbmap: VbMap) -> Result<ClusterMap, ClusterMapError> {
@@ -159,13 +182,7 @@ impl ClusterMap {
     ) -> Value {
         let name = bucket.name;
         let uuid = bucket.uuid;
-        let durable = bucket.kind == BucketKind::Couchbase;
-        let mut caps = vec!["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr"];
-        if durable {
-            caps.push("couchapi");
-        }
-        // Scopes and collections: the SDKs' collection managers check for it.
-        caps.extend(["durableWrite", "collections"]);
+        let caps = bucket_capabilities(bucket.kind);
         let nodes: Vec<Value> = self
             .nodes
             .iter()
@@ -187,7 +204,7 @@ impl ClusterMap {
             "revEpoch": REV_EPOCH,
             "name": name,
             "uuid": uuid,
-            "bucketType": if durable { "membase" } else { "ephemeral" },
+            "bucketType": if bucket.kind == BucketKind::Couchbase { "membase" } else { "ephemeral" },
             "nodeLocator": "vbucket",
             "uri": format!("/pools/default/buckets/{name}?bucket_uuid={uuid}"),
             "streamingUri": format!("/pools/default/bucketsStreaming/{name}?bucket_uuid={uuid}"),
@@ -370,7 +387,7 @@ mod tests {
             "uri": "/pools/default/buckets/default?bucket_uuid=0f1e",
             "streamingUri": "/pools/default/bucketsStreaming/default?bucket_uuid=0f1e",
             "bucketCapabilitiesVer": "",
-            "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr", "couchapi", "durableWrite", "collections"],
+            "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "nodesExt", "xattr", "couchapi", "durableWrite", "collections", "tombstonedUserXAttrs", "subdoc.ReviveDocument", "subdoc.AccessDeleted", "subdoc.ReplaceBodyWithXattr", "subdoc.ReplicaRead"],
             "collectionsManifestUid": "0",
             "ddocs": {"uri": "/pools/default/buckets/default/ddocs"},
             "nodes": [{
@@ -446,7 +463,12 @@ mod tests {
                 "nodesExt",
                 "xattr",
                 "durableWrite",
-                "collections"
+                "collections",
+                "tombstonedUserXAttrs",
+                "subdoc.ReviveDocument",
+                "subdoc.AccessDeleted",
+                "subdoc.ReplaceBodyWithXattr",
+                "subdoc.ReplicaRead"
             ])
         );
         // No node matches the serving address, so none claims to be this node.

@@ -45,7 +45,9 @@ pub mod rebalance;
 pub mod vbmap;
 
 pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
-pub use cluster_map::{BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode};
+pub use cluster_map::{
+    bucket_capabilities, BucketInfo, BucketKind, ClusterMap, ClusterMapError, Rev, ServingNode,
+};
 pub use collections::{Lookup, Manifest, ManifestError};
 pub use failover::{
     after_restart, fail_over, fail_over_safely, CopyPosition, FailoverOutcome, Promotion,

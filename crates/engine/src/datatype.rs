@@ -30,9 +30,16 @@ pub fn classify(
         }
         value
     };
+    // An xattr section is checked whole (keys, JSON values, lengths): readers and
+    // sub-document commands rely on a stored one decoding.
     let body_start = if sent.is_xattr() {
-        sluice_subdoc::xattr::body_offset(body)
-            .map_err(|_| EngineError::Invalid("xattr section truncated or longer than the value"))?
+        let end = sluice_subdoc::xattr::body_offset(body).map_err(|_| {
+            EngineError::XattrInvalid("the section is truncated or longer than the value")
+        })?;
+        sluice_subdoc::Xattrs::decode(&body[..end]).map_err(|_| {
+            EngineError::XattrInvalid("a pair is malformed, a key invalid or a value not JSON")
+        })?;
+        end
     } else {
         0
     };
@@ -43,6 +50,16 @@ pub fn classify(
     } else {
         base
     })
+}
+
+/// A stored value (inflated) split into its xattr section (empty without the XATTR bit)
+/// and its body. The section was checked when it was stored.
+pub(crate) fn split_xattrs(datatype: Datatype, value: &[u8]) -> (&[u8], &[u8]) {
+    let end = match datatype.is_xattr() {
+        true => sluice_subdoc::xattr::body_offset(value).unwrap_or(0),
+        false => 0,
+    };
+    value.split_at(end)
 }
 
 /// Valid JSON text. A cheap first-byte test skips the parser for most binary values.

@@ -18,6 +18,9 @@ pub enum EngineError {
     TooBig,
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// A value's xattr section does not decode (XATTR_EINVAL on the wire).
+    #[error("invalid xattr section: {0}")]
+    XattrInvalid(&'static str),
     #[error("temporarily out of memory")]
     TempFail,
     #[error("bucket refuses writes after a storage failure: {0}")]

@@ -30,6 +30,14 @@ pub struct StoreRequest<'a> {
     /// Places in `value` to fill with this very mutation's CAS or seqno (sub-document macro
     /// expansion); empty for every other write.
     pub macros: &'a [MacroSlot],
+    /// The key's current version counts even when it is a tombstone: ADD fails on it,
+    /// REPLACE and the CAS check work on it (sub-document access-deleted). Otherwise a
+    /// tombstone is as good as nothing.
+    pub access_deleted: bool,
+    /// The version written is a tombstone whose value holds only xattrs (a sub-document
+    /// mutation of a deleted document, or create-as-deleted): it counts as no document and
+    /// streams as a deletion.
+    pub store_deleted: bool,
 }
 
 /// A sub-document macro (`${Mutation.CAS}`, `${Mutation.seqno}`) to fill in once the engine

@@ -214,6 +214,22 @@ impl VbInner {
         Ok(Some(meta))
     }
 
+    /// The key's current version's metadata, live or a tombstone (an access-deleted
+    /// write). `NeedsFetch` when memory holds nothing of the key but the disk may (metadata
+    /// evicted, or tombstones kept on disk only).
+    fn current_meta(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<ItemMeta>, EngineError> {
+        if let Some(live) = self.live_meta(key, ctx)? {
+            return Ok(Some(live));
+        }
+        match self.ht.get(key) {
+            None if self.tombstones_only_on_disk => Err(EngineError::NeedsFetch),
+            None => Ok(None),
+            // The placeholder a disk read that found nothing leaves.
+            Some(sv) if sv.meta.seqno == Seqno::ZERO => Ok(None),
+            Some(sv) => Ok(Some(sv.meta)),
+        }
+    }
+
     /// Like [`Self::live_meta`], with the value (`NeedsFetch` if it is evicted).
     fn live_value(
         &mut self,
@@ -501,20 +517,26 @@ impl VbInner {
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
         self.require_not_pending(req.key)?;
-        let live = self.live_meta(req.key, ctx)?;
-        let cas = match live {
-            Some(_) => self.locks.admit(req.key, req.cas, ctx.now_unix_s)?,
-            None => req.cas,
+        let current = match req.access_deleted {
+            true => self.current_meta(req.key, ctx)?,
+            false => self.live_meta(req.key, ctx)?,
         };
-        match (req.kind, live) {
+        let cas = match current {
+            Some(m) if !m.deleted => self.locks.admit(req.key, req.cas, ctx.now_unix_s)?,
+            _ => req.cas,
+        };
+        match (req.kind, current) {
             (StoreKind::Add, Some(_)) => return Err(EngineError::KeyExists),
             (StoreKind::Replace, None) => return Err(EngineError::KeyNotFound),
             (_, None) if cas != Cas::ZERO => return Err(EngineError::KeyNotFound),
             (_, Some(m)) if cas != Cas::ZERO && m.cas != cas => return Err(EngineError::KeyExists),
             _ => {}
         }
-        let expiry = match live {
-            Some(m) if req.preserve_ttl => m.expiry,
+        // A tombstone has no expiry to keep or to set: a non-zero one would make it read as
+        // an expiration (`tombstone_op`).
+        let expiry = match current {
+            _ if req.store_deleted => Expiry::NEVER,
+            Some(m) if req.preserve_ttl && !m.deleted => m.expiry,
             _ => Expiry::from_wire(req.expiry_wire, ctx.now_unix_s),
         };
         // Macros take the CAS and seqno the write below will get: nothing else can take
@@ -538,8 +560,11 @@ impl VbInner {
                 expiry,
                 datatype,
                 value,
-                deleted: false,
-                op: QueueOp::Mutation,
+                deleted: req.store_deleted,
+                op: match req.store_deleted {
+                    true => QueueOp::Deletion,
+                    false => QueueOp::Mutation,
+                },
                 cas: None,
             },
             ctx,
@@ -618,32 +643,45 @@ impl VbInner {
         } = *req;
         self.require_active()?;
         self.require_not_pending(key)?;
-        let (new_value, flags, expiry) = match self.live_body(key, ctx)? {
+        // The counter is the body; an xattr section stays in front of it.
+        let (new_value, flags, expiry, section) = match self.live_body(key, ctx)? {
             None if expiry_wire == u32::MAX || cas != Cas::ZERO => {
                 return Err(EngineError::KeyNotFound)
             }
-            None => (initial, 0, Expiry::from_wire(expiry_wire, ctx.now_unix_s)),
-            Some((meta, body)) => {
+            None => (
+                initial,
+                0,
+                Expiry::from_wire(expiry_wire, ctx.now_unix_s),
+                Vec::new(),
+            ),
+            Some((meta, value)) => {
                 let cas = self.locks.admit(key, cas, ctx.now_unix_s)?;
                 if cas != Cas::ZERO && meta.cas != cas {
                     return Err(EngineError::KeyExists);
                 }
-                let current = parse_counter(&body).ok_or(EngineError::DeltaBadValue)?;
+                let (section, body) = datatype::split_xattrs(meta.datatype, &value);
+                let current = parse_counter(body).ok_or(EngineError::DeltaBadValue)?;
                 let next = if increment {
                     current.wrapping_add(delta)
                 } else {
                     current.saturating_sub(delta)
                 };
-                (next, meta.flags, meta.expiry)
+                (next, meta.flags, meta.expiry, section.to_vec())
             }
         };
+        let datatype = match section.is_empty() {
+            true => Datatype(Datatype::JSON),
+            false => Datatype(Datatype::JSON | Datatype::XATTR),
+        };
+        let mut value = section;
+        value.extend_from_slice(new_value.to_string().as_bytes());
         let m = self.write_or_prepare(
             key,
             NewVersion {
                 flags,
                 expiry,
-                datatype: Datatype(Datatype::JSON),
-                value: Bytes::from(new_value.to_string()),
+                datatype,
+                value: Bytes::from(value),
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
@@ -663,24 +701,27 @@ impl VbInner {
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
         self.require_not_pending(key)?;
-        let (meta, body) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
+        let (meta, value) = self.live_body(key, ctx)?.ok_or(EngineError::NotStored)?;
         let cas = self.locks.admit(key, cas, ctx.now_unix_s)?;
         if cas != Cas::ZERO && meta.cas != cas {
             return Err(EngineError::KeyExists);
         }
-        if body.len() + extra.len() > ctx.value_bytes_max {
+        if value.len() + extra.len() > ctx.value_bytes_max {
             return Err(EngineError::TooBig);
         }
-        let mut joined = Vec::with_capacity(body.len() + extra.len());
+        // The body grows; an xattr section stays in front of it.
+        let (section, body) = datatype::split_xattrs(meta.datatype, &value);
+        let mut joined = Vec::with_capacity(value.len() + extra.len());
+        joined.extend_from_slice(section);
         if append {
-            joined.extend_from_slice(&body);
+            joined.extend_from_slice(body);
             joined.extend_from_slice(extra);
         } else {
             joined.extend_from_slice(extra);
-            joined.extend_from_slice(&body);
+            joined.extend_from_slice(body);
         }
         let base = meta.datatype.without(Datatype::SNAPPY | Datatype::JSON);
-        let dt = if datatype::is_json(&joined) {
+        let dt = if datatype::is_json(&joined[section.len()..]) {
             base.with(Datatype::JSON)
         } else {
             base

@@ -31,6 +31,8 @@ fn failed_sync_refuses_later_writes() {
             preserve_ttl: false,
             durability: None,
             macros: &[],
+            access_deleted: false,
+            store_deleted: false,
         };
         match b.store(vbucket_of(&k, 4), &req) {
             Ok(_) => std::thread::sleep(Duration::from_millis(5)),

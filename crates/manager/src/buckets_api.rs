@@ -411,7 +411,7 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         "durabilityMinLevel": def.durability_min.map_or("none", DurabilityLevel::name),
         "replicaIndex": false,
         "controllers": { "flush": format!("/pools/default/buckets/{name}/controller/doFlush") },
-        "bucketCapabilities": ["dcp", "cbhello", "touch", "cccp", "xattr", "nodesExt", "durableWrite", "collections"],
+        "bucketCapabilities": sluice_cluster::bucket_capabilities(def.kind),
         "nodes": nodes,
     })
 }

@@ -17,7 +17,8 @@ features! {
     TcpNodelay = 0x03, MutationSeqno = 0x04, Xattr = 0x06, Xerror = 0x07, SelectBucket = 0x08,
     Snappy = 0x0a, Json = 0x0b, Duplex = 0x0c, ClustermapChangeNotification = 0x0d,
     UnorderedExecution = 0x0e, Tracing = 0x0f, AltRequestSupport = 0x10, SyncReplication = 0x11,
-    Collections = 0x12, SnappyEverywhere = 0x13, PreserveTtl = 0x14,
+    Collections = 0x12, SnappyEverywhere = 0x13, PreserveTtl = 0x14, CreateAsDeleted = 0x17,
+    ReplaceBodyWithXattr = 0x19, SubdocReplicaRead = 0x1c,
     GetClusterConfigWithKnownVersion = 0x1d, DedupeNotMyVbucketClustermap = 0x1e,
     ClustermapChangeNotificationBrief = 0x1f,
 }

@@ -79,6 +79,10 @@ statuses! {
     SubdocXattrUnknownVattr = 0xd1, "Unknown virtual xattr", ["item-only", "subdoc", "invalid-input"];
     SubdocXattrCantModifyVattr = 0xd2, "Virtual xattrs cannot be modified", ["item-only", "subdoc", "invalid-input"];
     SubdocMultiPathFailureDeleted = 0xd3, "One or more paths failed on a deleted document", ["item-only", "subdoc"];
+    SubdocInvalidXattrOrder = 0xd4, "Xattr paths must come before body paths", ["item-only", "subdoc", "invalid-input"];
+    SubdocXattrUnknownVattrMacro = 0xd5, "Unknown virtual xattr macro", ["item-only", "subdoc", "invalid-input"];
+    SubdocCanOnlyReviveDeletedDocuments = 0xd6, "Only a deleted document can be revived", ["item-only", "subdoc", "invalid-input"];
+    SubdocDeletedDocumentCantHaveValue = 0xd7, "A deleted document cannot have a body", ["item-only", "subdoc", "invalid-input"];
 }
 
 impl Status {

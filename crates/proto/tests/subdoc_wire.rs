@@ -70,6 +70,28 @@ fn single_path_extras_of_every_length() {
         single(0xd2, &[0, 1, 0], b"l").unwrap().specs[0].op,
         SubdocOp::GetCount
     );
+    // dict_upsert with expiry and user flags (11), then with doc flags too (12).
+    let c = single(0xc8, &[0, 1, 0, 0, 0, 0, 9, 0x02, 0, 0, 0], b"x1").unwrap();
+    assert_eq!(
+        (c.expiry, c.user_flags, c.doc_flags),
+        (Some(9), Some(0x0200_0000), DocFlags(0))
+    );
+    let c = single(0xc8, &[0, 1, 0x04, 0, 0, 0, 0, 0, 0, 0, 7, 0x0d], b"x1").unwrap();
+    assert_eq!(
+        (c.expiry, c.user_flags, c.doc_flags),
+        (
+            Some(0),
+            Some(7),
+            DocFlags(DocFlags::MKDOC | DocFlags::ACCESS_DELETED | DocFlags::CREATE_AS_DELETED)
+        )
+    );
+    // replace_body_with_xattr names an xattr path and takes no value.
+    let c = single(0xd3, &[0, 3, 0x04, 0x14], b"t.s").unwrap();
+    assert_eq!(
+        c.specs,
+        vec![spec(SubdocOp::ReplaceBodyWithXattr, 4, "t.s", "")]
+    );
+    assert!(c.is_mutation());
 }
 
 /// What is wrong, opcode, extras, body, the status it gets.
@@ -125,6 +147,62 @@ fn single_path_refusals() {
             "mkdoc with add",
             0xc8,
             &[0, 1, 0, 0x03],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "revive without access-deleted",
+            0xc8,
+            &[0, 1, 0x04, 0x10],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "revive with create-as-deleted",
+            0xc8,
+            &[0, 1, 0x04, 0x1d],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "create-as-deleted without mkdoc or add",
+            0xc8,
+            &[0, 1, 0x04, 0x0c],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "create-as-deleted on a body path",
+            0xc8,
+            &[0, 1, 0, 0x09],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "replace_body_with_xattr on a body path",
+            0xd3,
+            &[0, 1, 0, 0x14],
+            b"a",
+            Status::Einval,
+        ),
+        (
+            "replace_body_with_xattr with a value",
+            0xd3,
+            &[0, 1, 0x04, 0x14],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "replica read on a mutation",
+            0xc8,
+            &[0, 1, 0, 0x20],
+            b"a1",
+            Status::Einval,
+        ),
+        (
+            "extras of 9",
+            0xc8,
+            &[0, 1, 0, 0, 0, 0, 0, 0, 0],
             b"a1",
             Status::Einval,
         ),
@@ -224,5 +302,68 @@ fn multi_path_refusals() {
     assert_eq!(
         multi(0xd1, &[0, 0], mutation_spec(0xc8, 0, b"a", b"1")).err(),
         Some(Status::Einval)
+    );
+    // Xattr paths come first, in lookups and mutations.
+    let mut body = lookup_spec(0xc5, 0, b"a");
+    body.extend(lookup_spec(0xc5, 0x04, b"x"));
+    assert_eq!(
+        multi(0xd0, &[], body).err(),
+        Some(Status::SubdocInvalidXattrOrder)
+    );
+    let mut body = mutation_spec(0xc8, 0, b"a", b"1");
+    body.extend(mutation_spec(0xc8, 0x04, b"x", b"1"));
+    assert_eq!(
+        multi(0xd1, &[], body).err(),
+        Some(Status::SubdocInvalidXattrOrder)
+    );
+    // Replica reads are lookups.
+    assert!(multi(0xd0, &[0x20], lookups(1)).is_ok());
+    assert_eq!(
+        multi(0xd1, &[0x20], mutation_spec(0xc8, 0, b"a", b"1")).err(),
+        Some(Status::Einval)
+    );
+    // Revive needs access-deleted.
+    assert_eq!(
+        multi(0xd1, &[0x10], mutation_spec(0xc8, 0x04, b"x", b"1")).err(),
+        Some(Status::Einval)
+    );
+}
+
+#[test]
+fn multi_path_user_flags_and_tombstone_flags() {
+    // A staged insert as gocbcore's transactions send it: expiry 0, user flags, then
+    // create-as-deleted | access-deleted | add.
+    let mut body = mutation_spec(0xc7, 0x05, b"txn", b"{}");
+    body.extend(mutation_spec(
+        0xc8,
+        0x14,
+        b"txn.op.crc32",
+        b"\"${Mutation.value_crc32c}\"",
+    ));
+    let c = multi(0xd1, &[0, 0, 0, 0, 0x02, 0, 0, 0, 0x0e], body).unwrap();
+    assert_eq!(
+        (c.expiry, c.user_flags, c.doc_flags),
+        (
+            Some(0),
+            Some(0x0200_0000),
+            DocFlags(DocFlags::ADD | DocFlags::ACCESS_DELETED | DocFlags::CREATE_AS_DELETED)
+        )
+    );
+    // Expiry and user flags without doc flags (8).
+    let c = multi(
+        0xd1,
+        &[0, 0, 0, 5, 0, 0, 0, 1],
+        mutation_spec(0xc8, 0, b"a", b"1"),
+    )
+    .unwrap();
+    assert_eq!((c.expiry, c.user_flags), (Some(5), Some(1)));
+    // A commit as gocbcore sends it: replace the body with the staged xattr, drop "txn".
+    let mut body = mutation_spec(0xd3, 0x04, b"txn.op.stgd", b"");
+    body.extend(mutation_spec(0xc9, 0x04, b"txn", b""));
+    let c = multi(0xd1, &[0x14], body).unwrap();
+    assert_eq!(c.specs[0].op, SubdocOp::ReplaceBodyWithXattr);
+    assert_eq!(
+        c.doc_flags,
+        DocFlags(DocFlags::ACCESS_DELETED | DocFlags::REVIVE)
     );
 }

@@ -67,6 +67,9 @@ async fn all_readable(addr: std::net::SocketAddr, replica_of: &ClusterMap, me: u
                 kv.get_replica(&k, vb).await
             };
             if a.status == 0 && a.value == want.as_bytes() {
+                if owner(replica_of, vb) != me {
+                    assert_eq!(replica_lookup(&mut kv, &k, vb).await, want.as_bytes());
+                }
                 break;
             }
             assert!(
@@ -77,6 +80,25 @@ async fn all_readable(addr: std::net::SocketAddr, replica_of: &ClusterMap, me: u
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// The body a multi-path lookup with the replica-read flag reads from a replica vbucket.
+async fn replica_lookup(kv: &mut Kv, key: &[u8], vb: u16) -> Vec<u8> {
+    let whole_doc = [0x00, 0x00, 0x00, 0x00];
+    let a = kv
+        .call(
+            Packet::request(0xd0, vb, 9)
+                .key(key)
+                .extras(&[0x20])
+                .value(&whole_doc),
+        )
+        .await;
+    assert_eq!(
+        (a.status, &a.value[..2]),
+        (0, &[0, 0][..]),
+        "replica lookup"
+    );
+    a.value[6..].to_vec()
 }
 
 /// A plain HTTP/1.1 GET on the admin port, as the administrator.

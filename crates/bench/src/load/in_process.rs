@@ -245,6 +245,8 @@ fn set(bucket: &Bucket, k: &[u8], value: &[u8]) -> Result<(), EngineError> {
         preserve_ttl: false,
         durability: None,
         macros: &[],
+        access_deleted: false,
+        store_deleted: false,
     };
     bucket.store(vb(bucket, k), &req).map(|_| ())
 }

@@ -58,10 +58,12 @@ impl VbInner {
         if sv.meta.deleted && sv.meta.seqno == Seqno::ZERO {
             return Ok(None); // a disk read found nothing: the placeholder `fetched` left
         }
+        // A tombstone with xattrs keeps them in its value: read it back rather than show
+        // an empty one.
         let value = match (&sv.value, sv.meta.deleted) {
             (Some(v), _) => v.clone(),
-            (None, true) => Bytes::new(),
-            (None, false) => return Err(EngineError::NeedsFetch),
+            (None, true) if !sv.meta.datatype.is_xattr() => Bytes::new(),
+            (None, _) => return Err(EngineError::NeedsFetch),
         };
         let meta = self
             .locks

@@ -51,6 +51,8 @@ pub(super) fn set<'a>(
         preserve_ttl: false,
         durability: None,
         macros: &[],
+        access_deleted: false,
+        store_deleted: false,
     }
 }
 
@@ -163,6 +165,81 @@ fn delete_leaves_a_tombstone_until_persisted_and_keeps_rev_history() {
     v.store(&set(b"k", b"z", StoreKind::Add, 0), Datatype::RAW, &c)
         .unwrap();
     assert_eq!(v.get(b"k", &c).unwrap().meta.rev_seqno, 3);
+}
+
+#[test]
+fn access_deleted_writes_work_on_tombstones() {
+    let mut v = vb();
+    let c = ctx(1000);
+    let tomb = |value: &'static [u8], kind, cas| StoreRequest {
+        access_deleted: true,
+        store_deleted: true,
+        ..set(b"k", value, kind, cas)
+    };
+    // Created as a tombstone: no document, a deletion in the queue.
+    let m1 = v
+        .store(&tomb(b"x1", StoreKind::Add, 0), Datatype::RAW, &c)
+        .unwrap();
+    assert_eq!(v.num_items, 0);
+    assert_eq!(v.get(b"k", &c), Err(EngineError::KeyNotFound));
+    let meta = v.get_meta(b"k", &c).unwrap().unwrap();
+    assert!(meta.deleted && meta.expiry == Expiry::NEVER && meta.flags == 5);
+    // ADD that sees tombstones fails on it; one that does not see them succeeds.
+    assert_eq!(
+        v.store(&tomb(b"x2", StoreKind::Add, 0), Datatype::RAW, &c),
+        Err(EngineError::KeyExists)
+    );
+    // REPLACE of the tombstone under its CAS, and under a stale one.
+    let m2 = v
+        .store(
+            &tomb(b"x2", StoreKind::Replace, m1.cas.0),
+            Datatype::RAW,
+            &c,
+        )
+        .unwrap();
+    assert_eq!(
+        v.store(
+            &tomb(b"x3", StoreKind::Replace, m1.cas.0),
+            Datatype::RAW,
+            &c
+        ),
+        Err(EngineError::KeyExists)
+    );
+    assert_eq!(v.read_any(b"k", &c).unwrap().unwrap().value, &b"x2"[..]);
+    // Without access-deleted the tombstone is nothing: REPLACE fails.
+    assert_eq!(
+        v.store(&set(b"k", b"y", StoreKind::Replace, 0), Datatype::RAW, &c),
+        Err(EngineError::KeyNotFound)
+    );
+    // Revive: a live version over the tombstone, under its CAS.
+    let revive = StoreRequest {
+        access_deleted: true,
+        ..set(b"k", b"alive", StoreKind::Replace, m2.cas.0)
+    };
+    v.store(&revive, Datatype::RAW, &c).unwrap();
+    assert_eq!(v.num_items, 1);
+    assert_eq!(v.get(b"k", &c).unwrap().value, &b"alive"[..]);
+    assert_eq!(v.get(b"k", &c).unwrap().meta.rev_seqno, 3);
+    // Once persisted, the tombstone of another key is read back before a write sees it.
+    let m = v
+        .store(
+            &StoreRequest {
+                key: b"t",
+                ..tomb(b"x", StoreKind::Add, 0)
+            },
+            Datatype::RAW,
+            &c,
+        )
+        .unwrap();
+    v.mark_persisted(b"t", m.seqno);
+    let again = StoreRequest {
+        key: b"t",
+        ..tomb(b"x", StoreKind::Replace, m.cas.0)
+    };
+    assert_eq!(
+        v.store(&again, Datatype::RAW, &c),
+        Err(EngineError::NeedsFetch)
+    );
 }
 
 #[test]

@@ -60,6 +60,8 @@ pub fn try_set_durable(
         preserve_ttl: false,
         durability,
         macros: &[],
+        access_deleted: false,
+        store_deleted: false,
     };
     bucket.store(vb(bucket, key), &req)
 }

@@ -2,15 +2,21 @@
 //! the multi-path ones (0xd0 lookup, 0xd1 mutation).
 //!
 //! Single path: extras `u16 path_len, u8 path_flags` then, as the extras length says,
-//! `u32 expiry` (mutations) and `u8 doc_flags`: 3, 4 (doc flags), 7 (expiry), 8 (both). The
-//! value is the path followed by the operation's value.
+//! `u32 expiry` and `u32 user_flags` (mutations) and `u8 doc_flags`: 3, 4 (doc flags),
+//! 7 (expiry), 8 (expiry, doc flags), 11 (expiry, user flags), 12 (all three). The value is
+//! the path followed by the operation's value.
 //!
 //! Multi-path lookup: extras empty or `u8 doc_flags`; the value is a list of
 //! `u8 opcode, u8 path_flags, u16 path_len, path`.
 //!
-//! Multi-path mutation: extras empty, `u8 doc_flags`, `u32 expiry`, or both (0, 1, 4, 5);
-//! the value is a list of `u8 opcode, u8 path_flags, u16 path_len, u32 value_len, path,
-//! value`.
+//! Multi-path mutation: extras `[u32 expiry [u32 user_flags]] [u8 doc_flags]` (0, 1, 4, 5,
+//! 8 or 9 bytes); the value is a list of `u8 opcode, u8 path_flags, u16 path_len,
+//! u32 value_len, path, value`, its xattr paths first (SUBDOC_INVALID_XATTR_ORDER).
+//!
+//! Document flags that only make sense together are checked here, as Couchbase checks
+//! them: revive needs access-deleted and excludes create-as-deleted; a single-path
+//! create-as-deleted needs mkdoc or add and an xattr path; replica read is for lookups. REPLACE_BODY_WITH_XATTR names
+//! an xattr path and carries no value.
 //!
 //! Within a multi-path command the whole-document operations use the plain opcodes: GET
 //! (0x00) as a lookup, SET (0x01) and DELETE (0x04) as mutations. At most
@@ -84,7 +90,11 @@ impl SubdocOp {
 
     /// Operations that take a value after the path.
     fn takes_value(self) -> bool {
-        !self.is_lookup() && !matches!(self, SubdocOp::Delete | SubdocOp::DeleteDoc)
+        !self.is_lookup()
+            && !matches!(
+                self,
+                SubdocOp::Delete | SubdocOp::DeleteDoc | SubdocOp::ReplaceBodyWithXattr
+            )
     }
 }
 
@@ -156,6 +166,9 @@ pub struct SubdocCommand<'a> {
     pub doc_flags: DocFlags,
     /// For mutations, as sent (0, relative seconds, or absolute time); None when absent.
     pub expiry: Option<u32>,
+    /// For mutations, the document's user flags when the command sets them; None keeps
+    /// the document's (or 0 for a new one).
+    pub user_flags: Option<u32>,
     pub specs: Vec<SubdocSpec<'a>>,
     /// Sent as a multi-path command (its answer has the multi-path layout).
     pub multi: bool,
@@ -189,7 +202,11 @@ fn single<'a>(f: &Frame<'a>, ctx: &ValidateCtx, op: SubdocOp) -> Result<SubdocCo
     check(
         f,
         Shape {
-            extras: if lookup { &[3, 4] } else { &[3, 4, 7, 8] },
+            extras: if lookup {
+                &[3, 4]
+            } else {
+                &[3, 4, 7, 8, 11, 12]
+            },
             key: Part::Required,
             value: Part::Optional,
         },
@@ -198,20 +215,28 @@ fn single<'a>(f: &Frame<'a>, ctx: &ValidateCtx, op: SubdocOp) -> Result<SubdocCo
     let e = f.extras;
     let path_len = usize::from(be16(e, 0));
     let flags = path_flags(byte(e, 2))?;
-    let (expiry, doc_flags) = match e.len() {
-        4 => (None, byte(e, 3)),
-        7 => (Some(be32(e, 3)), 0),
-        8 => (Some(be32(e, 3)), byte(e, 7)),
-        _ => (None, 0),
+    let (expiry, user_flags) = match e.len() {
+        7 | 8 => (Some(be32(e, 3)), None),
+        11 | 12 => (Some(be32(e, 3)), Some(be32(e, 7))),
+        _ => (None, None),
+    };
+    let doc_flags = match e.len() {
+        4 | 8 | 12 => doc_flags_of(byte(e, e.len() - 1))?,
+        _ => DocFlags(0),
     };
     let (path, value) = f.value.split_at_checked(path_len).ok_or(Status::Einval)?;
-    if !op.takes_value() && !value.is_empty() {
+    check_spec(op, flags, value)?;
+    if doc_flags.has(DocFlags::CREATE_AS_DELETED)
+        && (!(doc_flags.mkdoc() || doc_flags.add()) || !flags.xattr())
+    {
         return Err(Status::Einval);
     }
+    check_replica_read(doc_flags, lookup)?;
     Ok(SubdocCommand {
         key: doc_key(f)?,
-        doc_flags: doc_flags_of(doc_flags)?,
+        doc_flags,
         expiry,
+        user_flags,
         specs: vec![SubdocSpec {
             op,
             flags,
@@ -226,20 +251,24 @@ fn multi<'a>(f: &Frame<'a>, ctx: &ValidateCtx, lookup: bool) -> Result<SubdocCom
     check(
         f,
         Shape {
-            extras: if lookup { &[0, 1] } else { &[0, 1, 4, 5] },
+            extras: if lookup { &[0, 1] } else { &[0, 1, 4, 5, 8, 9] },
             key: Part::Required,
             value: Part::Required,
         },
         ctx,
     )?;
     let e = f.extras;
-    let (expiry, doc_flags) = match e.len() {
-        1 => (None, byte(e, 0)),
-        4 => (Some(be32(e, 0)), 0),
-        5 => (Some(be32(e, 0)), byte(e, 4)),
-        _ => (None, 0),
+    let (expiry, user_flags) = match e.len() {
+        4 | 5 => (Some(be32(e, 0)), None),
+        8 | 9 => (Some(be32(e, 0)), Some(be32(e, 4))),
+        _ => (None, None),
     };
-    let mut specs = Vec::new();
+    let doc_flags = match e.len() {
+        1 | 5 | 9 => doc_flags_of(byte(e, e.len() - 1))?,
+        _ => DocFlags(0),
+    };
+    check_replica_read(doc_flags, lookup)?;
+    let mut specs: Vec<SubdocSpec<'a>> = Vec::new();
     let mut rest = f.value;
     while !rest.is_empty() {
         if specs.len() == SUBDOC_SPECS_MAX {
@@ -257,8 +286,9 @@ fn multi<'a>(f: &Frame<'a>, ctx: &ValidateCtx, lookup: bool) -> Result<SubdocCom
         let value_len = if lookup { 0 } else { be32(head, 4) as usize };
         let (path, after) = after.split_at_checked(path_len).ok_or(Status::Einval)?;
         let (value, after) = after.split_at_checked(value_len).ok_or(Status::Einval)?;
-        if !op.takes_value() && !value.is_empty() {
-            return Err(Status::Einval);
+        check_spec(op, flags, value)?;
+        if flags.xattr() && specs.last().is_some_and(|s| !s.flags.xattr()) {
+            return Err(Status::SubdocInvalidXattrOrder);
         }
         specs.push(SubdocSpec {
             op,
@@ -270,8 +300,9 @@ fn multi<'a>(f: &Frame<'a>, ctx: &ValidateCtx, lookup: bool) -> Result<SubdocCom
     }
     Ok(SubdocCommand {
         key: doc_key(f)?,
-        doc_flags: doc_flags_of(doc_flags)?,
+        doc_flags,
         expiry,
+        user_flags,
         specs,
         multi: true,
     })
@@ -284,10 +315,34 @@ fn path_flags(b: u8) -> Result<PathFlags, Status> {
     }
 }
 
-/// MKDOC and ADD together make no sense (create-or-update vs create-only).
+/// Only a lookup reads from a replica.
+fn check_replica_read(flags: DocFlags, lookup: bool) -> Result<(), Status> {
+    match flags.has(DocFlags::REPLICA_READ) && !lookup {
+        true => Err(Status::Einval),
+        false => Ok(()),
+    }
+}
+
+/// A spec's value and flags fit its operation.
+fn check_spec(op: SubdocOp, flags: PathFlags, value: &[u8]) -> Result<(), Status> {
+    let misplaced = !op.takes_value() && !value.is_empty();
+    let body_from_nowhere = op == SubdocOp::ReplaceBodyWithXattr && !flags.xattr();
+    match misplaced || body_from_nowhere {
+        true => Err(Status::Einval),
+        false => Ok(()),
+    }
+}
+
+/// MKDOC and ADD together make no sense (create-or-update vs create-only), nor does
+/// reviving without access to deleted documents, or reviving what is being created deleted.
 fn doc_flags_of(b: u8) -> Result<DocFlags, Status> {
     let flags = DocFlags(b);
-    if b & !DocFlags::KNOWN != 0 || (flags.mkdoc() && flags.add()) {
+    let revive = flags.has(DocFlags::REVIVE);
+    if b & !DocFlags::KNOWN != 0
+        || (flags.mkdoc() && flags.add())
+        || (revive && !flags.has(DocFlags::ACCESS_DELETED))
+        || (revive && flags.has(DocFlags::CREATE_AS_DELETED))
+    {
         return Err(Status::Einval);
     }
     Ok(flags)

@@ -109,6 +109,8 @@ pub fn execute(
                 preserve_ttl: req.frame_infos.preserve_ttl,
                 durability: level,
                 macros: &[],
+                access_deleted: false,
+                store_deleted: false,
             };
             mutate(handle, vb, d, &mut r, || {
                 bucket.store(vb, &sr).map(|m| (m, ()))
@@ -406,6 +408,19 @@ pub(super) fn finish_mutation(
     m: Mutation,
     value: &[u8],
 ) -> Next {
+    finish_mutation_as(Status::Success, req, cmd, durable, r, m, value)
+}
+
+/// [`finish_mutation`] with a success status of its own (SUBDOC_SUCCESS_DELETED).
+pub(super) fn finish_mutation_as(
+    status: Status,
+    req: &Request<'_>,
+    cmd: &KvCommand<'_>,
+    durable: Option<DurableWrite>,
+    r: &mut Responder<'_>,
+    m: Mutation,
+    value: &[u8],
+) -> Next {
     let mut extras = [0u8; 16];
     let extras: &[u8] = if r.mutation_seqno {
         extras[..8].copy_from_slice(&m.vb_uuid.0.to_be_bytes());
@@ -419,11 +434,7 @@ pub(super) fn finish_mutation(
     } else {
         m.cas.0
     };
-    let p = r
-        .packet(Status::Success)
-        .cas(cas)
-        .extras(extras)
-        .value(value);
+    let p = r.packet(status).cas(cas).extras(extras).value(value);
     let Some(write) = durable else {
         r.success(p);
         return Next::Continue;
@@ -477,6 +488,7 @@ pub fn engine_error(r: &mut Responder<'_>, e: &EngineError, bucket: &BucketHandl
             "the value is larger than the item size limit",
         ),
         EngineError::Invalid(why) => (Status::Einval, why),
+        EngineError::XattrInvalid(why) => (Status::XattrEinval, why),
         EngineError::TempFail => (
             Status::Etmpfail,
             "no memory for writes now (quota, or persistence behind); retry",

@@ -19,6 +19,9 @@ pub const VERSION: &str = concat!("7.6.0-sluice-", env!("CARGO_PKG_VERSION"));
 /// and persistence waits (see `connection`). Collections: prefixed keys and the collection
 /// commands on the KV port; on DCP, keys with their prefixes and every collection (stream
 /// filters, system events and stream ids are not built yet: see the README).
+/// Create-as-deleted and replace-body-with-xattr: the sub-document tombstone mutations;
+/// sub-document replica read: lookups on a replica vbucket.
+/// Xattr: values may carry an xattr section (datatype XATTR), checked whole when stored.
 const SUPPORTED: &[Feature] = &[
     Feature::TcpNodelay,
     Feature::MutationSeqno,
@@ -26,6 +29,7 @@ const SUPPORTED: &[Feature] = &[
     Feature::SelectBucket,
     Feature::Snappy,
     Feature::Json,
+    Feature::Xattr,
     Feature::AltRequestSupport,
     Feature::SyncReplication,
     Feature::UnorderedExecution,
@@ -36,6 +40,9 @@ const SUPPORTED: &[Feature] = &[
     Feature::DedupeNotMyVbucketClustermap,
     Feature::GetClusterConfigWithKnownVersion,
     Feature::Collections,
+    Feature::CreateAsDeleted,
+    Feature::ReplaceBodyWithXattr,
+    Feature::SubdocReplicaRead,
 ];
 
 pub fn execute(

@@ -11,3 +11,5 @@ mod locks;
 mod observe;
 mod random_key;
 mod subdoc;
+mod tombstones;
+mod xattr_values;

@@ -150,10 +150,10 @@ async fn multi_path_layouts() {
 
     // Lookups: every path answered in order, the whole command MULTI_PATH_FAILURE (0xcc)
     // because one path failed.
-    let mut body = lookup_spec(0xc5, 0, b"x");
+    let mut body = lookup_spec(0xc5, 0x04, b"$document.exptime");
+    body.extend(lookup_spec(0xc5, 0, b"x"));
     body.extend(lookup_spec(0xc5, 0, b"nope"));
     body.extend(lookup_spec(0x00, 0, b""));
-    body.extend(lookup_spec(0xc5, 0x04, b"$document.exptime"));
     let a = kv
         .call(Packet::request(0xd0, vb(b"m"), 3).key(b"m").value(&body))
         .await;
@@ -161,12 +161,19 @@ async fn multi_path_layouts() {
     assert_eq!(
         lookup_results(&a.value),
         vec![
+            (0, b"0".to_vec()),
             (0, b"1".to_vec()),
             (0xc0, vec![]),
             (0, br#"{"x": 1, "l": []}"#.to_vec()),
-            (0, b"0".to_vec()),
         ]
     );
+    // Xattr paths come first: SUBDOC_INVALID_XATTR_ORDER (0xd4) otherwise.
+    let mut body = lookup_spec(0xc5, 0, b"x");
+    body.extend(lookup_spec(0xc5, 0x04, b"$document.exptime"));
+    let a = kv
+        .call(Packet::request(0xd0, vb(b"m"), 3).key(b"m").value(&body))
+        .await;
+    assert_eq!(a.status, 0xd4);
 
     // Mutations: the results of counters only, as `u8 index, u16 status, u32 len, value`.
     let mut body = mutation_spec(0xcb, b"l", b"\"a\"");

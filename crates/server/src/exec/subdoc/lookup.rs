@@ -3,13 +3,13 @@
 //! system xattrs; answered SUBDOC_SUCCESS_DELETED). A multi-path lookup answers every path (`u16 status, u32 len,
 //! value` each) and is SUBDOC_MULTI_PATH_FAILURE as a whole when any path failed.
 
-use super::{lookup_op, read, status_of, Current};
+use super::{lookup_op, read, status_of, Current, ReadFrom};
 use crate::bucket_handle::BucketHandle;
 use crate::exec::{Next, Responder};
 use sluice_engine::EngineError;
-use sluice_proto::request::{DocFlags, Request, SubdocCommand, SubdocOp, SubdocSpec};
+use sluice_proto::request::{Request, SubdocCommand, SubdocOp, SubdocSpec};
 use sluice_proto::Status;
-use sluice_subdoc::{Component, Document, Path, SubdocError};
+use sluice_subdoc::{Component, Document, LookupOp, Path, SubdocError};
 use sluice_types::Datatype;
 
 pub(super) fn execute(
@@ -18,12 +18,7 @@ pub(super) fn execute(
     cmd: &SubdocCommand<'_>,
     r: &mut Responder<'_>,
 ) -> Result<Next, EngineError> {
-    let cur = read(
-        handle,
-        req,
-        cmd.key,
-        cmd.doc_flags.has(DocFlags::ACCESS_DELETED),
-    )?;
+    let cur = read(handle, req, cmd.key, ReadFrom::of(cmd.doc_flags))?;
     let deleted = cur.meta.deleted;
     // Parsed once, for every body path of the command.
     // The JSON bit means the engine parsed the body when it was stored.
@@ -119,8 +114,36 @@ fn xattr(cur: &Current, op: SubdocOp, path: &Path) -> Result<Option<Vec<u8>>, St
         .map_err(status_of)
 }
 
+/// The value a `"${$document…}"` macro expands to: that field of the `$document` virtual
+/// xattr (the whole object for `${$document}`) as the document stood before the mutation;
+/// nothing for a document being created. Transactions save a document's CAS, expiry and
+/// revision this way before they stage a change to it.
+pub(super) fn document_macro(cur: Option<&Current>, value: &[u8]) -> Result<Vec<u8>, Status> {
+    let inner = value
+        .trim_ascii()
+        .strip_prefix(b"\"${")
+        .and_then(|v| v.strip_suffix(b"}\""))
+        .ok_or(Status::SubdocXattrUnknownMacro)?;
+    if !inner.starts_with(b"$") {
+        return Err(Status::SubdocXattrUnknownMacro);
+    }
+    let path = Path::parse(inner).map_err(|_| Status::SubdocXattrUnknownVattrMacro)?;
+    let (Some(Component::Key(name)), rest) = (path.components().first(), &path.components()[1..])
+    else {
+        return Err(Status::SubdocXattrUnknownVattrMacro);
+    };
+    if name != "$document" {
+        return Err(Status::SubdocXattrUnknownVattrMacro);
+    }
+    let fresh = Current::empty();
+    document_vattr(cur.unwrap_or(&fresh))
+        .lookup(LookupOp::Get, &Path::of(rest.to_vec()))
+        .map_err(|_| Status::SubdocXattrUnknownVattrMacro)?
+        .ok_or(Status::SubdocXattrUnknownVattrMacro)
+}
+
 /// `$document`: the metadata Couchbase exposes as a virtual xattr.
-fn document_vattr(cur: &Current) -> Document {
+pub(super) fn document_vattr(cur: &Current) -> Document {
     let m = &cur.meta;
     let mut datatype = Vec::new();
     if m.datatype.is_json() {

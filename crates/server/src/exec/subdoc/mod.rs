@@ -28,6 +28,22 @@ struct Current {
 }
 
 impl Current {
+    /// No document: zero metadata, no xattrs, no body.
+    fn empty() -> Current {
+        Current {
+            meta: ItemMeta::default(),
+            section: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// What a document created as deleted starts from: a tombstone with nothing in it.
+    fn empty_tombstone() -> Current {
+        let mut c = Current::empty();
+        c.meta.deleted = true;
+        c
+    }
+
     /// The xattrs, decoded. A stored section always decodes: every writer validates it.
     fn xattrs(&self) -> Result<Xattrs, Status> {
         if self.section.is_empty() {
@@ -45,20 +61,6 @@ pub fn execute(
     d: Option<Durable>,
     r: &mut Responder<'_>,
 ) -> Result<Next, EngineError> {
-    // Lookups may read a deleted document's xattrs; mutations of deleted documents are not
-    // built yet.
-    let unsupported = match cmd.is_mutation() {
-        true => DocFlags::ACCESS_DELETED | DocFlags::CREATE_AS_DELETED | DocFlags::REVIVE,
-        false => DocFlags::REPLICA_READ,
-    };
-    if cmd.doc_flags.has(unsupported) {
-        r.error(
-            Status::NotSupported,
-            "mutations of deleted documents (access-deleted, create-as-deleted, revive) and \
-             replica reads are not built yet",
-        );
-        return Ok(Next::Continue);
-    }
     if cmd.is_mutation() {
         mutation::execute(handle, req, kv, cmd, d, r)
     } else {
@@ -66,20 +68,47 @@ pub fn execute(
     }
 }
 
-/// The live document (or, with `deleted`, the current version even if it is a tombstone),
-/// inflated and split at its xattr section.
+/// Which version of a document a command reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadFrom {
+    /// The live document of the active vbucket.
+    Live,
+    /// The current version of the active vbucket, even a tombstone (access-deleted).
+    LiveOrDeleted,
+    /// The live document of a replica vbucket here (replica read, lookups only).
+    Replica,
+}
+
+impl ReadFrom {
+    fn of(flags: DocFlags) -> ReadFrom {
+        match (
+            flags.has(DocFlags::REPLICA_READ),
+            flags.has(DocFlags::ACCESS_DELETED),
+        ) {
+            (true, _) => ReadFrom::Replica,
+            (false, true) => ReadFrom::LiveOrDeleted,
+            (false, false) => ReadFrom::Live,
+        }
+    }
+}
+
+/// The document as `from` says, inflated and split at its xattr section.
 fn read(
     handle: &BucketHandle,
     req: &Request<'_>,
     key: &[u8],
-    deleted: bool,
+    from: ReadFrom,
 ) -> Result<Current, EngineError> {
-    let (meta, stored) = match deleted {
-        true => {
+    let (meta, stored) = match from {
+        ReadFrom::LiveOrDeleted => {
             let doc = handle.engine.read_with_deleted(req.vb, key)?;
             (doc.meta, doc.value)
         }
-        false => handle
+        ReadFrom::Replica => {
+            let doc = handle.engine.get_replica(req.vb, key)?;
+            (doc.meta, doc.value)
+        }
+        ReadFrom::Live => handle
             .engine
             .read(req.vb, key, |meta, value| (*meta, value.clone()))?,
     };

@@ -3,19 +3,30 @@
 //! is stored; when another writer got in between and the client gave no CAS, read again
 //! and retry, as Couchbase does.
 //!
+//! Deleted documents (what transactions stage inserts in):
+//! - with access-deleted, the current version may be a tombstone; a mutation of it leaves a
+//!   tombstone (its xattrs change, it keeps no body: SUBDOC_DELETED_DOCUMENT_CANT_HAVE_VALUE)
+//!   and answers SUBDOC_SUCCESS_DELETED;
+//! - with create-as-deleted, a document that does not exist is created as such a tombstone;
+//! - with revive, the tombstone becomes a live document again (SUBDOC_CAN_ONLY_REVIVE_
+//!   DELETED_DOCUMENTS if it is live);
+//! - REPLACE_BODY_WITH_XATTR sets the body to an xattr's value, as the xattrs stand at that
+//!   spec (a commit copies the staged body out before it removes the staging xattr).
+//!
 //! Macros (`${Mutation.CAS}`, `${Mutation.seqno}`, `${Mutation.value_crc32c}`) go in as
 //! placeholders of their final length; the checksum is filled in here once the body is
 //! final, the CAS and seqno by the engine as it writes (`StoreRequest::macros`).
 
-use super::{mutation_op, read, status_of, Current};
+use super::lookup::{document_macro, document_vattr};
+use super::{mutation_op, read, status_of, Current, ReadFrom};
 use crate::bucket_handle::BucketHandle;
-use crate::exec::kv::{finish_mutation, mutate, Durable};
+use crate::exec::kv::{finish_mutation, finish_mutation_as, mutate, Durable};
 use crate::exec::{Next, Responder};
 use sluice_engine::{EngineError, MacroField, MacroSlot, StoreKind, StoreRequest};
-use sluice_proto::request::{KvCommand, Request, SubdocCommand, SubdocOp};
+use sluice_proto::request::{DocFlags, KvCommand, Request, SubdocCommand, SubdocOp};
 use sluice_proto::Status;
 use sluice_subdoc::{
-    xattr, Component, Document, Macro, Mutation, Path, Placeholders, SubdocError, Xattrs,
+    xattr, Component, Document, LookupOp, Macro, Mutation, Path, Placeholders, SubdocError, Xattrs,
 };
 use sluice_types::{Cas, Datatype};
 
@@ -48,17 +59,6 @@ pub(super) fn execute(
     d: Option<Durable>,
     r: &mut Responder<'_>,
 ) -> Result<Next, EngineError> {
-    if cmd
-        .specs
-        .iter()
-        .any(|s| s.op == SubdocOp::ReplaceBodyWithXattr)
-    {
-        r.error(
-            Status::NotSupported,
-            "replace_body_with_xattr is not built yet",
-        );
-        return Ok(Next::Continue);
-    }
     let deletes_doc = cmd.specs.iter().any(|s| s.op == SubdocOp::DeleteDoc);
     if deletes_doc && cmd.specs.len() > 1 {
         r.error(
@@ -80,8 +80,15 @@ pub(super) fn execute(
             Some((m, (), wait)) => finish_mutation(req, kv, wait, r, m, &[]),
         });
     }
+    let access_deleted = cmd.doc_flags.has(DocFlags::ACCESS_DELETED);
+    let create_as_deleted = cmd.doc_flags.has(DocFlags::CREATE_AS_DELETED);
+    let revive = cmd.doc_flags.has(DocFlags::REVIVE);
     for _ in 0..CAS_RETRIES_MAX {
-        let cur = match read(handle, req, cmd.key, false) {
+        let from = match access_deleted {
+            true => ReadFrom::LiveOrDeleted,
+            false => ReadFrom::Live,
+        };
+        let cur = match read(handle, req, cmd.key, from) {
             Ok(cur) => Some(cur),
             Err(EngineError::KeyNotFound) => None,
             Err(e) => return Err(e),
@@ -93,9 +100,24 @@ pub(super) fn execute(
             }
             Some(_) if cmd.doc_flags.add() => return Err(EngineError::KeyExists),
             None if req.cas.0 != 0 => return Err(EngineError::KeyNotFound),
+            Some(c) if revive && !c.meta.deleted => {
+                r.error(
+                    Status::SubdocCanOnlyReviveDeletedDocuments,
+                    "revive applies to a deleted document; this one is live",
+                );
+                return Ok(Next::Continue);
+            }
             _ => {}
         }
-        let applied = match apply_all(cur.as_ref(), cmd) {
+        // What the specs start from: the current version, or for a document created as
+        // deleted an empty tombstone (no body, so body paths find no JSON).
+        let base = match (&cur, create_as_deleted) {
+            (None, true) => Some(Current::empty_tombstone()),
+            _ => None,
+        };
+        let start = cur.as_ref().or(base.as_ref());
+        let stays_deleted = start.is_some_and(|c| c.meta.deleted) && !revive;
+        let applied = match apply_all(start, cmd) {
             Ok(a) => a,
             Err(f) => {
                 answer_failure(cmd, f, r);
@@ -104,6 +126,13 @@ pub(super) fn execute(
         };
         if applied.section.len() > XATTR_BYTES_MAX {
             r.error(Status::E2big, "the document's xattrs would pass 1 MiB");
+            return Ok(Next::Continue);
+        }
+        if stays_deleted && !applied.body.is_empty() {
+            r.error(
+                Status::SubdocDeletedDocumentCantHaveValue,
+                "a deleted document keeps only xattrs; revive it to give it a body",
+            );
             return Ok(Next::Continue);
         }
         let datatype = match applied.section.is_empty() {
@@ -121,7 +150,9 @@ pub(super) fn execute(
             },
             key: cmd.key,
             value: &value,
-            flags: cur.as_ref().map_or(0, |c| c.meta.flags),
+            flags: cmd
+                .user_flags
+                .unwrap_or_else(|| cur.as_ref().map_or(0, |c| c.meta.flags)),
             expiry_wire: cmd.expiry.unwrap_or(0),
             datatype,
             // The client's CAS is checked by the store itself (it may be a lock's CAS, which
@@ -133,6 +164,8 @@ pub(super) fn execute(
             preserve_ttl: req.frame_infos.preserve_ttl,
             durability: level,
             macros: &slots,
+            access_deleted,
+            store_deleted: stays_deleted,
         };
         let outcome = mutate(handle, req.vb, d, r, || {
             bucket.store(req.vb, &sr).map(|m| (m, ()))
@@ -145,7 +178,11 @@ pub(super) fn execute(
             Ok(None) => return Ok(Next::Continue),
             Ok(Some((m, (), wait))) => {
                 let value = encode_results(cmd, &applied.results);
-                return Ok(finish_mutation(req, kv, wait, r, m, &value));
+                let status = match stays_deleted {
+                    true => Status::SubdocSuccessDeleted,
+                    false => Status::Success,
+                };
+                return Ok(finish_mutation_as(status, req, kv, wait, r, m, &value));
             }
         }
     }
@@ -156,9 +193,18 @@ pub(super) fn execute(
     Ok(Next::Continue)
 }
 
+/// The body as the specs leave it.
+enum Body {
+    /// No spec touched it: the stored one.
+    Stored,
+    Json(Document),
+    /// Set whole to bytes that are not JSON: no path works in it.
+    Raw(Vec<u8>),
+}
+
 /// Runs every spec in order; the first failure stops everything.
 fn apply_all(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Result<Applied, PathFailure> {
-    let mut body: Option<Document> = None;
+    let mut body = Body::Stored;
     let mut xattrs: Option<Document> = None;
     let mut macros: Option<Placeholders> = None;
     let mut results = Vec::new();
@@ -172,51 +218,67 @@ fn apply_all(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Result<Applied, 
             if !path.is_root() || spec.flags.xattr() {
                 return Err(fail(Status::SubdocPathEinval));
             }
-            body =
-                Some(Document::parse(spec.value).map_err(|_| fail(Status::SubdocValueCantinsert))?);
+            // Any bytes will do, as in Couchbase (transactions set a single NUL byte); the
+            // engine decides whether they are JSON.
+            body = match Document::parse(spec.value) {
+                Ok(doc) => Body::Json(doc),
+                Err(_) => Body::Raw(spec.value.to_vec()),
+            };
+            continue;
+        }
+        if spec.op == SubdocOp::ReplaceBodyWithXattr {
+            check_xattr_key(&path).map_err(fail)?;
+            let x = xattrs_of(&mut xattrs, cur).map_err(fail)?;
+            let v = x
+                .lookup(LookupOp::Get, &path)
+                .map_err(|e| fail(status_of(e)))?
+                .unwrap_or_default();
+            // An xattr's value is JSON already; only its depth is checked again.
+            body = Body::Json(Document::from_valid_json(&v).map_err(|e| fail(status_of(e)))?);
             continue;
         }
         let op = mutation_op(spec.op).ok_or_else(|| fail(Status::SubdocInvalidCombo))?;
         let target = match spec.flags.xattr() {
             true => {
                 check_xattr_key(&path).map_err(fail)?;
-                match xattrs.as_mut() {
-                    Some(x) => x,
-                    None => {
-                        let stored = cur.map_or(Ok(Xattrs::default()), Current::xattrs);
-                        xattrs.insert(stored.map_err(fail)?.to_document())
-                    }
-                }
+                xattrs_of(&mut xattrs, cur).map_err(fail)?
             }
-            false => match body.as_mut() {
-                Some(b) => b,
-                None => {
+            false => {
+                if let Body::Stored = body {
                     let fresh = match cur {
                         // The JSON bit means the engine parsed it when it was stored.
                         Some(c) if c.meta.datatype.is_json() => Document::from_valid_json(&c.body),
                         Some(_) => Err(SubdocError::DocNotJson),
                         None => Ok(Document::empty_for(op, &path)),
                     };
-                    body.insert(fresh.map_err(|e| fail(status_of(e)))?)
+                    body = Body::Json(fresh.map_err(|e| fail(status_of(e)))?);
                 }
-            },
+                match &mut body {
+                    Body::Json(doc) => doc,
+                    _ => return Err(fail(Status::SubdocDocNotJson)),
+                }
+            }
         };
         let placeholder;
-        let value = match spec.flags.expand_macros() {
-            true => {
-                let m = Macro::parse(spec.value)
-                    .ok_or_else(|| fail(Status::SubdocXattrUnknownMacro))?;
+        let value = match (spec.flags.expand_macros(), Macro::parse(spec.value)) {
+            (true, Some(m)) => {
                 let p = macros.get_or_insert_with(|| placeholders_for(cur, cmd));
                 placeholder = p.text(m);
                 &placeholder[..]
             }
-            false => spec.value,
+            (true, None) => {
+                placeholder = document_macro(cur, spec.value).map_err(fail)?;
+                &placeholder[..]
+            }
+            (false, _) => spec.value,
         };
         let m = Mutation {
             op,
             path: &path,
             value,
-            mkdir_p: spec.flags.mkdir_p(),
+            // Mkdoc and add imply mkdir_p, as in Couchbase: a document being created has
+            // no parents yet.
+            mkdir_p: spec.flags.mkdir_p() || cmd.doc_flags.mkdoc() || cmd.doc_flags.add(),
         };
         if let Some(v) = target.apply(&m).map_err(|e| fail(status_of(e)))? {
             results.push((index, v));
@@ -233,10 +295,11 @@ fn apply_all(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Result<Applied, 
         (None, None) => Vec::new(),
     };
     let body = match (body, cur) {
-        (Some(b), _) => b.into_bytes(),
-        (None, Some(c)) => c.body.clone(),
+        (Body::Json(doc), _) => doc.into_bytes(),
+        (Body::Raw(bytes), _) => bytes,
+        (Body::Stored, Some(c)) => c.body.clone(),
         // A new document whose command only wrote xattrs: an empty JSON object.
-        (None, None) => b"{}".to_vec(),
+        (Body::Stored, None) => b"{}".to_vec(),
     };
     Ok(Applied {
         section,
@@ -244,6 +307,20 @@ fn apply_all(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Result<Applied, 
         results,
         macros,
     })
+}
+
+/// The xattrs as one JSON document, decoded from the stored section on first use.
+fn xattrs_of<'x>(
+    xattrs: &'x mut Option<Document>,
+    cur: Option<&Current>,
+) -> Result<&'x mut Document, Status> {
+    match xattrs {
+        Some(x) => Ok(x),
+        None => {
+            let stored = cur.map_or(Ok(Xattrs::default()), Current::xattrs)?;
+            Ok(xattrs.insert(stored.to_document()))
+        }
+    }
 }
 
 /// An xattr path names a storable key first: not a virtual one (`$…`), within the key rules.
@@ -256,12 +333,16 @@ fn check_xattr_key(path: &Path) -> Result<(), Status> {
     }
 }
 
-/// Placeholders found nowhere in what the command writes or keeps.
+/// Placeholders found nowhere in what the command writes or keeps (the `$document` fields
+/// included: `${$document…}` macros write them).
 fn placeholders_for(cur: Option<&Current>, cmd: &SubdocCommand<'_>) -> Placeholders {
     let mut texts: Vec<&[u8]> = cmd.specs.iter().map(|s| s.value).collect();
+    let vattr;
     if let Some(c) = cur {
         texts.push(&c.section);
         texts.push(&c.body);
+        vattr = document_vattr(c);
+        texts.push(vattr.as_bytes());
     }
     Placeholders::unused_in(&texts)
 }
