@@ -23,15 +23,20 @@ from test_buckets import eventually
 SCOPE = "inventory"
 
 
-def collection_items(admin_url: str, collection: str) -> int | None:
-    """The node's `sluice_collection_items` for `collection` of scope SCOPE, if listed."""
+def collection_metric(admin_url: str, collection: str, metric: str) -> int | None:
+    """The node's `sluice_<metric>` for `collection` of scope SCOPE, if listed."""
     with urllib.request.urlopen(request(f"{admin_url}/metrics"), timeout=10) as r:
         text = r.read().decode()
     label = f'bucket="{BUCKET}",scope="{SCOPE}",collection="{collection}"'
     for line in text.splitlines():
-        if line.startswith("sluice_collection_items{") and label in line:
+        if line.startswith(f"sluice_{metric}{{") and label in line:
             return int(line.rsplit(" ", 1)[1])
     return None
+
+
+def collection_items(admin_url: str, collection: str) -> int | None:
+    """The node's `sluice_collection_items` for `collection` of scope SCOPE, if listed."""
+    return collection_metric(admin_url, collection, "collection_items")
 
 
 def scope_names(mgr) -> dict:
@@ -74,6 +79,10 @@ def test_collections_hold_their_own_documents_and_a_drop_removes_them(sdk_server
     assert eventually("the node counts airline's documents",
                       lambda: collection_items(sdk_server.admin_url, "airline") == 100)
     assert collection_items(sdk_server.admin_url, "hotel") == 99
+    # Their documents take memory, each collection its own share.
+    mem = {c: collection_metric(sdk_server.admin_url, c, "collection_mem_used_bytes")
+           for c in ("airline", "hotel")}
+    assert all(m is not None and m > 100 * len('{"in":"airline","i":0}') for m in mem.values()), mem
 
     # Dropping airline: its documents go; hotel's and the default collection's stay.
     mgr.drop_collection(SCOPE, "airline")

@@ -65,9 +65,21 @@ impl Bucket {
     }
 
     /// Live documents per collection, over every vbucket here (replicas included, as
-    /// `curr_items` counts them); the default collection's are the rest.
+    /// `curr_items` counts them): the collections holding some, and always the default.
     pub fn collection_items(&self) -> std::collections::BTreeMap<CollectionId, u64> {
-        let mut out = std::collections::BTreeMap::new();
+        self.collection_usage()
+            .into_iter()
+            .filter(|(cid, u)| u.items > 0 || *cid == CollectionId::DEFAULT)
+            .map(|(cid, u)| (cid, u.items))
+            .collect()
+    }
+
+    /// Each collection's share of this node, over every vbucket here: its live documents
+    /// (the default collection's are the rest of `curr_items`) and the bytes its entries
+    /// take in memory. System event records are no collection's.
+    pub fn collection_usage(&self) -> std::collections::BTreeMap<CollectionId, CollectionUsage> {
+        let mut out: std::collections::BTreeMap<CollectionId, CollectionUsage> =
+            std::collections::BTreeMap::new();
         let mut total = 0u64;
         let mut others = 0u64;
         for v in self.vbuckets.iter() {
@@ -75,12 +87,21 @@ impl Bucket {
             total += inner.num_items as u64;
             others += inner.collection_items.total();
             for (cid, n) in inner.collection_items.iter() {
-                if cid != CollectionId::SYSTEM {
-                    *out.entry(cid).or_insert(0) += n;
-                }
+                out.entry(cid).or_default().items += n;
+            }
+            for (cid, bytes) in inner.ht.collection_bytes().iter() {
+                out.entry(cid).or_default().mem_bytes += bytes as u64;
             }
         }
-        out.insert(CollectionId::DEFAULT, total.saturating_sub(others));
+        out.entry(CollectionId::DEFAULT).or_default().items = total.saturating_sub(others);
+        out.remove(&CollectionId::SYSTEM);
         out
     }
+}
+
+/// A collection's share of a node (see [`Bucket::collection_usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollectionUsage {
+    pub items: u64,
+    pub mem_bytes: u64,
 }

@@ -227,3 +227,48 @@ mod tests {
         assert!(c.holds_dropped(&live(&[0], 10)));
     }
 }
+
+/// Bytes each collection's entries take in one vbucket's hash table (slots, keys, the
+/// values in memory), kept by the table as it changes. The default collection has a field
+/// of its own, so its writes touch no map.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CollectionBytes {
+    default: usize,
+    others: BTreeMap<CollectionId, usize>,
+}
+
+impl CollectionBytes {
+    /// An entry of `key` grew (`delta > 0`) or shrank.
+    pub fn add(&mut self, key: &[u8], delta: isize) {
+        if delta == 0 {
+            return;
+        }
+        let cid = match key.first() {
+            Some(0) => CollectionId::DEFAULT,
+            _ => collection_of(key),
+        };
+        let slot = match cid {
+            CollectionId::DEFAULT => &mut self.default,
+            _ => self.others.entry(cid).or_insert(0),
+        };
+        *slot = slot
+            .checked_add_signed(delta)
+            .expect("a collection never frees more bytes than it holds");
+        if cid != CollectionId::DEFAULT && *slot == 0 {
+            self.others.remove(&cid);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        *self = CollectionBytes::default();
+    }
+
+    /// Each collection with entries here (system event records under
+    /// `CollectionId::SYSTEM`), and its bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (CollectionId, usize)> + '_ {
+        let default = (self.default > 0).then_some((CollectionId::DEFAULT, self.default));
+        default
+            .into_iter()
+            .chain(self.others.iter().map(|(c, n)| (*c, *n)))
+    }
+}

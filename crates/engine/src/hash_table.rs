@@ -2,8 +2,10 @@
 //!
 //! The table keeps metadata for every live document (and for tombstones until they are
 //! persisted, or purged in an ephemeral bucket); values may be evicted (`value == None`) once
-//! persisted. Every change reports its byte delta so the bucket's memory counter stays exact.
+//! persisted. Every change reports its byte delta so the bucket's memory counter stays exact,
+//! and counts it to the key's collection ([`CollectionBytes`]).
 
+use crate::collections::CollectionBytes;
 use crate::table_key::{TableKey, INLINE_KEY_BYTES};
 use bytes::Bytes;
 use hashbrown::HashMap;
@@ -61,6 +63,7 @@ pub fn entry_bytes(key_len: usize, sv: &StoredValue) -> usize {
 pub struct HashTable {
     map: HashMap<TableKey, StoredValue>,
     resident_values: usize,
+    collection_bytes: CollectionBytes,
 }
 
 impl HashTable {
@@ -103,6 +106,7 @@ impl HashTable {
         if let Some(old) = old {
             self.count_resident(old.is_resident_value(), -1);
         }
+        self.collection_bytes.add(key, delta);
         delta
     }
 
@@ -116,7 +120,9 @@ impl HashTable {
         match self.map.remove(key) {
             Some(old) => {
                 self.count(&old, -1);
-                entry_bytes(key.len(), &old)
+                let freed = entry_bytes(key.len(), &old);
+                self.collection_bytes.add(key, -(freed as isize));
+                freed
             }
             None => 0,
         }
@@ -133,6 +139,7 @@ impl HashTable {
         match sv.value.take() {
             Some(v) => {
                 self.resident_values -= 1;
+                self.collection_bytes.add(key, -(v.len() as isize));
                 v.len()
             }
             None => 0,
@@ -151,6 +158,7 @@ impl HashTable {
         sv.value = Some(value);
         sv.referenced = true;
         self.resident_values += 1;
+        self.collection_bytes.add(key, n as isize);
         n
     }
 
@@ -172,9 +180,15 @@ impl HashTable {
         self.map.len()
     }
 
+    /// The bytes each collection's entries take here.
+    pub fn collection_bytes(&self) -> &CollectionBytes {
+        &self.collection_bytes
+    }
+
     /// Empties the table; returns the bytes it held.
     pub fn clear(&mut self) -> usize {
         self.resident_values = 0;
+        self.collection_bytes.clear();
         self.map
             .drain()
             .map(|(k, sv)| entry_bytes(k.as_slice().len(), &sv))
@@ -187,5 +201,74 @@ impl HashTable {
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut StoredValue)> {
         self.map.iter_mut().map(|(k, v)| (k.as_slice(), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::CollectionId;
+
+    fn sv(value: &[u8], dirty: bool) -> StoredValue {
+        StoredValue {
+            meta: ItemMeta::default(),
+            value: Some(Bytes::copy_from_slice(value)),
+            dirty,
+            referenced: false,
+            disk_seqno: Seqno::ZERO,
+        }
+    }
+
+    /// What each collection's entries take, counted from scratch.
+    fn recount(t: &HashTable) -> Vec<(CollectionId, usize)> {
+        let mut m = std::collections::BTreeMap::new();
+        for (k, v) in t.iter() {
+            let cid = sluice_types::collection::collection_of(k);
+            *m.entry(cid).or_insert(0) += entry_bytes(k.len(), v);
+        }
+        m.into_iter().collect()
+    }
+
+    #[test]
+    fn collection_bytes_follow_every_change() {
+        let mut t = HashTable::default();
+        let key = |cid: u32, i: u32| {
+            let mut k = CollectionId(cid).prefix();
+            // Long keys too: they live outside the slot.
+            k.extend_from_slice(format!("key-{i}-{}", "x".repeat(i as usize % 40)).as_bytes());
+            k
+        };
+        for i in 0..50u32 {
+            for cid in [0, 8, 9] {
+                let value = vec![b'v'; (i as usize * 7) % 100];
+                t.upsert(&key(cid, i), sv(&value, false));
+            }
+        }
+        assert_eq!(t.collection_bytes().iter().collect::<Vec<_>>(), recount(&t));
+        for i in 0..50u32 {
+            match i % 4 {
+                0 => {
+                    t.evict_value(&key(8, i));
+                }
+                1 => {
+                    t.remove(&key(9, i));
+                }
+                2 => {
+                    t.upsert(&key(0, i), sv(b"a much longer value than before", true));
+                }
+                _ => {
+                    t.evict_value(&key(0, i));
+                    t.restore_value(&key(0, i), Bytes::from_static(b"back"));
+                }
+            }
+            assert_eq!(t.collection_bytes().iter().collect::<Vec<_>>(), recount(&t));
+        }
+        for i in 0..50u32 {
+            t.remove(&key(8, i));
+        }
+        let left: Vec<_> = t.collection_bytes().iter().map(|(c, _)| c).collect();
+        assert_eq!(left, vec![CollectionId::DEFAULT, CollectionId(9)]);
+        t.clear();
+        assert_eq!(t.collection_bytes().iter().count(), 0);
     }
 }

@@ -66,6 +66,7 @@ mod warmup;
 
 pub use background::{mark_current_thread_as_batch, run_as_batch};
 pub use bucket::{Bucket, GetMetaResult, ObserveSeqnoResult, RoomListener, VbDetails};
+pub use bucket_collections::CollectionUsage;
 pub use checkpoint::{CheckpointManager, CursorChunk, CursorId, QueueOp, QueuedItem};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collections::{CollectionEntry, LiveCollections};

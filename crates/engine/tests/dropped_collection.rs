@@ -74,11 +74,19 @@ fn a_dropped_collection_leaves_memory_and_disk_and_stays_gone() {
             "records are no documents"
         );
         assert_eq!(curr_items(&b), 3 * n as u64);
+        // Each collection's entries take memory: the same keys and values, the same bytes.
+        let usage = b.collection_usage();
+        let mem = |cid| usage.get(&CollectionId(cid)).map(|u| u.mem_bytes);
+        assert!(mem(8).unwrap() > (n * 3) as u64, "{usage:?}");
+        assert_eq!(mem(8), mem(9));
 
         // Collection 8 is dropped.
         b.set_live_collections(live(2, &[0, 9], 10));
         wait_until("collection 8 has left memory", || {
             !b.collection_items().contains_key(&CollectionId(8))
+        });
+        wait_until("collection 8 takes no memory", || {
+            !b.collection_usage().contains_key(&CollectionId(8))
         });
         assert_eq!(get(&b, &qualified(8, 1)), None);
         assert_eq!(get(&b, &qualified(9, 1)), Some(b"v".to_vec()));

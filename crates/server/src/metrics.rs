@@ -84,28 +84,44 @@ fn encode_buckets(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), st
     Ok(())
 }
 
-/// Live documents per collection, labelled by bucket, scope and collection name.
+/// Per collection, labelled by bucket, scope and collection name: its live documents and
+/// the bytes its entries take in memory.
 fn encode_collections(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(
-        "collection_items",
-        "live documents per collection on this node (replicas included)",
-        None,
-        MetricType::Gauge,
-    )?;
-    for bucket in node.buckets.all() {
-        let manifest = bucket.manifest();
-        let items = bucket.engine.collection_items();
-        for (scope, _, name, cid) in manifest.collections() {
-            let n = items
-                .get(&sluice_types::CollectionId(cid))
-                .copied()
-                .unwrap_or(0);
-            let labels = [
-                ("bucket", bucket.name.as_str()),
-                ("scope", scope),
-                ("collection", name),
-            ];
-            ConstGauge::new(n as i64).encode(family.encode_family(&labels)?)?;
+    type Get = fn(&sluice_engine::CollectionUsage) -> u64;
+    let families: [(&str, &str, Get); 2] = [
+        (
+            "collection_items",
+            "live documents per collection on this node (replicas included)",
+            |u| u.items,
+        ),
+        (
+            "collection_mem_used_bytes",
+            "bytes the collection's documents take in this node's memory (replicas included)",
+            |u| u.mem_bytes,
+        ),
+    ];
+    let usage: Vec<_> = node
+        .buckets
+        .all()
+        .into_iter()
+        .map(|b| (b.engine.collection_usage(), b))
+        .collect();
+    for (name, help, get) in families {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (usage, bucket) in &usage {
+            let manifest = bucket.manifest();
+            for (scope, _, collection, cid) in manifest.collections() {
+                let u = usage
+                    .get(&sluice_types::CollectionId(cid))
+                    .copied()
+                    .unwrap_or_default();
+                let labels = [
+                    ("bucket", bucket.name.as_str()),
+                    ("scope", scope),
+                    ("collection", collection),
+                ];
+                ConstGauge::new(get(&u) as i64).encode(family.encode_family(&labels)?)?;
+            }
         }
     }
     Ok(())

@@ -90,14 +90,18 @@ pub fn collect(
         // Couchbase's `collections` group: per collection, keyed `0xSCOPE:0xCOLLECTION:`.
         "collections" => {
             let manifest = handle.manifest();
-            let items = bucket.collection_items();
+            let usage = bucket.collection_usage();
             put("manifest_uid", format!("{:x}", manifest.uid()));
             for (scope, sid, name, cid) in manifest.collections() {
                 let at = |stat: &str| format!("{sid:#x}:{cid:#x}:{stat}");
                 put(&at("scope_name"), scope.to_string());
                 put(&at("name"), name.to_string());
-                let n = items.get(&sluice_types::CollectionId(cid)).copied();
-                put(&at("items"), n.unwrap_or(0).to_string());
+                let u = usage
+                    .get(&sluice_types::CollectionId(cid))
+                    .copied()
+                    .unwrap_or_default();
+                put(&at("items"), u.items.to_string());
+                put(&at("mem_used"), u.mem_bytes.to_string());
                 put(
                     &at("maxTTL"),
                     manifest.max_ttl_s(cid).unwrap_or(0).to_string(),

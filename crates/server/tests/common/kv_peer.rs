@@ -78,6 +78,29 @@ impl Kv {
 
     pub async fn call(&mut self, p: Packet<'_>) -> Answer {
         self.s.write_all(&p.to_vec()).await.unwrap();
+        self.answer().await
+    }
+
+    /// STAT `group`: every key and value, up to the empty key that ends the answer.
+    pub async fn stats(&mut self, group: &[u8]) -> std::collections::BTreeMap<String, String> {
+        let p = Packet::request(0x10, 0, 0x57a7).key(group);
+        self.s.write_all(&p.to_vec()).await.unwrap();
+        let mut out = std::collections::BTreeMap::new();
+        loop {
+            let a = self.answer().await;
+            assert_eq!(a.status, 0, "STAT {}", String::from_utf8_lossy(group));
+            if a.key.is_empty() {
+                return out;
+            }
+            out.insert(
+                String::from_utf8(a.key).unwrap(),
+                String::from_utf8(a.value).unwrap(),
+            );
+        }
+    }
+
+    /// The next answer on the connection.
+    async fn answer(&mut self) -> Answer {
         loop {
             if let Decoded::Frame(f, used) = decode_frame(&self.buf, 1 << 26).unwrap() {
                 let a = Answer {

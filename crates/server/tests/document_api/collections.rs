@@ -197,6 +197,19 @@ async fn collections_on_the_kv_port() {
         );
     }
 
+    // STAT collections: each collection's documents and the memory they take.
+    let stats = plain.stats(b"collections").await;
+    let scope_id = u32::from_be_bytes(sid.extras[8..].try_into().unwrap());
+    let stat = |k: &str| -> u64 {
+        stats
+            .get(&format!("{scope_id:#x}:{cid:#x}:{k}"))
+            .unwrap_or_else(|| panic!("{k} in {stats:?}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(stat("items") >= 1, "{stats:?}");
+    assert!(stat("mem_used") > 0, "{stats:?}");
+
     // A drop: the collection's keys are refused at once, the default one's stay.
     rest(node.admin_addr, Method::DELETE, "/s/collections/c", &[]).await;
     assert_eq!(aware.get(&in_c, vb).await.status, 0x88);
