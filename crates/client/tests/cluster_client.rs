@@ -471,6 +471,7 @@ fn parses_the_maps_the_planner_renders() {
     let serving = ServingNode {
         host: "127.0.0.1",
         kv_port: 12002,
+        admin_port: 8091,
     };
     let json = serde_json::to_vec(&map.terse_bucket_config(&bucket, &serving)).unwrap();
     let view = ClusterView::parse(&json).unwrap();

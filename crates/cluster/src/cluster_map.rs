@@ -70,6 +70,7 @@ pub struct BucketInfo<'a> {
 pub struct ServingNode<'a> {
     pub host: &'a str,
     pub kv_port: u16,
+    pub admin_port: u16,
 }
 
 /// A cluster map that cannot be built.
@@ -237,7 +238,8 @@ impl ClusterMap {
     }
 
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<Value> {
-        self.nodes
+        let mut nodes: Vec<Value> = self
+            .nodes
             .iter()
             .map(|n| {
                 let mut entry = json!({
@@ -253,7 +255,18 @@ impl ClusterMap {
                 }
                 entry
             })
-            .collect()
+            .collect();
+        // A node the map does not list yet (joined, not rebalanced in) still answers for
+        // the bucket: it lists itself, serving no vbucket. SDKs look for the entry marked
+        // `thisNode` in every config they are sent (the C++ SDK aborts without one).
+        if !nodes.iter().any(|n| n.get("thisNode").is_some()) {
+            nodes.push(json!({
+                "services": {"kv": serving.kv_port, "mgmt": serving.admin_port},
+                "hostname": serving.host,
+                "thisNode": true,
+            }));
+        }
+        nodes
     }
 
     fn vbucket_rows(&self) -> Vec<Vec<i64>> {
@@ -376,6 +389,7 @@ mod tests {
         let serving = ServingNode {
             host: "127.0.0.1",
             kv_port: 12000,
+            admin_port: 8091,
         };
         let expected = json!({
             "rev": 1,
@@ -431,6 +445,7 @@ mod tests {
         let serving = ServingNode {
             host: "127.0.0.1",
             kv_port: 12000,
+            admin_port: 8091,
         };
         let uid = |doc: Value| doc["collectionsManifestUid"].clone();
         assert_eq!(uid(map.terse_bucket_config(&bucket, &serving)), "0");
@@ -450,6 +465,7 @@ mod tests {
         let serving = ServingNode {
             host: "elsewhere",
             kv_port: 1,
+            admin_port: 8091,
         };
         let doc = map.terse_bucket_config(&bucket, &serving);
         assert_eq!(doc["bucketType"], "ephemeral");
@@ -471,8 +487,12 @@ mod tests {
                 "subdoc.ReplicaRead"
             ])
         );
-        // No node matches the serving address, so none claims to be this node.
+        // The serving node is not in the map: it lists itself after the map's nodes.
         assert!(doc["nodesExt"][0].get("thisNode").is_none());
+        assert_eq!(
+            doc["nodesExt"][1],
+            json!({"services": {"kv": 1, "mgmt": 8091}, "hostname": "elsewhere", "thisNode": true})
+        );
     }
 
     #[test]
@@ -492,6 +512,7 @@ mod tests {
         let serving = ServingNode {
             host: "a",
             kv_port: 11210,
+            admin_port: 8091,
         };
         let doc = map.terse_bucket_config(&bucket, &serving);
         assert_eq!(
@@ -525,6 +546,7 @@ mod tests {
         let serving = ServingNode {
             host: "b",
             kv_port: 1,
+            admin_port: 8091,
         };
         let doc = map.terse_bucket_config(&bucket, &serving);
         let server_map = &doc["vBucketServerMap"];

@@ -326,6 +326,7 @@ fn terse_bucket_config_3_nodes_8_vbuckets() {
     let serving = ServingNode {
         host: "10.0.0.2",
         kv_port: 11210,
+        admin_port: 8091,
     };
     let json = map.terse_bucket_config(&bucket, &serving);
     let mut text = serde_json::to_string_pretty(&json).unwrap();

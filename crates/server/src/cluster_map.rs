@@ -45,7 +45,7 @@ pub struct BucketFacts<'a> {
 
 impl MapView {
     /// Renders `map` for node `this`, which listens on `me`. A node the map does not list
-    /// (joined, not yet rebalanced in) serves it too, with no `thisNode` entry.
+    /// (joined, not yet rebalanced in) serves it too, adding itself as the `thisNode` entry.
     pub fn render(
         map: ClusterMap,
         this: NodeId,
@@ -56,6 +56,7 @@ impl MapView {
         let serving = ServingNode {
             host: &listed.host,
             kv_port: listed.kv_port,
+            admin_port: listed.admin_port,
         };
         let info = BucketInfo {
             name: bucket.name,
