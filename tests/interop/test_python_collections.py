@@ -15,6 +15,8 @@ from couchbase.exceptions import (CollectionAlreadyExistsException, CollectionNo
                                   ScopeAlreadyExistsException, ScopeNotFoundException)
 from couchbase.options import GetOptions, UpsertOptions
 
+from couchbase.management.collections import UpdateCollectionSettings
+
 from admin_http import request
 from conftest import BUCKET
 from sdk_node import sdk_cluster, sdk_server  # noqa: F401 (fixtures)
@@ -83,6 +85,15 @@ def test_collections_hold_their_own_documents_and_a_drop_removes_them(sdk_server
     mem = {c: collection_metric(sdk_server.admin_url, c, "collection_mem_used_bytes")
            for c in ("airline", "hotel")}
     assert all(m is not None and m > 100 * len('{"in":"airline","i":0}') for m in mem.values()), mem
+
+    # The collection manager changes hotel's maxTTL (PATCH): later writes are capped by it.
+    mgr.update_collection(SCOPE, "hotel", UpdateCollectionSettings(max_expiry=timedelta(seconds=60)))
+    specs = {c.name: c for s in mgr.get_all_scopes() if s.name == SCOPE for c in s.collections}
+    assert specs["hotel"].max_expiry == timedelta(seconds=60)
+    assert specs["airline"].max_expiry in (None, timedelta(0))
+    hotel.upsert("capped", {"in": "hotel"})
+    expiry = hotel.get("capped", GetOptions(with_expiry=True)).expiry_time
+    assert expiry is not None, "a write into hotel now expires"
 
     # Dropping airline: its documents go; hotel's and the default collection's stay.
     mgr.drop_collection(SCOPE, "airline")

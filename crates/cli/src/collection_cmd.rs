@@ -1,4 +1,4 @@
-//! `sluice collection list|create-scope|drop-scope|create|drop`: a bucket's scopes and
+//! `sluice collection list|create-scope|drop-scope|create|edit|drop`: a bucket's scopes and
 //! collections, through any member's admin port (`/pools/default/buckets/B/scopes...`,
 //! Couchbase's REST API; `bucket_admin[B]`, `cluster_admin` or `admin` to change them, any
 //! role on B to list them). A collection is named `SCOPE.COLLECTION`: names hold no `.`.
@@ -22,6 +22,9 @@ pub enum CollectionCommand {
     DropScope(ScopeArgs),
     /// Create a collection: `sluice collection create SCOPE.COLLECTION`.
     Create(CreateArgs),
+    /// Change a collection's maxTTL: `sluice collection edit SCOPE.COLLECTION --max-ttl N`
+    /// (documents written before keep their expiry).
+    Edit(EditArgs),
     /// Drop a collection: `sluice collection drop SCOPE.COLLECTION`.
     Drop(CollectionArgs),
 }
@@ -61,6 +64,15 @@ pub struct CreateArgs {
     pub max_ttl: u32,
 }
 
+#[derive(Args)]
+pub struct EditArgs {
+    #[command(flatten)]
+    pub collection: CollectionArgs,
+    /// The longest a document written from now on lives, in seconds (0: no limit).
+    #[arg(long)]
+    pub max_ttl: u32,
+}
+
 pub fn run(cmd: CollectionCommand) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -90,13 +102,14 @@ pub fn run(cmd: CollectionCommand) -> anyhow::Result<()> {
                 }
                 (&a.collection.target, Method::POST, path, form)
             }
+            CollectionCommand::Edit(a) => {
+                let path = collection_path(&a.collection)?;
+                max_ttl = a.max_ttl.to_string();
+                let form = vec![("maxTTL", max_ttl.as_str())];
+                (&a.collection.target, Method::PATCH, path, form)
+            }
             CollectionCommand::Drop(a) => {
-                let (scope, name) = split(&a.collection)?;
-                let path = format!(
-                    "{}/collections/{}",
-                    scope_path(&a.target.bucket, scope),
-                    admin_http::percent_encode(name)
-                );
+                let path = collection_path(a)?;
                 (&a.target, Method::DELETE, path, vec![])
             }
         };
@@ -124,6 +137,10 @@ pub fn run(cmd: CollectionCommand) -> anyhow::Result<()> {
                 "collection {} created in bucket {bucket} (manifest uid 0x{uid})",
                 a.collection.collection
             ),
+            CollectionCommand::Edit(a) => println!(
+                "collection {} of bucket {bucket} now has maxTTL {}s (manifest uid 0x{uid})",
+                a.collection.collection, a.max_ttl
+            ),
             CollectionCommand::Drop(a) => println!(
                 "collection {} dropped from bucket {bucket} (manifest uid 0x{uid})",
                 a.collection
@@ -131,6 +148,16 @@ pub fn run(cmd: CollectionCommand) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// The REST path of the collection `a` names.
+fn collection_path(a: &CollectionArgs) -> anyhow::Result<String> {
+    let (scope, name) = split(&a.collection)?;
+    Ok(format!(
+        "{}/collections/{}",
+        scope_path(&a.target.bucket, scope),
+        admin_http::percent_encode(name)
+    ))
 }
 
 /// `SCOPE.COLLECTION` as its two names.

@@ -73,11 +73,21 @@ async fn scopes_and_collections_from_the_command_line() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("SCOPE.COLLECTION"));
 
+    // An edit changes the maxTTL in place: same id, new uid.
+    let edited = collection(&admin, &["edit", "orders.eu", "--max-ttl", "60"]).await;
+    assert!(stdout(&edited).contains("now has maxTTL 60s (manifest uid 0x3)"));
+    assert_eq!(
+        stdout(&collection(&admin, &["list"]).await),
+        "uid 0x3\n_default 0x0\n    _default 0x0\norders 0x8\n    eu 0x8 maxTTL 60s\n"
+    );
+    let missing = collection(&admin, &["edit", "orders.nope", "--max-ttl", "60"]).await;
+    assert!(!missing.status.success());
+
     assert!(stdout(&collection(&admin, &["drop", "orders.eu"]).await).contains("dropped"));
     assert!(stdout(&collection(&admin, &["drop-scope", "orders"]).await).contains("dropped"));
     assert_eq!(
         stdout(&collection(&admin, &["list"]).await),
-        "uid 0x4\n_default 0x0\n    _default 0x0\n"
+        "uid 0x5\n_default 0x0\n    _default 0x0\n"
     );
     node.shutdown().await.unwrap();
 }

@@ -9,6 +9,8 @@
 //!   `maxTTL=N` (seconds, 0 to [`MAX_TTL_S_MAX`]; 0: none) and `history=false` — creates
 //!   collection C. Couchbase's `maxTTL=-1` (never expire, whatever the bucket says) and
 //!   `history=true` (change history retention) are refused: Sluice has neither;
+//! - `PATCH /pools/default/buckets/B/scopes/S/collections/C`, form `maxTTL=N` (as above;
+//!   `history=false` accepted) — sets its maxTTL: writes from then on are capped by it;
 //! - `DELETE /pools/default/buckets/B/scopes/S/collections/C` — drops it.
 //!
 //! Changes need `bucket_admin[B]` (or `cluster_admin`, `admin`; see `admin_auth`). A change
@@ -62,7 +64,7 @@ pub fn router(control: Arc<Control>, meta: MetaNode) -> Router {
         )
         .route(
             "/pools/default/buckets/{name}/scopes/{scope}/collections/{collection}",
-            delete(drop_collection),
+            delete(drop_collection).patch(edit_collection),
         )
         .with_state(ApiState { control, meta })
 }
@@ -147,6 +149,42 @@ async fn drop_collection(
     change(&s, &bucket, cmd).await
 }
 
+/// The form of a collection's edit.
+#[derive(Debug, Default, serde::Deserialize)]
+struct EditForm {
+    #[serde(rename = "maxTTL")]
+    max_ttl: Option<String>,
+    history: Option<String>,
+}
+
+async fn edit_collection(
+    State(s): State<ApiState>,
+    Path((bucket, scope, collection)): Path<(String, String, String)>,
+    Form(form): Form<EditForm>,
+) -> Response {
+    let max_ttl_s = match read_edit(form) {
+        Ok(max_ttl_s) => max_ttl_s,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let cmd = MetaCommand::SetCollectionMaxTtl {
+        bucket: bucket.clone(),
+        scope,
+        name: collection,
+        max_ttl_s,
+    };
+    change(&s, &bucket, cmd).await
+}
+
+/// An edit's new maxTTL, or the refusal: only maxTTL can change (history is refused as at
+/// creation).
+fn read_edit(form: EditForm) -> Result<u32, Refusal> {
+    check_history(form.history.as_deref())?;
+    let Some(text) = form.max_ttl else {
+        return Err(Refusal::bad("maxTTL", "maxTTL must be given"));
+    };
+    parse_max_ttl_s(&text).map_err(|why| Refusal::bad("maxTTL", why))
+}
+
 /// A refused request: its status, and why, under the form field it concerns (`_` for
 /// none), as Couchbase answers: `{"errors": {field: why}}`.
 #[derive(Debug)]
@@ -209,12 +247,17 @@ fn read_collection(form: CollectionForm) -> Result<(String, u32), Refusal> {
         None => 0,
         Some(text) => parse_max_ttl_s(text).map_err(|why| Refusal::bad("maxTTL", why))?,
     };
-    match form.history.as_deref() {
-        None | Some("false") => {}
-        Some("true") => return Err(Refusal::bad("history", "history is not supported")),
-        Some(_) => return Err(Refusal::bad("history", "history must be true or false")),
-    }
+    check_history(form.history.as_deref())?;
     Ok((name, max_ttl_s))
+}
+
+/// `history`: only `false` (Sluice keeps no change history).
+fn check_history(history: Option<&str>) -> Result<(), Refusal> {
+    match history {
+        None | Some("false") => Ok(()),
+        Some("true") => Err(Refusal::bad("history", "history is not supported")),
+        Some(_) => Err(Refusal::bad("history", "history must be true or false")),
+    }
 }
 
 /// `maxTTL` as a number of seconds Sluice keeps: 0 (none) to [`MAX_TTL_S_MAX`].
@@ -335,6 +378,30 @@ mod tests {
         assert_eq!(refused(&[("name", "c1"), ("maxTTL", "-1")]), 400);
         assert_eq!(refused(&[("maxTTL", "5")]), 400);
         assert_eq!(refused(&[("name", "_c")]), 400);
+    }
+
+    #[test]
+    fn an_edit_sets_max_ttl_only() {
+        let edit = |pairs: &[(&str, &str)]| {
+            let fields: serde_json::Map<String, serde_json::Value> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+                .collect();
+            read_edit(serde_json::from_value(serde_json::Value::Object(fields)).unwrap())
+        };
+        assert_eq!(edit(&[("maxTTL", "90")]).ok(), Some(90));
+        assert_eq!(edit(&[("maxTTL", "0"), ("history", "false")]).ok(), Some(0));
+        for refused in [
+            &[][..],
+            &[("history", "false")],
+            &[("maxTTL", "-1")],
+            &[("maxTTL", "9"), ("history", "true")],
+        ] {
+            assert_eq!(
+                edit(refused).err().map(|r| r.status),
+                Some(StatusCode::BAD_REQUEST)
+            );
+        }
     }
 
     #[test]

@@ -85,6 +85,36 @@ impl Manifest {
         Ok(self.changed())
     }
 
+    /// Sets the maxTTL of collection `name` of scope `scope` (0: no limit). Documents
+    /// written from then on are capped by it; those written before keep their expiry, as in
+    /// Couchbase.
+    pub fn set_collection_max_ttl(
+        &mut self,
+        scope: &str,
+        name: &str,
+        max_ttl_s: u32,
+    ) -> Result<u64, ManifestError> {
+        if max_ttl_s > MAX_TTL_S_MAX {
+            return Err(ManifestError::MaxTtl {
+                max_ttl_s,
+                max: MAX_TTL_S_MAX,
+            });
+        }
+        let at = self.scope_index(scope)?;
+        let Some(c) = self.scopes[at]
+            .collections
+            .iter_mut()
+            .find(|c| c.name == name)
+        else {
+            return Err(ManifestError::CollectionNotFound {
+                scope: scope.to_string(),
+                collection: name.to_string(),
+            });
+        };
+        c.max_ttl_s = max_ttl_s;
+        Ok(self.changed())
+    }
+
     /// Drops collection `name` of scope `scope`. `_default._default` cannot be dropped (a
     /// deviation from Couchbase: see the module comment).
     pub fn drop_collection(&mut self, scope: &str, name: &str) -> Result<u64, ManifestError> {

@@ -73,6 +73,14 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
             scope,
             name,
         } => change_manifest(state, bucket, |m| m.drop_collection(scope, name)),
+        MetaCommand::SetCollectionMaxTtl {
+            bucket,
+            scope,
+            name,
+            max_ttl_s,
+        } => change_manifest(state, bucket, |m| {
+            m.set_collection_max_ttl(scope, name, *max_ttl_s)
+        }),
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response

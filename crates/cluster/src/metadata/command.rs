@@ -108,6 +108,14 @@ pub enum MetaCommand {
         scope: String,
         name: String,
     },
+    /// Sets the maxTTL of collection `name` of scope `scope` of bucket `bucket` (0: no
+    /// limit). Added after the other collection commands, so logs written before still read.
+    SetCollectionMaxTtl {
+        bucket: String,
+        scope: String,
+        name: String,
+        max_ttl_s: u32,
+    },
 }
 
 /// Declares `nodes` failed: they become `FailedOver` and leave every map's node list, and

@@ -181,20 +181,29 @@ async fn collections_on_the_kv_port() {
             .try_into()
             .unwrap(),
     );
-    for asked in [0u32, 5000] {
-        let k = key(t, b"ttl");
-        assert_eq!(set(&mut aware, &k, vb, b"v", asked).await, 0);
-        let meta = aware.call(Packet::request(0xa0, vb, 4).key(&k)).await;
-        assert_eq!(meta.status, 0);
-        let expiry = u32::from_be_bytes(meta.extras[8..12].try_into().unwrap());
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as u32;
-        assert!(
-            expiry > now + 90 && expiry <= now + 101,
-            "expiry {expiry} asked {asked}"
-        );
+    // After an edit to maxTTL 10 (PATCH), writes get 10 s; the edit bumps the uid, and the
+    // session picks the new manifest up without reconnecting.
+    for (max_ttl, edit) in [(100u32, false), (10, true)] {
+        if edit {
+            let form = [("maxTTL", "10")];
+            let edited = rest(node.admin_addr, Method::PATCH, "/s/collections/t", &form).await;
+            assert!(edited > uid);
+        }
+        for asked in [0u32, 5000] {
+            let k = key(t, b"ttl");
+            assert_eq!(set(&mut aware, &k, vb, b"v", asked).await, 0);
+            let meta = aware.call(Packet::request(0xa0, vb, 4).key(&k)).await;
+            assert_eq!(meta.status, 0);
+            let expiry = u32::from_be_bytes(meta.extras[8..12].try_into().unwrap());
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as u32;
+            assert!(
+                expiry > now + max_ttl - 10 && expiry <= now + max_ttl + 1,
+                "expiry {expiry} asked {asked} under maxTTL {max_ttl}"
+            );
+        }
     }
 
     // STAT collections: each collection's documents and the memory they take.

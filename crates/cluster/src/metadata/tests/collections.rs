@@ -55,6 +55,36 @@ fn scopes_and_collections_change_the_buckets_manifest_and_its_uid() {
 }
 
 #[test]
+fn a_collections_max_ttl_is_changed_in_place() {
+    let mut state = cluster(1);
+    ok(&mut state, create_scope("default", "s1"));
+    ok(&mut state, create_collection("default", "s1", "c1", 60));
+    let set = |name: &str, max_ttl_s| MetaCommand::SetCollectionMaxTtl {
+        bucket: "default".into(),
+        scope: "s1".into(),
+        name: name.into(),
+        max_ttl_s,
+    };
+    assert_eq!(
+        ok(&mut state, set("c1", 3600)),
+        Applied::ManifestChanged { uid: 3 }
+    );
+    let m = manifest(&state, "default");
+    assert_eq!(
+        (m.collection_id("s1", "c1"), m.max_ttl_s(8)),
+        (Ok(8), Some(3600))
+    );
+    ok(&mut state, set("c1", 0));
+    assert_eq!(manifest(&state, "default").max_ttl_s(8), Some(0));
+    // Refused: an unknown collection, a maxTTL past the limit; nothing changes.
+    let before = manifest(&state, "default").clone();
+    for cmd in [set("nope", 10), set("c1", u32::MAX)] {
+        assert!(apply(&mut state, &cmd).is_err(), "{cmd:?}");
+    }
+    assert_eq!(manifest(&state, "default"), &before);
+}
+
+#[test]
 fn refused_collection_changes_change_nothing() {
     let mut state = cluster(1);
     ok(&mut state, create_scope("default", "s1"));
