@@ -48,16 +48,10 @@ impl VbInner {
     pub fn read_any(&mut self, key: &[u8], ctx: &OpCtx) -> Result<Option<Document>, EngineError> {
         self.require_active()?;
         self.require_readable(key)?;
-        if self.live_meta(key, ctx)?.is_none() && self.ht.get(key).is_none() {
-            return match self.keys_evicted || self.tombstones_only_on_disk {
-                true => Err(EngineError::NeedsFetch),
-                false => Ok(None),
-            };
+        if self.current_meta(key, ctx)?.is_none() {
+            return Ok(None);
         }
-        let sv = self.ht.get(key).expect("found above");
-        if sv.meta.deleted && sv.meta.seqno == Seqno::ZERO {
-            return Ok(None); // a disk read found nothing: the placeholder `fetched` left
-        }
+        let sv = self.ht.get(key).expect("current_meta found it");
         // A tombstone with xattrs keeps them in its value: read it back rather than show
         // an empty one.
         let value = match (&sv.value, sv.meta.deleted) {
