@@ -42,6 +42,20 @@ def rest(srv, method: str, path: str, form: Dict[str, str] | None = None) -> dic
         return json.loads(r.read() or b"{}")
 
 
+def scopes_when_listed(srv) -> str:
+    """The bucket's scopes path, once the admin port lists the bucket (a node answers its
+    admin port before the cluster metadata lists its bucket)."""
+    base = f"/pools/default/buckets/{BUCKET}/scopes"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            rest(srv, "GET", base)
+            return base
+        except urllib.error.HTTPError:
+            assert time.monotonic() < deadline, "the bucket never appeared on the admin port"
+            time.sleep(0.1)
+
+
 def ids(manifest: dict) -> Dict[str, int]:
     """`scope.collection` → id, and `scope` → id, from a manifest's JSON."""
     out = {}
@@ -60,16 +74,7 @@ def events(client: Client) -> List[dict]:
 def test_gocbcore_streams_one_collection_across_a_restart_and_sees_it_made_and_dropped(
         sluice_factory, tmp_path):
     srv = sluice_factory(bucket_type="couchbase", vbuckets=VBUCKETS, memory_quota_mb=256)
-    base = f"/pools/default/buckets/{BUCKET}/scopes"
-    # A node answers its admin port before the cluster metadata lists its bucket.
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            rest(srv, "GET", base)
-            break
-        except urllib.error.HTTPError:
-            assert time.monotonic() < deadline, "the bucket never appeared on the admin port"
-            time.sleep(0.1)
+    base = scopes_when_listed(srv)
     rest(srv, "POST", base, {"name": "inventory"})
     rest(srv, "POST", f"{base}/inventory/collections", {"name": "airline"})
     made = rest(srv, "POST", f"{base}/inventory/collections", {"name": "hotel"})

@@ -35,6 +35,7 @@
 
 use sluice_types::{Seqno, VbId};
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 
 /// Identity of one stream on a connection: a vbucket's streams come and go, and results for
 /// an old one must not be fed to its successor.
@@ -74,40 +75,42 @@ impl BackfillLimits {
 
 /// Work for the caller to run off the connection's loop.
 #[derive(Debug, PartialEq, Eq)]
-pub enum BackfillTask<B> {
-    /// Open a backfill of `vb` covering `(after, end]`.
+pub enum BackfillTask<B, K = VbId> {
+    /// Open a backfill of `key`'s vbucket covering `(after, end]`.
     Start {
-        vb: VbId,
+        key: K,
         stream: StreamId,
         after: Seqno,
     },
     /// Read the next chunk of an open backfill.
     Read {
-        vb: VbId,
+        key: K,
         stream: StreamId,
         backfill: B,
     },
 }
 
-/// The connection's backfills, generic over the engine's open-backfill handle `B`.
+/// The connection's backfills, generic over the engine's open-backfill handle `B` and what
+/// names a stream's place on the connection `K` (a vbucket, or a vbucket and stream id: one
+/// backfill per key at most).
 #[derive(Debug)]
-pub struct BackfillScheduler<B> {
+pub struct BackfillScheduler<B, K = VbId> {
     limits: BackfillLimits,
     /// The backfill each vbucket's current stream wants (one at most), from its request
     /// until it finishes or is cancelled.
-    wanted: HashMap<VbId, StreamId>,
+    wanted: HashMap<K, StreamId>,
     /// Requested and not started, in request order.
-    waiting: VecDeque<(VbId, StreamId, Seqno)>,
+    waiting: VecDeque<(K, StreamId, Seqno)>,
     /// Open backfills between reads.
-    parked: HashMap<VbId, B>,
+    parked: HashMap<K, B>,
     /// The order parked backfills take turns in.
-    turns: VecDeque<VbId>,
+    turns: VecDeque<K>,
     /// Tasks handed out and not reported done; cancelled ones count until they return, since
     /// they still hold a snapshot and a blocking thread.
     in_flight: usize,
 }
 
-impl<B> BackfillScheduler<B> {
+impl<B, K: Copy + Eq + Hash> BackfillScheduler<B, K> {
     pub fn new(limits: BackfillLimits) -> Self {
         BackfillScheduler {
             limits,
@@ -125,7 +128,7 @@ impl<B> BackfillScheduler<B> {
 
     /// The stream of `vb` wants a backfill of `(after, end]`. A vbucket has one at most: a
     /// request replaces whatever its earlier stream had wanted.
-    pub fn request(&mut self, vb: VbId, stream: StreamId, after: Seqno) {
+    pub fn request(&mut self, vb: K, stream: StreamId, after: Seqno) {
         self.cancel(vb);
         self.wanted.insert(vb, stream);
         self.waiting.push_back((vb, stream, after));
@@ -134,7 +137,7 @@ impl<B> BackfillScheduler<B> {
 
     /// `vb`'s stream ended or was replaced: its backfill is dropped wherever it is. A task of
     /// it still running comes back through `task_done`, which then answers `false`.
-    pub fn cancel(&mut self, vb: VbId) {
+    pub fn cancel(&mut self, vb: K) {
         if self.wanted.remove(&vb).is_none() {
             return;
         }
@@ -147,14 +150,18 @@ impl<B> BackfillScheduler<B> {
 
     /// The next task to run, if the limits allow one; call until `None`. `queued_bytes`: what
     /// the connection's streams hold ready to send.
-    pub fn next(&mut self, queued_bytes: usize) -> Option<BackfillTask<B>> {
+    pub fn next(&mut self, queued_bytes: usize) -> Option<BackfillTask<B, K>> {
         if self.in_flight >= self.limits.in_flight_max {
             return None;
         }
         if self.open() < self.limits.open_max {
             if let Some((vb, stream, after)) = self.waiting.pop_front() {
                 self.in_flight += 1;
-                return Some(BackfillTask::Start { vb, stream, after });
+                return Some(BackfillTask::Start {
+                    key: vb,
+                    stream,
+                    after,
+                });
             }
         }
         let arriving = (self.in_flight + 1) * self.limits.chunk_bytes;
@@ -170,7 +177,7 @@ impl<B> BackfillScheduler<B> {
         self.in_flight += 1;
         self.check_invariants();
         Some(BackfillTask::Read {
-            vb,
+            key: vb,
             stream,
             backfill,
         })
@@ -178,7 +185,7 @@ impl<B> BackfillScheduler<B> {
 
     /// A task of `vb`'s `stream` returned. `true`: its result belongs to the live stream (the
     /// caller feeds it, then calls `park` or `finish`); `false`: drop it.
-    pub fn task_done(&mut self, vb: VbId, stream: StreamId) -> bool {
+    pub fn task_done(&mut self, vb: K, stream: StreamId) -> bool {
         assert!(
             self.in_flight > 0,
             "a task returned that was never handed out"
@@ -188,7 +195,7 @@ impl<B> BackfillScheduler<B> {
     }
 
     /// An open backfill with more to read waits for its next turn.
-    pub fn park(&mut self, vb: VbId, stream: StreamId, backfill: B) {
+    pub fn park(&mut self, vb: K, stream: StreamId, backfill: B) {
         assert_eq!(
             self.wanted.get(&vb),
             Some(&stream),
@@ -201,7 +208,7 @@ impl<B> BackfillScheduler<B> {
     }
 
     /// `vb`'s backfill ended (read to its end, or failed).
-    pub fn finish(&mut self, vb: VbId) {
+    pub fn finish(&mut self, vb: K) {
         self.cancel(vb);
     }
 

@@ -46,6 +46,9 @@ pub enum ControlSetting {
     /// `enable_sync_writes`: send prepares, commits and aborts (and v2.0 markers) instead of
     /// committed documents only.
     EnableSyncWrites(bool),
+    /// `enable_stream_id`: several streams per vbucket, each named by the consumer's id
+    /// (see `stream_key`). One way: once on, it stays on.
+    EnableStreamId(bool),
     /// `consumer_name`: who the consumer is, for durability. A replica names its node, and
     /// its DCP_SEQNO_ACKNOWLEDGED messages count for that node's copy.
     ConsumerName(String),
@@ -90,7 +93,6 @@ pub const CONSUMER_NAME_BYTES_MAX: usize = 200;
 /// Keys the protocol defines that this server does not implement yet.
 const NOT_SUPPORTED: &[&str] = &[
     "stream_buffer_size",
-    "enable_stream_id",
     "enable_out_of_order_snapshots",
     "change_streams",
     "max_marker_version",
@@ -135,6 +137,7 @@ pub fn parse(key: &[u8], value: &[u8]) -> Result<ControlSetting, ControlError> {
         }
         "enable_expiry_opcode" => ControlSetting::EnableExpiryOpcode(bool_value()?),
         "enable_sync_writes" => ControlSetting::EnableSyncWrites(bool_value()?),
+        "enable_stream_id" => ControlSetting::EnableStreamId(bool_value()?),
         "force_value_compression" => ControlSetting::ForceValueCompression(bool_value()?),
         "consumer_name" => {
             if value.is_empty() || value.len() > CONSUMER_NAME_BYTES_MAX {
@@ -337,6 +340,7 @@ mod tests {
             ),
             ("enable_expiry_opcode", ControlSetting::EnableExpiryOpcode),
             ("enable_sync_writes", ControlSetting::EnableSyncWrites),
+            ("enable_stream_id", ControlSetting::EnableStreamId),
             (
                 "force_value_compression",
                 ControlSetting::ForceValueCompression,

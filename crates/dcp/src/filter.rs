@@ -17,6 +17,7 @@
 use bytes::Bytes;
 use serde::Deserialize;
 use sluice_types::collection::{collection_of, decode_prefix, CollectionId};
+use sluice_types::system_event::SystemEvent;
 use std::collections::BTreeSet;
 
 /// How a consumer reads collections (see the module doc).
@@ -85,6 +86,28 @@ impl StreamFilter {
     pub fn admits_scope_record(&self, sid: u32) -> bool {
         self.scope == Some(sid)
     }
+
+    /// A record this filter passed is being sent: a dropped collection leaves the filter.
+    /// `true`: nothing is left to stream (a collection filter's last collection, or a
+    /// scope filter's scope, was dropped).
+    pub fn on_record(&mut self, record: &SystemEvent) -> bool {
+        match record {
+            SystemEvent::Collection {
+                dropped: true,
+                collection,
+                ..
+            } => {
+                self.collections.remove(&CollectionId(*collection));
+                self.scope.is_none() && self.collections.is_empty()
+            }
+            SystemEvent::Scope {
+                dropped: true,
+                scope,
+                ..
+            } => self.scope == Some(*scope),
+            _ => false,
+        }
+    }
 }
 
 /// A stream request's JSON value, as collection-aware consumers send it.
@@ -100,7 +123,7 @@ pub struct FilterRequest {
     /// The manifest uid the client knows (hex); not used.
     #[serde(default)]
     pub uid: Option<String>,
-    /// A stream id: only with `enable_stream_id`, which Sluice does not offer.
+    /// A stream id (1..=65535; 0 is none): only with `enable_stream_id`.
     #[serde(default)]
     pub sid: Option<u64>,
     /// Decimal, as the client last saw it; not used.
@@ -108,42 +131,50 @@ pub struct FilterRequest {
     pub purge_seqno: Option<String>,
 }
 
-/// Why a stream request's value is refused.
+/// Why a stream request's value is refused: not the JSON above, both `collections` and
+/// `scope`, an id that is not hex, or a stream id past 65535.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FilterError {
-    /// Not the JSON above, both `collections` and `scope`, or an id that is not hex.
-    Invalid,
-    /// A stream id without `enable_stream_id`.
-    StreamId,
+pub struct FilterError;
+
+/// What a stream request's value asks for, its ids read.
+#[derive(Debug, Default)]
+pub struct StreamValue {
+    /// The stream's id, if it names one (whether it may is the caller's check).
+    pub sid: Option<u16>,
+    /// The collections it wants; `None`: every one.
+    pub wanted: Option<Wanted>,
 }
 
-/// What a stream request's value asks for, its ids read: `None` for no filter.
+/// Some collections, or one scope.
+#[derive(Debug)]
 pub enum Wanted {
     Collections(Vec<CollectionId>),
     Scope(u32),
 }
 
 impl FilterRequest {
-    /// Reads a stream request's value (empty: no filter, as `{}`).
-    pub fn parse(value: &[u8]) -> Result<Option<Wanted>, FilterError> {
+    /// Reads a stream request's value (empty: no filter and no id, as `{}`).
+    pub fn parse(value: &[u8]) -> Result<StreamValue, FilterError> {
         if value.is_empty() {
-            return Ok(None);
+            return Ok(StreamValue::default());
         }
-        let req: FilterRequest = serde_json::from_slice(value).map_err(|_| FilterError::Invalid)?;
-        if req.sid.is_some() {
-            return Err(FilterError::StreamId);
-        }
-        let hex = |s: &str| u32::from_str_radix(s, 16).map_err(|_| FilterError::Invalid);
-        match (req.collections, req.scope) {
-            (Some(_), Some(_)) => Err(FilterError::Invalid),
-            (Some(ids), None) => Ok(Some(Wanted::Collections(
+        let req: FilterRequest = serde_json::from_slice(value).map_err(|_| FilterError)?;
+        let sid = match req.sid {
+            None | Some(0) => None,
+            Some(n) => Some(u16::try_from(n).map_err(|_| FilterError)?),
+        };
+        let hex = |s: &str| u32::from_str_radix(s, 16).map_err(|_| FilterError);
+        let wanted = match (req.collections, req.scope) {
+            (Some(_), Some(_)) => return Err(FilterError),
+            (Some(ids), None) => Some(Wanted::Collections(
                 ids.iter()
                     .map(|s| hex(s).map(CollectionId))
                     .collect::<Result<_, _>>()?,
-            ))),
-            (None, Some(s)) => Ok(Some(Wanted::Scope(hex(&s)?))),
-            (None, None) => Ok(None),
-        }
+            )),
+            (None, Some(s)) => Some(Wanted::Scope(hex(&s)?)),
+            (None, None) => None,
+        };
+        Ok(StreamValue { sid, wanted })
     }
 }
 
@@ -183,30 +214,76 @@ mod tests {
 
     #[test]
     fn stream_request_values_parse_as_couchbase_sends_them() {
-        assert!(matches!(FilterRequest::parse(b""), Ok(None)));
-        assert!(matches!(FilterRequest::parse(b"{}"), Ok(None)));
+        for empty in [&b""[..], b"{}", br#"{"sid":0}"#] {
+            let v = FilterRequest::parse(empty).unwrap();
+            assert!(v.sid.is_none() && v.wanted.is_none());
+        }
         match FilterRequest::parse(br#"{"uid":"3","collections":["8","a"]}"#) {
-            Ok(Some(Wanted::Collections(ids))) => {
+            Ok(StreamValue {
+                sid: None,
+                wanted: Some(Wanted::Collections(ids)),
+            }) => {
                 assert_eq!(ids, vec![CollectionId(8), CollectionId(10)])
             }
-            _ => panic!("collections"),
+            other => panic!("collections: {other:?}"),
         }
         assert!(matches!(
             FilterRequest::parse(br#"{"scope":"8"}"#),
-            Ok(Some(Wanted::Scope(8)))
+            Ok(StreamValue {
+                wanted: Some(Wanted::Scope(8)),
+                ..
+            })
         ));
-        let refused: &[(&[u8], FilterError)] = &[
-            (
-                br#"{"scope":"8","collections":["8"]}"#,
-                FilterError::Invalid,
-            ),
-            (br#"{"collections":["zz"]}"#, FilterError::Invalid),
-            (br#"{"sid":3,"collections":["8"]}"#, FilterError::StreamId),
-            (br#"{"what":1}"#, FilterError::Invalid),
-            (b"not json", FilterError::Invalid),
+        assert!(matches!(
+            FilterRequest::parse(br#"{"sid":65535,"collections":["8"]}"#),
+            Ok(StreamValue {
+                sid: Some(65535),
+                wanted: Some(Wanted::Collections(_)),
+            })
+        ));
+        assert!(matches!(
+            FilterRequest::parse(br#"{"sid":3}"#),
+            Ok(StreamValue {
+                sid: Some(3),
+                wanted: None,
+            })
+        ));
+        let refused: &[&[u8]] = &[
+            br#"{"scope":"8","collections":["8"]}"#,
+            br#"{"collections":["zz"]}"#,
+            br#"{"sid":65536}"#,
+            br#"{"sid":-1}"#,
+            br#"{"what":1}"#,
+            b"not json",
         ];
-        for (v, want) in refused {
-            assert_eq!(FilterRequest::parse(v).err().as_ref(), Some(want));
+        for v in refused {
+            assert_eq!(FilterRequest::parse(v).err(), Some(FilterError), "{v:?}");
         }
+    }
+
+    #[test]
+    fn dropping_the_last_collection_or_the_scope_empties_a_filter() {
+        let drop_c = |c: u32| SystemEvent::Collection {
+            dropped: true,
+            manifest_uid: 9,
+            scope: 8,
+            collection: c,
+            max_ttl_s: 0,
+            name: Vec::new(),
+        };
+        let mut f = StreamFilter::collections([CollectionId(8), CollectionId(9)]);
+        assert!(!f.on_record(&drop_c(8)), "9 is left");
+        assert!(!f.admits_collection(CollectionId(8)));
+        assert!(f.on_record(&drop_c(9)));
+        let mut s = StreamFilter::scope(8, [CollectionId(8)]);
+        assert!(!s.on_record(&drop_c(8)), "a scope outlives its collections");
+        let drop_s = |sid: u32| SystemEvent::Scope {
+            dropped: true,
+            manifest_uid: 10,
+            scope: sid,
+            name: Vec::new(),
+        };
+        assert!(!s.on_record(&drop_s(12)));
+        assert!(s.on_record(&drop_s(8)));
     }
 }

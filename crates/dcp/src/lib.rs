@@ -12,7 +12,8 @@
 //!   request filters; `system_event`: scope and collection records as SYSTEM_EVENTs;
 //! - `stream` — the active stream state machine (backfill ⇄ memory, markers, ending);
 //! - `producer` — one producer connection: settings, streams, fair and flow-controlled output;
-//! - `slot` — per vbucket, what a producer connection holds beside the stream (id, cursor);
+//! - `stream_key` — which stream of a connection: its vbucket, and its id with `enable_stream_id`;
+//! - `slot` — per stream, what a producer connection holds beside the stream (id, cursor);
 //! - `backfill` — a producer connection's backfills: which to start and read, within bounds;
 //! - `passive` — the consumer's decisions: retries of refused streams, rollback, acks;
 //! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos;
@@ -34,5 +35,6 @@ pub mod rollback;
 pub mod seqno_acks;
 pub mod slot;
 pub mod stream;
+pub mod stream_key;
 pub mod stream_request;
 pub mod system_event;

@@ -6,12 +6,16 @@
 //! Fairness: `fill` takes messages round-robin across streams, one at a time, so one busy
 //! vbucket cannot starve the others, and at most `priority.batch()` messages per call, so
 //! one connection cannot starve the others sharing its thread.
+//!
+//! Streams are named by [`StreamKey`]: the vbucket alone, or with `enable_stream_id` the
+//! vbucket and the consumer's stream id, and then a vbucket may have several streams.
 
-use crate::control::{ControlSetting, Priority};
+use crate::control::{ControlError, ControlSetting, Priority};
 use crate::filter::KeyMode;
 use crate::flow_control::FlowControl;
 use crate::noop::NoopTimer;
 use crate::stream::{ActiveStream, StreamOptions};
+use crate::stream_key::StreamKey;
 use sluice_proto::dcp::{DcpMessage, OpenFlags};
 use sluice_types::{IncludeValue, VbId};
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -28,15 +32,17 @@ pub struct Producer {
     send_end_on_close: bool,
     expiry_opcode: bool,
     sync_writes: bool,
+    /// `enable_stream_id`: every stream request names a stream id.
+    stream_ids: bool,
     /// How this connection's consumer reads collections (see `filter`).
     pub collections: KeyMode,
     /// `consumer_name`, if the consumer gave one: whose copy its seqno acks are about.
     pub consumer_name: Option<String>,
-    streams: BTreeMap<VbId, ActiveStream>,
+    streams: BTreeMap<StreamKey, ActiveStream>,
     /// Streams with messages waiting, in the order they will be served.
-    rotation: VecDeque<VbId>,
-    /// The vbuckets in `rotation` (scheduling is per change: no scan of the queue).
-    in_rotation: HashSet<VbId>,
+    rotation: VecDeque<StreamKey>,
+    /// The streams in `rotation` (scheduling is per change: no scan of the queue).
+    in_rotation: HashSet<StreamKey>,
     /// Opaque of the next DCP_NOOP this producer sends.
     next_noop_opaque: u32,
     /// Everything this connection sent (streams come and go; these do not reset).
@@ -56,6 +62,7 @@ impl Producer {
             send_end_on_close: false,
             expiry_opcode: false,
             sync_writes: false,
+            stream_ids: false,
             collections: KeyMode::Raw,
             consumer_name: None,
             streams: BTreeMap::new(),
@@ -67,8 +74,34 @@ impl Producer {
         }
     }
 
-    pub fn apply(&mut self, setting: ControlSetting, now: Instant) {
+    /// Applies a DCP_CONTROL the parser accepted, or refuses one that conflicts with the
+    /// connection's other settings: stream ids and sync writes exclude each other (as on
+    /// Couchbase, where the two were never made to work together), stream ids cannot be
+    /// turned off, and must be on before the first stream (its key would have no id).
+    pub fn apply(&mut self, setting: ControlSetting, now: Instant) -> Result<(), ControlError> {
         match setting {
+            ControlSetting::EnableStreamId(on) if on == self.stream_ids => {}
+            ControlSetting::EnableStreamId(false) => {
+                return Err(ControlError::Invalid(
+                    "enable_stream_id: once on, stream ids stay on".into(),
+                ))
+            }
+            ControlSetting::EnableStreamId(true) if self.sync_writes => {
+                return Err(ControlError::NotSupported(
+                    "enable_stream_id together with enable_sync_writes".into(),
+                ))
+            }
+            ControlSetting::EnableStreamId(true) if !self.streams.is_empty() => {
+                return Err(ControlError::Invalid(
+                    "enable_stream_id: only before the first stream request".into(),
+                ))
+            }
+            ControlSetting::EnableStreamId(true) => self.stream_ids = true,
+            ControlSetting::EnableSyncWrites(true) if self.stream_ids => {
+                return Err(ControlError::NotSupported(
+                    "enable_sync_writes together with enable_stream_id".into(),
+                ))
+            }
             ControlSetting::ConnectionBufferSize(n) => self.flow.set_window(n),
             ControlSetting::EnableNoop(on) => self.noop.enable(on, now),
             ControlSetting::NoopInterval(d) => self.noop.set_interval(d),
@@ -80,6 +113,12 @@ impl Producer {
             ControlSetting::ConsumerName(name) => self.consumer_name = Some(name),
             ControlSetting::ForceValueCompression(_) | ControlSetting::Accepted => {}
         }
+        Ok(())
+    }
+
+    /// `enable_stream_id` is on: stream requests and closes must name a stream id.
+    pub fn stream_ids(&self) -> bool {
+        self.stream_ids
     }
 
     /// What new streams on this connection are asked to do.
@@ -105,27 +144,45 @@ impl Producer {
         }
     }
 
-    /// A live (not dead) stream for `vb` exists.
-    pub fn has_stream(&self, vb: VbId) -> bool {
+    /// A live (not dead) stream `key` exists.
+    pub fn has_stream(&self, key: StreamKey) -> bool {
         self.streams
-            .get(&vb)
+            .get(&key)
             .is_some_and(|s| s.state() != crate::stream::StreamState::Dead)
     }
 
-    /// Adds a stream; a dead one for the same vbucket is replaced (with whatever it had not
+    /// Adds a stream; a dead one of the same key is replaced (with whatever it had not
     /// sent yet: the client asked for a new stream, so the old one's end is moot).
     pub fn add_stream(&mut self, stream: ActiveStream) {
-        let vb = stream.vb;
-        assert!(!self.has_stream(vb), "one live stream per vbucket");
-        self.streams.insert(vb, stream);
+        let key = stream.key();
+        assert_eq!(
+            key.sid.is_some(),
+            self.stream_ids,
+            "a stream has an id exactly when the connection enabled stream ids"
+        );
+        assert!(!self.has_stream(key), "one live stream per key");
+        self.streams.insert(key, stream);
     }
 
-    pub fn stream(&self, vb: VbId) -> Option<&ActiveStream> {
-        self.streams.get(&vb)
+    pub fn stream(&self, key: StreamKey) -> Option<&ActiveStream> {
+        self.streams.get(&key)
     }
 
-    pub fn stream_mut(&mut self, vb: VbId) -> Option<&mut ActiveStream> {
-        self.streams.get_mut(&vb)
+    pub fn stream_mut(&mut self, key: StreamKey) -> Option<&mut ActiveStream> {
+        self.streams.get_mut(&key)
+    }
+
+    /// The keys of `vb`'s streams (live or finishing), in id order.
+    pub fn keys_of(&self, vb: VbId) -> Vec<StreamKey> {
+        self.streams
+            .range(StreamKey::all_of(vb))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Whether `vb` has any stream at all on this connection (under any id).
+    pub fn has_any_stream_of(&self, vb: VbId) -> bool {
+        self.streams.range(StreamKey::all_of(vb)).next().is_some()
     }
 
     pub fn streams(&self) -> impl Iterator<Item = &ActiveStream> {
@@ -136,10 +193,10 @@ impl Producer {
         self.streams.len()
     }
 
-    /// Marks `vb` as having messages to send (call after feeding its stream).
-    pub fn schedule(&mut self, vb: VbId) {
-        if self.in_rotation.insert(vb) {
-            self.rotation.push_back(vb);
+    /// Marks stream `key` as having messages to send (call after feeding it).
+    pub fn schedule(&mut self, key: StreamKey) {
+        if self.in_rotation.insert(key) {
+            self.rotation.push_back(key);
         }
     }
 
@@ -161,20 +218,20 @@ impl Producer {
         let budget = self.priority.batch() * scale.max(1);
         let mut written = 0;
         while written < budget && self.flow.can_send() && out.len() < out_bytes_max {
-            let Some(vb) = self.rotation.pop_front() else {
+            let Some(key) = self.rotation.pop_front() else {
                 break;
             };
-            self.in_rotation.remove(&vb);
-            let Some(stream) = self.streams.get_mut(&vb) else {
+            self.in_rotation.remove(&key);
+            let Some(stream) = self.streams.get_mut(&key) else {
                 continue;
             };
             let Some(msg) = stream.pop_ready() else {
                 if stream.is_finished() {
-                    self.streams.remove(&vb);
+                    self.streams.remove(&key);
                 }
                 continue;
             };
-            let n = msg.encode(vb, stream.opaque, out);
+            let n = msg.encode_for_stream(key.vb, stream.opaque, key.sid, out);
             self.flow.on_sent(n);
             self.bytes_sent += n as u64;
             if matches!(
@@ -185,10 +242,10 @@ impl Producer {
             }
             written += 1;
             if stream.has_ready() {
-                self.in_rotation.insert(vb);
-                self.rotation.push_back(vb);
+                self.in_rotation.insert(key);
+                self.rotation.push_back(key);
             } else if stream.is_finished() {
-                self.streams.remove(&vb);
+                self.streams.remove(&key);
             }
         }
         if written > 0 {
@@ -239,8 +296,10 @@ mod tests {
     fn streams_take_turns_and_the_window_is_respected() {
         let now = Instant::now();
         let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
-        p.apply(ControlSetting::ConnectionBufferSize(400), now);
-        p.apply(ControlSetting::Priority(Priority::High), now);
+        p.apply(ControlSetting::ConnectionBufferSize(400), now)
+            .unwrap();
+        p.apply(ControlSetting::Priority(Priority::High), now)
+            .unwrap();
         for vb in [VbId(1), VbId(2)] {
             let mut s = ActiveStream::new(vb, 9, Seqno(0), Seqno::MAX, p.stream_options());
             s.start();
@@ -248,7 +307,7 @@ mod tests {
             let items: Vec<Change> = (1..=5).map(change).collect();
             s.on_memory_chunk(CheckpointId(1), Seqno(5), &items);
             p.add_stream(s);
-            p.schedule(vb);
+            p.schedule(StreamKey::vb(vb));
         }
         let mut out = Vec::new();
         let n = p.fill(&mut out, 1, usize::MAX, now);
@@ -263,15 +322,99 @@ mod tests {
     }
 
     #[test]
+    fn stream_ids_name_several_streams_of_one_vbucket_on_the_wire() {
+        let now = Instant::now();
+        let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        p.apply(ControlSetting::EnableStreamId(true), now).unwrap();
+        assert!(p.stream_ids());
+        for sid in [1u16, 2] {
+            let mut s = ActiveStream::new(
+                VbId(5),
+                40 + u32::from(sid),
+                Seqno(0),
+                Seqno::MAX,
+                p.stream_options(),
+            )
+            .with_stream_id(sid);
+            s.start();
+            s.on_cursor(true);
+            s.on_memory_chunk(CheckpointId(1), Seqno(1), &[change(1)]);
+            p.add_stream(s);
+            p.schedule(StreamKey::new(VbId(5), sid));
+        }
+        assert_eq!(
+            p.keys_of(VbId(5)),
+            vec![StreamKey::new(VbId(5), 1), StreamKey::new(VbId(5), 2)]
+        );
+        assert!(p.has_any_stream_of(VbId(5)) && !p.has_any_stream_of(VbId(4)));
+        let mut out = Vec::new();
+        assert_eq!(p.fill(&mut out, 1, usize::MAX, now), 4);
+        let mut bytes = &out[..];
+        let mut seen = Vec::new();
+        while let Ok(Decoded::Frame(f, used)) = decode_frame(bytes, 1 << 20) {
+            let sid = sluice_proto::frame_info::parse_frame_infos(f.framing_extras)
+                .unwrap()
+                .stream_id;
+            seen.push((sid, f.opaque));
+            bytes = &bytes[used..];
+        }
+        assert_eq!(
+            seen,
+            vec![(Some(1), 41), (Some(2), 42), (Some(1), 41), (Some(2), 42)],
+            "each message names its stream, round robin between them"
+        );
+        assert_eq!(p.bytes_sent, out.len() as u64);
+    }
+
+    #[test]
+    fn stream_ids_exclude_sync_writes_and_stay_on() {
+        let now = Instant::now();
+        let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        p.apply(ControlSetting::EnableSyncWrites(true), now)
+            .unwrap();
+        assert!(matches!(
+            p.apply(ControlSetting::EnableStreamId(true), now),
+            Err(ControlError::NotSupported(_))
+        ));
+        let mut q = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        q.apply(ControlSetting::EnableStreamId(false), now).unwrap();
+        q.apply(ControlSetting::EnableStreamId(true), now).unwrap();
+        q.apply(ControlSetting::EnableStreamId(true), now).unwrap();
+        assert!(matches!(
+            q.apply(ControlSetting::EnableStreamId(false), now),
+            Err(ControlError::Invalid(_))
+        ));
+        assert!(matches!(
+            q.apply(ControlSetting::EnableSyncWrites(true), now),
+            Err(ControlError::NotSupported(_))
+        ));
+        let mut r = Producer::new("t".into(), OpenFlags::PRODUCER, now);
+        r.add_stream(ActiveStream::new(
+            VbId(1),
+            1,
+            Seqno(0),
+            Seqno::MAX,
+            r.stream_options(),
+        ));
+        assert!(
+            matches!(
+                r.apply(ControlSetting::EnableStreamId(true), now),
+                Err(ControlError::Invalid(_))
+            ),
+            "a stream without an id exists already"
+        );
+    }
+
+    #[test]
     fn a_finished_stream_is_forgotten_after_its_end_is_sent() {
         let now = Instant::now();
         let mut p = Producer::new("t".into(), OpenFlags::PRODUCER, now);
         let mut s = ActiveStream::new(VbId(3), 1, Seqno(4), Seqno(4), p.stream_options());
         s.start();
         p.add_stream(s);
-        p.schedule(VbId(3));
+        p.schedule(StreamKey::vb(VbId(3)));
         assert!(
-            !p.has_stream(VbId(3)),
+            !p.has_stream(StreamKey::vb(VbId(3))),
             "dead at once: a new request may replace it"
         );
         assert_eq!(p.num_streams(), 1, "kept until its end is sent");

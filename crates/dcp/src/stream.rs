@@ -43,12 +43,36 @@
 //! markers end at the last visible seqno they cover, as Couchbase caps them at the max
 //! visible seqno: a memory snapshot at its last visible item, a disk snapshot at the
 //! backfill's `max_visible` (known before its items are read); a snapshot with nothing
-//! visible sends no marker at all. No SEQNO_ADVANCED: Couchbase sends it only to
-//! collection-aware streams, and a client without collections (gocbcore's DCP agent among
-//! them) treats it as a protocol violation.
+//! visible sends no marker at all.
+//!
+//! SEQNO_ADVANCED: a collection-aware consumer without sync writes (as on Couchbase, which
+//! adds the message with collections; a client without them, gocbcore's DCP agent among
+//! them, treats it as a protocol violation) is told where each snapshot ends even when its
+//! last seqnos are changes it does not see (another collection's, a prepare, an abort):
+//! - its markers cover the whole range read (memory: up to the checkpoint's snapshot end;
+//!   disk: the backfill's end), and once the stream has read to a marker's end without
+//!   sending an item at it, a SEQNO_ADVANCED of that end follows. The consumer's position
+//!   is then the snapshot's end, a complete snapshot to resume from;
+//! - a memory read with nothing of the stream's collections in it sends nothing (as on
+//!   Couchbase: a filtered stream is not told about every other collection's write); one
+//!   with only invisible changes of its collections sends a marker and a SEQNO_ADVANCED;
+//! - a backfill always sends its marker, so a stream whose collections have nothing on
+//!   disk still learns how far the disk snapshot went;
+//! - a stream that reaches its end seqno on changes it does not show sends a marker and a
+//!   SEQNO_ADVANCED up to there before its STREAM_END, so its consumer's last position is
+//!   the end seqno. Couchbase ends such a stream without them; a consumer that resumes from
+//!   its last position would ask for seqnos it had no need to read again.
+//!
+//! Filter empty: when the last collection of a collection filter is dropped (or the scope
+//! of a scope filter), the drop's SYSTEM_EVENT is sent and the stream ends with
+//! `FilterEmpty`, unless it reached its end seqno at the same time (then `Ok`).
+//!
+//! Stream ids: a stream the consumer named (`enable_stream_id`) carries the id; the
+//! connection writes it into every message's frame info (see `stream_key`).
 
 use crate::change::{Change, ChangeKind};
 use crate::filter::{KeyMode, StreamFilter};
+use crate::stream_key::StreamKey;
 use bytes::Bytes;
 use sluice_proto::dcp::message::{
     DcpCompletion, DcpDocument, DcpPrepare, MarkerSeqnos, SnapshotMarker,
@@ -147,6 +171,8 @@ pub struct StreamCounters {
 #[derive(Debug)]
 pub struct ActiveStream {
     pub vb: VbId,
+    /// The consumer's id for the stream (`enable_stream_id`), written into every message.
+    pub sid: Option<u16>,
     pub opaque: u32,
     opts: StreamOptions,
     end_seqno: Seqno,
@@ -165,6 +191,11 @@ pub struct ActiveStream {
     last_visible: Seqno,
     /// The collections a collection-aware consumer asked for (`None`: all).
     filter: Option<StreamFilter>,
+    /// The drop of the filter's last collection (or its scope) was queued: the stream ends
+    /// with `FilterEmpty` once the changes read with it are queued.
+    filter_emptied: bool,
+    /// Highest seqno the consumer has been sent: an item's, or a SEQNO_ADVANCED's.
+    last_sent: Seqno,
     pub counters: StreamCounters,
 }
 
@@ -173,6 +204,7 @@ impl ActiveStream {
     pub fn new(vb: VbId, opaque: u32, start: Seqno, end: Seqno, opts: StreamOptions) -> Self {
         ActiveStream {
             vb,
+            sid: None,
             opaque,
             opts,
             end_seqno: end,
@@ -186,8 +218,30 @@ impl ActiveStream {
             takeover: None,
             last_visible: start,
             filter: None,
+            filter_emptied: false,
+            last_sent: start,
             counters: StreamCounters::default(),
         }
+    }
+
+    /// A stream the consumer named `sid` (0 is no id, as on the wire).
+    pub fn with_stream_id(mut self, sid: u16) -> Self {
+        self.sid = StreamKey::new(self.vb, sid).sid;
+        self
+    }
+
+    /// The stream's name on its connection.
+    pub fn key(&self) -> StreamKey {
+        StreamKey {
+            vb: self.vb,
+            sid: self.sid,
+        }
+    }
+
+    /// Whether this stream tells its consumer about seqnos it does not show (see the
+    /// module doc: collection-aware consumers without sync writes).
+    fn advances(&self) -> bool {
+        self.opts.collections == KeyMode::Aware && !self.opts.sync_writes
     }
 
     /// A stream of the collections `filter` names only.
@@ -282,7 +336,7 @@ impl ActiveStream {
     /// Takes the next message to send.
     pub fn pop_ready(&mut self) -> Option<DcpMessage> {
         let m = self.ready.pop_front()?;
-        let len = m.wire_len();
+        let len = m.wire_len_for_stream(self.sid);
         self.ready_bytes -= len;
         self.counters.bytes_sent += len as u64;
         if matches!(
@@ -320,8 +374,20 @@ impl ActiveStream {
     }
 
     fn push(&mut self, m: DcpMessage) {
-        self.ready_bytes += m.wire_len();
+        self.ready_bytes += m.wire_len_for_stream(self.sid);
         self.ready.push_back(m);
+    }
+
+    /// The stream has read to the end of the snapshot it announced without sending an item
+    /// at that end: a SEQNO_ADVANCED moves the consumer there (streams that advance only).
+    fn advance_to_snapshot_end(&mut self) {
+        if self.advances()
+            && self.last_read >= self.snapshot_end
+            && self.last_sent < self.snapshot_end
+        {
+            self.last_sent = self.snapshot_end;
+            self.push(DcpMessage::SeqnoAdvanced(self.snapshot_end));
+        }
     }
 
     fn end(&mut self, reason: StreamEndReason) -> Vec<StreamAction> {
@@ -393,7 +459,7 @@ impl ActiveStream {
             "the high completed seqno {high_completed} is past {end}"
         );
         self.backfill_end = Some(end);
-        let snap_end = if self.opts.sync_writes {
+        let snap_end = if self.opts.sync_writes || self.advances() {
             end
         } else {
             max_visible
@@ -410,9 +476,9 @@ impl ActiveStream {
     }
 
     /// Items of the backfill in progress, in seqno order.
-    pub fn on_backfill_items(&mut self, items: &[Change]) {
+    pub fn on_backfill_items(&mut self, items: &[Change]) -> Vec<StreamAction> {
         if self.state != StreamState::Backfilling {
-            return;
+            return Vec::new();
         }
         let end = self.backfill_end.expect("begun");
         for c in items {
@@ -425,6 +491,7 @@ impl ActiveStream {
             let shown = self.shows(c);
             self.queue_change(c, shown);
         }
+        self.end_if_filter_emptied()
     }
 
     /// The backfill finished: move on to memory, or end if the end seqno was reached.
@@ -436,6 +503,7 @@ impl ActiveStream {
         // Deduplicated keys may leave the tail of the range empty: the snapshot still
         // covered it.
         self.last_read = self.last_read.max(end);
+        self.advance_to_snapshot_end();
         if self.last_read >= self.end_seqno {
             return self.end(StreamEndReason::Ok);
         }
@@ -468,7 +536,12 @@ impl ActiveStream {
         let Some(last) = fresh.last() else {
             return Vec::new();
         };
-        let shown: Vec<bool> = fresh.iter().map(|c| self.shows(c)).collect();
+        let passes: Vec<bool> = fresh.iter().map(|c| self.passes(c)).collect();
+        let shown: Vec<bool> = fresh
+            .iter()
+            .zip(&passes)
+            .map(|(c, passes)| *passes && self.visible(c))
+            .collect();
         let last_visible = fresh
             .iter()
             .zip(&shown)
@@ -477,6 +550,31 @@ impl ActiveStream {
             .map(|(c, _)| c.meta.seqno);
         let shows_any = shown.iter().any(|s| *s);
         let snap_end = match last_visible {
+            // A stream that advances: nothing of its collections moves the position only
+            // (and may complete the snapshot it announced); anything of them, shown or not,
+            // is announced in full.
+            _ if self.advances() => {
+                if !passes.iter().any(|p| *p) {
+                    let before = self.last_read;
+                    self.last_read = last.meta.seqno;
+                    self.advance_to_snapshot_end();
+                    if self.last_read >= self.end_seqno && self.last_sent < self.last_read {
+                        // The stream ends here: its consumer learns that its position is
+                        // the end (Couchbase ends without telling; see the module doc).
+                        self.push_marker(
+                            before,
+                            self.last_read,
+                            SnapshotFlags::MEMORY,
+                            MarkerSeqnos::default(),
+                        );
+                        self.snapshot_end = self.last_read;
+                        self.snapshot_checkpoint = Some(checkpoint_id);
+                        self.advance_to_snapshot_end();
+                    }
+                    return self.end_if_reached();
+                }
+                snap_end.max(last.meta.seqno)
+            }
             // Nothing this consumer sees: no marker, only the position moves.
             _ if !shows_any => {
                 self.last_read = last.meta.seqno;
@@ -509,12 +607,24 @@ impl ActiveStream {
         for (c, shown) in fresh.into_iter().zip(shown) {
             self.queue_change(c, shown);
         }
-        self.end_if_reached()
+        self.advance_to_snapshot_end();
+        let mut actions = self.end_if_reached();
+        actions.extend(self.end_if_filter_emptied());
+        actions
     }
 
     fn end_if_reached(&mut self) -> Vec<StreamAction> {
         if self.last_read >= self.end_seqno && self.last_read >= self.snapshot_end {
             return self.end(StreamEndReason::Ok);
+        }
+        Vec::new()
+    }
+
+    /// Ends a stream whose filter lost its last collection (after `end_if_reached`: a
+    /// stream that reached its end seqno with the drop ends `Ok`, as on Couchbase).
+    fn end_if_filter_emptied(&mut self) -> Vec<StreamAction> {
+        if self.filter_emptied {
+            return self.end(StreamEndReason::FilterEmpty);
         }
         Vec::new()
     }
@@ -569,13 +679,20 @@ impl ActiveStream {
         self.ready_bytes = 0;
     }
 
-    /// Whether this stream sends `c`: not a prepare or abort unless its consumer enabled
-    /// sync writes, and a change of a collection it sends (or a record of one). A scope
-    /// filter takes in the collections made in its scope as their records pass.
+    /// Whether this stream sends `c`: a change it can see ([`Self::visible`]) of a
+    /// collection it sends ([`Self::passes`]).
     fn shows(&mut self, c: &Change) -> bool {
-        if !c.kind.visible() && !self.opts.sync_writes {
-            return false;
-        }
+        self.visible(c) && self.passes(c)
+    }
+
+    /// Not a prepare or abort, unless the consumer enabled sync writes.
+    fn visible(&self, c: &Change) -> bool {
+        c.kind.visible() || self.opts.sync_writes
+    }
+
+    /// Whether `c` is a change of a collection this stream sends (or a record of one). A
+    /// scope filter takes in the collections made in its scope as their records pass.
+    fn passes(&mut self, c: &Change) -> bool {
         let cid = collection_of(&c.key);
         match self.opts.collections {
             KeyMode::Raw => true,
@@ -617,8 +734,12 @@ impl ActiveStream {
         if c.kind.visible() {
             self.last_visible = c.meta.seqno;
         }
+        self.last_sent = c.meta.seqno;
         if self.opts.collections == KeyMode::Aware {
             if let Some(record) = SystemEvent::decode(&c.key, &c.value) {
+                if let Some(f) = &mut self.filter {
+                    self.filter_emptied |= f.on_record(&record);
+                }
                 let e = crate::system_event::to_dcp(c.meta.seqno, &record);
                 self.push(DcpMessage::SystemEvent(e));
                 return;

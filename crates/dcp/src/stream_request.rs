@@ -2,7 +2,7 @@
 //! (or a rollback point). Follows the reference producer's validation order (protocol.md §4.3),
 //! so a client sees the same answer it would from Couchbase Server.
 
-use crate::filter::{FilterError, FilterRequest};
+use crate::filter::{FilterError, StreamValue};
 use crate::rollback::{decide, ProducerHistory, RollbackDecision};
 use sluice_proto::dcp::{StreamFlags, StreamRequest};
 use sluice_proto::Status;
@@ -21,8 +21,10 @@ pub struct VbView<'a> {
 /// The connection's side of the decision.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConnView {
-    /// A live stream for this vbucket already exists on the connection.
+    /// A live stream of this key (vbucket, and stream id if any) exists on the connection.
     pub stream_exists: bool,
+    /// `enable_stream_id` is on: the request must name a stream id.
+    pub stream_ids: bool,
     pub noop_enabled: bool,
     /// The connection asked for xattrs (which needs noops, as on the reference server).
     pub wants_xattrs: bool,
@@ -41,9 +43,12 @@ pub enum Refused {
     Rollback(Seqno),
 }
 
+/// `value_sent`: the request had a JSON value; `value`: it, parsed
+/// ([`crate::filter::FilterRequest::parse`]).
 pub fn decide_stream_request(
     req: &StreamRequest,
-    json_value: &[u8],
+    value_sent: bool,
+    value: &Result<StreamValue, FilterError>,
     vb: &VbView<'_>,
     conn: &ConnView,
 ) -> Result<Accepted, Refused> {
@@ -84,26 +89,32 @@ pub fn decide_stream_request(
                 .map_or(req.vb_uuid, |e| e.uuid);
         }
     }
-    if !conn.noop_enabled && (conn.wants_xattrs || !json_value.is_empty()) {
+    if !conn.noop_enabled && (conn.wants_xattrs || value_sent) {
         return Err(Refused::Status(
             Status::NotSupported,
             "enable noops (DCP_CONTROL enable_noop) to use xattrs or stream filters",
         ));
     }
-    match FilterRequest::parse(json_value) {
-        Ok(_) => {}
-        Err(FilterError::Invalid) => {
-            return Err(Refused::Status(
-                Status::Einval,
-                "the stream filter is {\"collections\":[hex ids]} or {\"scope\":hex id}",
-            ))
-        }
-        Err(FilterError::StreamId) => {
+    let Ok(value) = value else {
+        return Err(Refused::Status(
+            Status::Einval,
+            "the stream value is {\"collections\":[hex ids]} or {\"scope\":hex id}, with an optional \"sid\"",
+        ));
+    };
+    match (value.sid, conn.stream_ids) {
+        (Some(_), false) => {
             return Err(Refused::Status(
                 Status::DcpStreamIdInvalid,
-                "a stream id needs enable_stream_id, which this server does not offer",
+                "a stream id needs DCP_CONTROL enable_stream_id on the connection",
             ))
         }
+        (None, true) => {
+            return Err(Refused::Status(
+                Status::DcpStreamIdInvalid,
+                "this connection enabled stream ids: the request needs a \"sid\" (1..65535)",
+            ))
+        }
+        _ => {}
     }
     if req.start > req.end {
         return Err(Refused::Status(
@@ -120,7 +131,7 @@ pub fn decide_stream_request(
     if conn.stream_exists {
         return Err(Refused::Status(
             Status::KeyEexists,
-            "a stream for this vbucket is already open on this connection",
+            "a stream for this vbucket (and stream id) is already open on this connection",
         ));
     }
     let history = ProducerHistory {

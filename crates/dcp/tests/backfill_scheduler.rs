@@ -233,11 +233,13 @@ fn run(row: &Row) {
             Next(queued, want) => {
                 let got = match s.next(queued) {
                     None => Want::None,
-                    Some(BackfillTask::Start { vb, stream, after }) => {
-                        Want::Start(vb.0, stream.0, after.0)
-                    }
+                    Some(BackfillTask::Start {
+                        key: vb,
+                        stream,
+                        after,
+                    }) => Want::Start(vb.0, stream.0, after.0),
                     Some(BackfillTask::Read {
-                        vb,
+                        key: vb,
                         stream,
                         backfill,
                     }) => Want::Read(vb.0, stream.0, backfill),

@@ -48,6 +48,14 @@ type systemEvent struct {
 	Name         string `json:"name,omitempty"`
 }
 
+// A SEQNO_ADVANCED (--collections only): the vbucket's position moved to seqno without a
+// message this stream shows.
+type seqnoAdvancedEvent struct {
+	Type  string `json:"type"`
+	Vb    uint16 `json:"vb"`
+	SeqNo uint64 `json:"seqno"`
+}
+
 type endEvent struct {
 	Type   string `json:"type"`
 	Vb     uint16 `json:"vb"`

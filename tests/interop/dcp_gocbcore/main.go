@@ -26,6 +26,8 @@
 //	{"type":"create_collection"|"delete_collection"|"create_scope"|"delete_scope","vb":..,
 //	 "seqno":..,"manifest_uid":..,"scope_id":..,"collection_id":..,"name":..}  (--collections)
 //	(with --collections, document events also carry "collection": its id)
+//	{"type":"seqno_advanced","vb":..,"seqno":..}   (--collections) the position moved to seqno
+//	                                               without a message this stream shows
 //	{"type":"end","vb":..,"reason":"ok"|"closed"|"state_changed"|..}
 //	{"type":"rollback","vb":..,"to":..,"from":..,"snap_start":..,"snap_end":..,"vbuuid":..}
 //	{"type":"stop","reason":"items"|"complete"|"timeout"|"signal"|"fatal"}
@@ -299,7 +301,8 @@ loop:
 		"items": s.items, "vbuckets": len(toOpen), "rollbacks": s.rollback,
 		"mutations": s.counts["mutation"], "deletions": s.counts["deletion"],
 		"expirations": s.counts["expiration"], "snapshots": s.counts["snapshot"],
-		"ends": s.counts["end"], "reopens": s.reopens, "short_ends": s.short,
+		"ends": s.counts["end"], "seqno_advanced": s.counts["seqno_advanced"],
+		"reopens": s.reopens, "short_ends": s.short,
 		"violations": viol, "incomplete_vbuckets": notDone, "stop": reason,
 		"resumed": resumed, "seconds": time.Since(start).Seconds(),
 	}

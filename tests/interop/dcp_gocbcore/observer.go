@@ -49,16 +49,33 @@ func (o observer) SnapshotMarker(m gocbcore.DcpSnapshotMarker) {
 	s.writeEventLocked(snapshotEvent{"snapshot", m.VbID, m.StartSeqNo, m.EndSeqNo, uint32(m.SnapshotType)})
 }
 
-// itemLocked records one mutation/deletion/expiration.
+// itemLocked records one mutation/deletion/expiration (or, with --collections, a scope or
+// collection event): a message that moves the vbucket's position and counts as an item.
 func (s *streamer) itemLocked(kind string, vb uint16, seqno uint64, ev interface{}) {
-	if s.stopped {
+	if !s.advanceLocked(kind, vb, seqno, ev) {
 		return
+	}
+	s.items++
+	if s.opts.stopAfter > 0 && s.items >= s.opts.stopAfter {
+		s.stopped = true
+		s.requestStop("items")
+	}
+}
+
+// advanceLocked checks a message that carries the vbucket's next position (an item, or a
+// SEQNO_ADVANCED) against the stream's snapshot marker and the last seqno received, writes
+// its event, moves the position (st.SeqNo and the snapshot range to resume from) and marks
+// the vbucket done once its target is reached. It reports whether the message was taken
+// (false once stopped or for a vbucket not being streamed).
+func (s *streamer) advanceLocked(kind string, vb uint16, seqno uint64, ev interface{}) bool {
+	if s.stopped {
+		return false
 	}
 	r := s.runs[vb]
 	if r == nil {
 		logf("vb %d: %s seqno %d for a vbucket not being streamed", vb, kind, seqno)
 		s.viol++
-		return
+		return false
 	}
 	st := s.stateFor(vb)
 	if !r.haveMarker {
@@ -82,15 +99,11 @@ func (s *streamer) itemLocked(kind string, vb uint16, seqno uint64, ev interface
 		}
 	}
 	r.itemsInMarker++
-	s.items++
 	s.counts[kind]++
 	if r.target > 0 && st.SeqNo >= r.target {
 		s.markDoneLocked(vb, r)
 	}
-	if s.opts.stopAfter > 0 && s.items >= s.opts.stopAfter {
-		s.stopped = true
-		s.requestStop("items")
-	}
+	return true
 }
 
 func (o observer) Mutation(m gocbcore.DcpMutation) {
@@ -233,9 +246,24 @@ func (o observer) OSOSnapshot(snap gocbcore.DcpOSOSnapshot) {
 	o.s.unexpected("oso_snapshot", snap.VbID, 0)
 }
 
+// SeqNoAdvanced: a collection-aware producer sends it at the end of a snapshot whose last
+// seqno is not a message this stream shows (another collection's item on a filtered stream,
+// a backfill whose tail was filtered out). Its seqno is the client's new position: it must
+// lie in the current snapshot and above the last seqno received, it is saved as the resume
+// point like an item's seqno and it counts toward the vbucket's target (a filtered stream
+// whose last seqnos are another collection's reaches its target only through it). It is no
+// item: it does not count toward --stop-after-items nor the "items" total. A connection
+// without collections must never receive it.
 func (o observer) SeqNoAdvanced(a gocbcore.DcpSeqNoAdvanced) {
-	// Only for collection-aware or filtered streams, which this client does not open.
-	o.s.unexpected("seqno_advanced", a.VbID, a.SeqNo)
+	s := o.s
+	if !s.opts.collections {
+		s.unexpected("seqno_advanced", a.VbID, a.SeqNo)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advanceLocked("seqno_advanced", a.VbID, a.SeqNo,
+		seqnoAdvancedEvent{Type: "seqno_advanced", Vb: a.VbID, SeqNo: a.SeqNo})
 }
 
 // systemEvent: collection/scope events are only sent to collection-aware connections:

@@ -40,6 +40,14 @@ pub const PREPARE_EXTRAS_LEN: usize = 31;
 /// `u64 prepared_seqno, u64 commit_seqno` (or `abort_seqno`).
 pub const COMPLETION_EXTRAS_LEN: usize = 16;
 
+/// The framing extras naming a stream (frame info id 2, two bytes), if it has an id.
+fn stream_id_frame(stream_id: Option<u16>) -> Option<[u8; 3]> {
+    stream_id.map(|sid| {
+        let [hi, lo] = sid.to_be_bytes();
+        [0x22, hi, lo]
+    })
+}
+
 /// Version bytes of v2.x snapshot markers.
 const MARKER_VERSION_2_0: u8 = 0x00;
 const MARKER_VERSION_2_2: u8 = 0x02;
@@ -193,8 +201,23 @@ impl DcpMessage {
     /// Panics if the key is longer than 65,535 bytes or the body larger than 4 GiB: neither
     /// fits the header, and documents are capped far below that (250-byte keys, 20 MiB).
     pub fn encode(&self, vb: VbId, opaque: u32, out: &mut Vec<u8>) -> usize {
+        self.encode_for_stream(vb, opaque, None, out)
+    }
+
+    /// [`DcpMessage::encode`] for a stream the consumer gave an id (`enable_stream_id`):
+    /// the id goes in a stream-id frame info (id 2), so the message is an alt request
+    /// (magic 0x08). `None` encodes exactly as `encode`.
+    pub fn encode_for_stream(
+        &self,
+        vb: VbId,
+        opaque: u32,
+        stream_id: Option<u16>,
+        out: &mut Vec<u8>,
+    ) -> usize {
         let before = out.len();
-        self.with_packet(vb, opaque, |p| p.encode_into(out));
+        let frame = stream_id_frame(stream_id);
+        let fe: &[u8] = frame.as_ref().map_or(&[], |f| f.as_slice());
+        self.with_packet(vb, opaque, |p| (*p).framing_extras(fe).encode_into(out));
         out.len() - before
     }
 
@@ -202,6 +225,11 @@ impl DcpMessage {
     pub fn wire_len(&self) -> usize {
         // Built through the same packet description as `encode`, so the two cannot drift.
         self.with_packet(VbId(0), 0, |p| p.wire_len())
+    }
+
+    /// The bytes [`DcpMessage::encode_for_stream`] appends.
+    pub fn wire_len_for_stream(&self, stream_id: Option<u16>) -> usize {
+        self.wire_len() + stream_id_frame(stream_id).map_or(0, |f| f.len())
     }
 
     /// Describes this message as a [`Packet`] (header, extras, key, value) and hands it to
@@ -304,14 +332,16 @@ impl DcpMessage {
         f(&packet.extras(extras.as_slice()))
     }
 
-    /// Decodes a producer message from a frame whose magic is 0x80 (the inverse of
+    /// Decodes a producer message from a frame whose magic is 0x80, or 0x08 with a stream id
+    /// in its framing extras (the inverse of
     /// [`DcpMessage::encode`]; the frame's vbucket and opaque stay with the caller).
     ///
     /// Accepts v1 and v2.x snapshot markers (v2.2's purge and high prepared seqnos are
     /// dropped), v1 and v2 deletions. Lock time, nmeta and nru of a mutation are ignored, as are the header's
     /// datatype and CAS on messages that carry no document. Never panics.
     pub fn decode(frame: &Frame<'_>) -> Result<DcpMessage, DecodeError> {
-        if frame.magic != Magic::ClientRequest {
+        // Alt requests carry a stream id (read by the caller from the framing extras).
+        if !matches!(frame.magic, Magic::ClientRequest | Magic::AltClientRequest) {
             return Err(DecodeError::UnsupportedMagic(frame.magic.byte()));
         }
         let op = frame.opcode;

@@ -13,6 +13,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Clone, Default)]
 pub struct StreamStats {
     pub vb: u16,
+    /// The consumer's stream id (`enable_stream_id`).
+    pub sid: Option<u16>,
     pub state: &'static str,
     pub opaque: u32,
     pub last_sent_seqno: u64,

@@ -186,7 +186,10 @@ pub fn collect(
                 put(&format!("{p}:paused_reason"), c.paused_reason.to_string());
                 put(&format!("{p}:num_streams"), c.streams.len().to_string());
                 for st in &c.streams {
-                    let sp = format!("{p}:stream_{}", st.vb);
+                    let sp = match st.sid {
+                        None => format!("{p}:stream_{}", st.vb),
+                        Some(sid) => format!("{p}:stream_{}_sid_{sid}", st.vb),
+                    };
                     put(&format!("{sp}_state"), st.state.to_string());
                     put(&format!("{sp}_opaque"), st.opaque.to_string());
                     put(

@@ -18,7 +18,14 @@ const COLLECTIONS: u16 = 0x12;
 const XERROR: u16 = 0x07;
 const JSON: u16 = 0x0b;
 
-async fn rest(admin: SocketAddr, method: Method, path: &str, form: &[(&str, &str)]) -> u64 {
+/// A scopes/collections REST call on bucket `default` as the administrator; the manifest
+/// uid it answers.
+pub(crate) async fn rest(
+    admin: SocketAddr,
+    method: Method,
+    path: &str,
+    form: &[(&str, &str)],
+) -> u64 {
     let who = sluice_client::Credentials::new("Administrator", "password");
     let body = match form.is_empty() {
         true => Body::None,
@@ -40,7 +47,8 @@ async fn rest(admin: SocketAddr, method: Method, path: &str, form: &[(&str, &str
     u64::from_str_radix(a.body["uid"].as_str().unwrap_or("0"), 16).unwrap()
 }
 
-fn key(cid: u32, logical: &[u8]) -> Vec<u8> {
+/// `logical` in collection `cid` (its LEB128 prefix first).
+pub(crate) fn key(cid: u32, logical: &[u8]) -> Vec<u8> {
     let mut k = CollectionId(cid).prefix();
     k.extend_from_slice(logical);
     k

@@ -7,6 +7,7 @@
 mod common;
 
 mod collections;
+mod dcp_streams;
 mod locks;
 mod observe;
 mod random_key;

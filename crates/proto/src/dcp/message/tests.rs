@@ -390,13 +390,36 @@ fn rejects_other_opcodes_and_magics() {
         decode_bytes(&response),
         Err(DecodeError::UnsupportedMagic(0x81))
     );
-    let with_sid = Packet::request(0x5c, 0, 1)
-        .framing_extras(&[0x22, 0x00, 0x01])
-        .to_vec();
+    let server_request = Packet::server_request(0x5c, 1).to_vec();
     assert_eq!(
-        decode_bytes(&with_sid),
-        Err(DecodeError::UnsupportedMagic(0x08))
+        decode_bytes(&server_request),
+        Err(DecodeError::UnsupportedMagic(0x82))
     );
+}
+
+#[test]
+fn with_a_stream_id_every_variant_is_an_alt_request_naming_it() {
+    for msg in every_variant() {
+        let mut out = Vec::new();
+        let n = msg.encode_for_stream(VbId(7), 9, Some(0x0102), &mut out);
+        assert_eq!(n, out.len());
+        assert_eq!(n, msg.wire_len_for_stream(Some(0x0102)), "{msg:?}");
+        assert_eq!(n, msg.wire_len() + 3, "{msg:?}");
+        let f = frame_of(&out);
+        assert_eq!(f.magic, Magic::AltClientRequest);
+        assert_eq!(f.framing_extras, &[0x22, 0x01, 0x02]);
+        let infos = crate::frame_info::parse_frame_infos(f.framing_extras).unwrap();
+        assert_eq!(infos.stream_id, Some(0x0102));
+        assert_eq!((f.vbucket_or_status, f.opaque), (7, 9));
+        assert_eq!(DcpMessage::decode(&f).as_ref(), Ok(&msg));
+        let mut plain = Vec::new();
+        msg.encode_for_stream(VbId(7), 9, None, &mut plain);
+        assert_eq!(
+            frame_of(&plain).magic,
+            Magic::ClientRequest,
+            "no id: classic"
+        );
+    }
 }
 
 #[test]

@@ -42,10 +42,10 @@ use sluice_dcp::noop::NoopAction;
 use sluice_dcp::producer::Producer;
 use sluice_dcp::slot::StreamSlots;
 use sluice_dcp::stream::StreamAction;
+use sluice_dcp::stream_key::StreamKey;
 use sluice_engine::{Backfill, ChangeListener, CursorId, EngineError, QueuedItem};
 use sluice_proto::dcp::OpenFlags;
 use sluice_proto::Feature;
-use sluice_types::VbId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,12 +78,12 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A backfill task's result, for the stream that asked for it.
 enum BackfillDone {
     Started {
-        vb: VbId,
+        key: StreamKey,
         stream: StreamId,
         result: Result<Backfill, EngineError>,
     },
     Chunk {
-        vb: VbId,
+        key: StreamKey,
         stream: StreamId,
         backfill: Backfill,
         items: Result<Vec<Arc<QueuedItem>>, EngineError>,
@@ -98,13 +98,13 @@ struct Conn {
     producer: Producer,
     shared: Arc<ConnShared>,
     wake: Arc<ConnWake>,
-    /// Per vbucket: the current stream's id, its cursor, whether it is a takeover.
+    /// Per stream key: the current stream's id, its cursor, whether it is a takeover.
     slots: StreamSlots<CursorId>,
-    backfills: BackfillScheduler<Backfill>,
+    backfills: BackfillScheduler<Backfill, StreamKey>,
     /// The backfill tasks the scheduler handed out, running on the blocking pool.
     in_flight: JoinSet<BackfillDone>,
     /// Stream actions not carried out yet.
-    actions: VecDeque<(VbId, StreamAction)>,
+    actions: VecDeque<(StreamKey, StreamAction)>,
     /// How values go out: compressed or not, with or without their xattrs.
     form: ValueForm,
 }

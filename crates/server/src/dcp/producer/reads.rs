@@ -10,27 +10,28 @@ use super::{
 use sluice_dcp::backfill::{BackfillTask, StreamId};
 use sluice_dcp::change::Change;
 use sluice_dcp::stream::{StreamAction, StreamState};
+use sluice_dcp::stream_key::StreamKey;
 use sluice_engine::Backfill;
-use sluice_types::{VbId, VbState};
+use sluice_types::VbState;
 use std::time::Instant;
 
 impl Conn {
-    pub(super) fn push_actions(&mut self, vb: VbId, actions: Vec<StreamAction>) {
-        self.actions.extend(actions.into_iter().map(|a| (vb, a)));
+    pub(super) fn push_actions(&mut self, key: StreamKey, actions: Vec<StreamAction>) {
+        self.actions.extend(actions.into_iter().map(|a| (key, a)));
     }
 
     pub(super) fn pump(&mut self, out: &mut Vec<u8>) {
         self.run_actions();
         // Takeover streams that sent everything read so far look at their cursor again
         // (a write may not have woken them: the last one may predate the read).
-        for vb in self.slots.takeovers() {
-            match self.producer.stream(vb) {
+        for key in self.slots.takeovers() {
+            match self.producer.stream(key) {
                 Some(s) if s.is_takeover() => {
                     if s.takeover_reading() && !s.has_ready() {
-                        self.wake.mark_dirty(vb);
+                        self.wake.mark_dirty(key.vb);
                     }
                 }
-                _ => self.slots.end_takeover(vb),
+                _ => self.slots.end_takeover(key),
             }
         }
         self.read_cursors();
@@ -42,10 +43,11 @@ impl Conn {
     }
 
     fn run_actions(&mut self) {
-        while let Some((vb, action)) = self.actions.pop_front() {
+        while let Some((key, action)) = self.actions.pop_front() {
+            let vb = key.vb;
             match action {
                 StreamAction::RegisterCursor { after } => {
-                    let registered = if self.slots.has_cursor(vb) {
+                    let registered = if self.slots.has_cursor(key) {
                         // Ephemeral: the backfill registered it with its scan, after exactly
                         // the seqno the backfill ended at.
                         self.wake.watch(vb, true);
@@ -53,54 +55,57 @@ impl Conn {
                     } else {
                         match self.bucket.engine.stream_cursor(vb, after) {
                             Ok(Some(c)) => {
-                                self.slots.set_cursor(vb, c);
+                                self.slots.set_cursor(key, c);
                                 self.wake.watch(vb, true);
                                 true
                             }
                             Ok(None) => false,
                             Err(_) => {
-                                self.stream_failed(vb);
+                                self.stream_failed(key);
                                 continue;
                             }
                         }
                     };
-                    if let Some(s) = self.producer.stream_mut(vb) {
+                    if let Some(s) = self.producer.stream_mut(key) {
                         let next = s.on_cursor(registered);
-                        self.push_actions(vb, next);
+                        self.push_actions(key, next);
                     }
                 }
                 StreamAction::Backfill { after } => {
-                    let stream = self.slots.id(vb).expect("a stream's vbucket has a slot");
-                    self.backfills.request(vb, stream, after);
+                    let stream = self.slots.id(key).expect("a stream's key has a slot");
+                    self.backfills.request(key, stream, after);
                 }
                 StreamAction::SetVbucketDead => {
                     // From here on writes to the vbucket get NOT_MY_VBUCKET; what was
                     // written before is still in the cursor's way, and is sent next.
                     if let Err(e) = self.bucket.engine.set_vbucket_state(vb, VbState::Dead) {
                         tracing::warn!(%vb, error = %e, "takeover: cannot set the vbucket dead");
-                        self.stream_failed(vb);
+                        self.stream_failed(key);
                         continue;
                     }
                     tracing::info!(%vb, "takeover: vbucket dead here, sending the rest");
                     self.wake.mark_dirty(vb);
                 }
                 StreamAction::ReleaseCursor => {
-                    self.wake.watch(vb, false);
-                    if let Some(c) = self.slots.take_cursor(vb) {
+                    if let Some(c) = self.slots.take_cursor(key) {
                         self.bucket.engine.release_stream_cursor(vb, c);
                     }
-                    self.backfills.cancel(vb);
+                    // Other streams of the vbucket (stream ids) may still read it.
+                    if !self.slots.any_cursor(vb) {
+                        self.wake.watch(vb, false);
+                    }
+                    self.backfills.cancel(key);
                 }
             }
-            self.producer.schedule(vb);
+            self.producer.schedule(key);
         }
     }
 
-    fn stream_failed(&mut self, vb: VbId) {
-        if let Some(s) = self.producer.stream_mut(vb) {
+    fn stream_failed(&mut self, key: StreamKey) {
+        if let Some(s) = self.producer.stream_mut(key) {
             let actions = s.on_state_changed();
-            self.push_actions(vb, actions);
-            self.producer.schedule(vb);
+            self.push_actions(key, actions);
+            self.producer.schedule(key);
         }
     }
 
@@ -108,73 +113,86 @@ impl Conn {
         let buffer_bytes = self.backfills.limits().buffer_bytes;
         let mut queued = self.producer.ready_bytes();
         for vb in self.wake.take_dirty() {
-            if queued >= buffer_bytes {
-                // Nothing more is read until the client drains: look again later.
-                self.wake.mark_dirty(vb);
-                continue;
-            }
-            let Some(&cursor) = self.slots.cursor(vb) else {
-                continue;
-            };
-            let Some(stream) = self.producer.stream_mut(vb) else {
-                continue;
-            };
-            if !matches!(
-                stream.state(),
-                StreamState::InMemory | StreamState::TakeoverSend
-            ) {
-                continue;
-            }
-            if !stream.wants_more(STREAM_READY_BYTES_MAX) {
-                self.wake.mark_dirty(vb);
-                continue;
-            }
-            match self
-                .bucket
-                .engine
-                .read_stream_cursor(vb, cursor, CURSOR_READ_BYTES)
-            {
-                Ok(Some(chunks)) => {
-                    let before = stream.ready_bytes();
-                    let mut any = false;
-                    let mut actions = Vec::new();
-                    for chunk in &chunks {
-                        let items: Vec<Change> = chunk
-                            .items
-                            .iter()
-                            .map(|i| to_change(i, self.form))
-                            .collect();
-                        any |= !items.is_empty();
-                        actions.extend(stream.on_memory_chunk(
-                            chunk.checkpoint_id,
-                            chunk.snap_end,
-                            &items,
-                        ));
-                    }
-                    queued += stream.ready_bytes().saturating_sub(before);
-                    if any {
-                        // There may be more than one read's worth.
-                        self.wake.mark_dirty(vb);
-                    } else if stream.takeover_reading() && !stream.has_ready() {
-                        // A takeover stream that has sent everything moves to its next step.
-                        actions.extend(stream.on_drained());
-                    }
-                    self.push_actions(vb, actions);
-                    self.producer.schedule(vb);
+            // Every stream of the vbucket (several with stream ids) reads its own cursor.
+            for key in self.producer.keys_of(vb) {
+                if queued >= buffer_bytes {
+                    // Nothing more is read until the client drains: look again later.
+                    self.wake.mark_dirty(vb);
+                    break;
                 }
-                Ok(None) => {
-                    let actions = stream.on_cursor_dropped();
-                    self.slots.take_cursor(vb);
-                    self.wake.watch(vb, false);
-                    self.push_actions(vb, actions);
-                    self.producer.schedule(vb);
-                }
-                Err(_) => self.stream_failed(vb),
+                queued += self.read_cursor(key);
             }
         }
         if !self.actions.is_empty() {
             self.run_actions();
         }
+    }
+
+    /// Reads stream `key`'s cursor if it wants more; returns the bytes it queued.
+    fn read_cursor(&mut self, key: StreamKey) -> usize {
+        let vb = key.vb;
+        let Some(&cursor) = self.slots.cursor(key) else {
+            return 0;
+        };
+        let Some(stream) = self.producer.stream_mut(key) else {
+            return 0;
+        };
+        if !matches!(
+            stream.state(),
+            StreamState::InMemory | StreamState::TakeoverSend
+        ) {
+            return 0;
+        }
+        if !stream.wants_more(STREAM_READY_BYTES_MAX) {
+            self.wake.mark_dirty(vb);
+            return 0;
+        }
+        let mut queued = 0;
+        match self
+            .bucket
+            .engine
+            .read_stream_cursor(vb, cursor, CURSOR_READ_BYTES)
+        {
+            Ok(Some(chunks)) => {
+                let before = stream.ready_bytes();
+                let mut any = false;
+                let mut actions = Vec::new();
+                for chunk in &chunks {
+                    let items: Vec<Change> = chunk
+                        .items
+                        .iter()
+                        .map(|i| to_change(i, self.form))
+                        .collect();
+                    any |= !items.is_empty();
+                    actions.extend(stream.on_memory_chunk(
+                        chunk.checkpoint_id,
+                        chunk.snap_end,
+                        &items,
+                    ));
+                }
+                queued = stream.ready_bytes().saturating_sub(before);
+                if any {
+                    // There may be more than one read's worth.
+                    self.wake.mark_dirty(vb);
+                } else if stream.takeover_reading() && !stream.has_ready() {
+                    // A takeover stream that has sent everything moves to its next step.
+                    actions.extend(stream.on_drained());
+                }
+                self.push_actions(key, actions);
+                self.producer.schedule(key);
+            }
+            Ok(None) => {
+                let actions = stream.on_cursor_dropped();
+                self.slots.take_cursor(key);
+                if !self.slots.any_cursor(vb) {
+                    self.wake.watch(vb, false);
+                }
+                self.push_actions(key, actions);
+                self.producer.schedule(key);
+            }
+            Err(_) => self.stream_failed(key),
+        }
+        queued
     }
 
     /// Runs every task the scheduler allows now on the blocking pool.
@@ -184,16 +202,16 @@ impl Conn {
         while let Some(task) = self.backfills.next(queued) {
             let bucket = self.bucket.engine.clone();
             match task {
-                BackfillTask::Start { vb, stream, after } => {
+                BackfillTask::Start { key, stream, after } => {
                     self.in_flight
                         .spawn_blocking(move || BackfillDone::Started {
-                            vb,
+                            key,
                             stream,
-                            result: sluice_engine::run_as_batch(|| bucket.backfill(vb, after)),
+                            result: sluice_engine::run_as_batch(|| bucket.backfill(key.vb, after)),
                         });
                 }
                 BackfillTask::Read {
-                    vb,
+                    key,
                     stream,
                     mut backfill,
                 } => {
@@ -203,7 +221,7 @@ impl Conn {
                             backfill.next_chunk(BACKFILL_CHUNK_BYTES)
                         });
                         BackfillDone::Chunk {
-                            vb,
+                            key,
                             stream,
                             backfill,
                             items,
@@ -214,25 +232,30 @@ impl Conn {
         }
     }
 
-    /// Whether a task's result belongs to `vb`'s live, backfilling stream (the task itself is
-    /// accounted done either way).
-    fn current(&mut self, vb: VbId, stream: StreamId) -> bool {
-        let wanted = self.backfills.task_done(vb, stream);
+    /// Whether a task's result belongs to `key`'s live, backfilling stream (the task itself
+    /// is accounted done either way).
+    fn current(&mut self, key: StreamKey, stream: StreamId) -> bool {
+        let wanted = self.backfills.task_done(key, stream);
         let backfilling = self
             .producer
-            .stream(vb)
+            .stream(key)
             .is_some_and(|s| s.state() == StreamState::Backfilling);
         if wanted && !backfilling {
             // The stream moved on without releasing its backfill: nothing will read it.
-            self.backfills.finish(vb);
+            self.backfills.finish(key);
         }
         wanted && backfilling
     }
 
     pub(super) fn on_backfill_done(&mut self, done: BackfillDone) {
         match done {
-            BackfillDone::Started { vb, stream, result } => {
-                if !self.current(vb, stream) {
+            BackfillDone::Started {
+                key,
+                stream,
+                result,
+            } => {
+                let vb = key.vb;
+                if !self.current(key, stream) {
                     if let Ok(Backfill {
                         cursor: Some(c), ..
                     }) = result
@@ -241,7 +264,7 @@ impl Conn {
                     }
                     return;
                 }
-                let s = self.producer.stream_mut(vb).expect("current");
+                let s = self.producer.stream_mut(key).expect("current");
                 match result {
                     Ok(mut backfill) => {
                         s.on_backfill_begin(sluice_dcp::stream::BackfillRange {
@@ -252,50 +275,53 @@ impl Conn {
                         if let Some(c) = backfill.cursor.take() {
                             // Ephemeral: the cursor was registered with the scan; it is read
                             // once the backfill is done.
-                            self.slots.set_cursor(vb, c);
+                            self.slots.set_cursor(key, c);
                         }
-                        self.backfills.park(vb, stream, backfill);
+                        self.backfills.park(key, stream, backfill);
                     }
                     Err(e) => {
                         tracing::warn!(%vb, error = %e, "backfill could not start");
                         let actions = s.on_backfill_failed();
-                        self.backfills.finish(vb);
-                        self.push_actions(vb, actions);
+                        self.backfills.finish(key);
+                        self.push_actions(key, actions);
                     }
                 }
-                self.producer.schedule(vb);
+                self.producer.schedule(key);
             }
             BackfillDone::Chunk {
-                vb,
+                key,
                 stream,
                 backfill,
                 items,
             } => {
-                if !self.current(vb, stream) {
+                if !self.current(key, stream) {
                     return;
                 }
                 let form = self.form;
-                let s = self.producer.stream_mut(vb).expect("current");
+                let s = self.producer.stream_mut(key).expect("current");
                 match items {
                     Ok(items) if items.is_empty() => {
-                        self.backfills.finish(vb);
+                        self.backfills.finish(key);
                         let actions = s.on_backfill_end();
-                        self.push_actions(vb, actions);
+                        self.push_actions(key, actions);
                     }
                     Ok(items) => {
                         let changes: Vec<Change> =
                             items.iter().map(|i| to_change(i, form)).collect();
-                        s.on_backfill_items(&changes);
-                        self.backfills.park(vb, stream, backfill);
+                        // A filter emptied by a drop in the scan ends the stream here; its
+                        // ReleaseCursor cancels the backfill parked below.
+                        let actions = s.on_backfill_items(&changes);
+                        self.backfills.park(key, stream, backfill);
+                        self.push_actions(key, actions);
                     }
                     Err(e) => {
-                        tracing::warn!(%vb, error = %e, "backfill read failed");
-                        self.backfills.finish(vb);
+                        tracing::warn!(vb = %key.vb, error = %e, "backfill read failed");
+                        self.backfills.finish(key);
                         let actions = s.on_backfill_failed();
-                        self.push_actions(vb, actions);
+                        self.push_actions(key, actions);
                     }
                 }
-                self.producer.schedule(vb);
+                self.producer.schedule(key);
             }
         }
     }

@@ -7,8 +7,9 @@ use crate::exec::{self, Next, Responder};
 use bytes::{Buf, BytesMut};
 use sluice_cluster::NodeId;
 use sluice_dcp::control::{self, ControlError};
-use sluice_dcp::filter::{FilterRequest, KeyMode, StreamFilter, Wanted};
+use sluice_dcp::filter::{FilterError, FilterRequest, KeyMode, StreamFilter, StreamValue, Wanted};
 use sluice_dcp::stream::{ActiveStream, StreamState};
+use sluice_dcp::stream_key::StreamKey;
 use sluice_dcp::stream_request::{decide_stream_request, ConnView, Refused, VbView};
 use sluice_proto::body::failover_log;
 use sluice_proto::dcp::{OpenFlags, StreamFlags};
@@ -84,7 +85,10 @@ impl Conn {
         }
         let mut r = Responder::new(out, frame.opcode, frame.opaque, &self.session);
         match &req.command {
-            Command::Dcp(cmd) => self.dcp_request(req.vb, frame.opaque, cmd, r),
+            Command::Dcp(cmd) => {
+                let sid = req.frame_infos.stream_id;
+                self.dcp_request(req.vb, sid, frame.opaque, cmd, r)
+            }
             Command::Kv(_) | Command::Session(_) | Command::Vbucket(_) => {
                 r.error(
                     Status::NotSupported,
@@ -95,31 +99,33 @@ impl Conn {
         true
     }
 
-    /// A DCP request of the consumer on this producer connection, for `vb` (the header's).
-    fn dcp_request(&mut self, vb: VbId, opaque: u32, cmd: &DcpCommand<'_>, mut r: Responder<'_>) {
+    /// A DCP request of the consumer on this producer connection, for `vb` (the header's)
+    /// and stream id `sid` (the request's stream-id frame info, if any).
+    fn dcp_request(
+        &mut self,
+        vb: VbId,
+        sid: Option<u16>,
+        opaque: u32,
+        cmd: &DcpCommand<'_>,
+        mut r: Responder<'_>,
+    ) {
         match cmd {
-            DcpCommand::Control { key, value } => match control::parse(key, value) {
-                Ok(setting) => {
-                    self.producer.apply(setting, Instant::now());
-                    let p = r.packet(Status::Success);
-                    r.send(p);
+            DcpCommand::Control { key, value } => {
+                match control::parse(key, value)
+                    .and_then(|setting| self.producer.apply(setting, Instant::now()))
+                {
+                    Ok(()) => {
+                        let p = r.packet(Status::Success);
+                        r.send(p);
+                    }
+                    Err(e) => {
+                        let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
+                        r.error(e.status(), why);
+                    }
                 }
-                Err(e) => {
-                    let (ControlError::Invalid(why) | ControlError::NotSupported(why)) = &e;
-                    r.error(e.status(), why);
-                }
-            },
+            }
             DcpCommand::StreamReq { req, value } => self.stream_request(vb, opaque, req, value, r),
-            DcpCommand::CloseStream => match self.producer.stream_mut(vb) {
-                Some(s) if s.state() != StreamState::Dead => {
-                    let actions = s.close();
-                    self.push_actions(vb, actions);
-                    self.producer.schedule(vb);
-                    let p = r.packet(Status::Success);
-                    r.send(p);
-                }
-                _ => r.error(Status::KeyEnoent, "no stream for this vbucket"),
-            },
+            DcpCommand::CloseStream => self.close_stream(vb, sid, r),
             DcpCommand::BufferAck { bytes } => self.producer.flow.on_ack(*bytes),
             DcpCommand::SeqnoAck {
                 in_memory,
@@ -128,6 +134,45 @@ impl Conn {
             DcpCommand::Open { .. } => {
                 r.error(Status::Einval, "this connection is already a DCP producer");
             }
+        }
+    }
+
+    /// CLOSE_STREAM of `vb`'s stream `sid`: the id is required exactly when the connection
+    /// enabled stream ids (DCP_STREAMID_INVALID otherwise, as on Couchbase); an id this
+    /// vbucket has no live stream under is DCP_STREAMID_INVALID too when the vbucket has
+    /// other streams, else KEY_ENOENT.
+    fn close_stream(&mut self, vb: VbId, sid: Option<u16>, mut r: Responder<'_>) {
+        let sid = sid.filter(|s| *s != 0);
+        match (sid, self.producer.stream_ids()) {
+            (Some(_), false) => {
+                return r.error(
+                    Status::DcpStreamIdInvalid,
+                    "a stream id needs DCP_CONTROL enable_stream_id on the connection",
+                )
+            }
+            (None, true) => {
+                return r.error(
+                    Status::DcpStreamIdInvalid,
+                    "this connection enabled stream ids: CLOSE_STREAM needs the stream's id",
+                )
+            }
+            _ => {}
+        }
+        let key = StreamKey { vb, sid };
+        let others = self.producer.has_any_stream_of(vb);
+        match self.producer.stream_mut(key) {
+            Some(s) if s.state() != StreamState::Dead => {
+                let actions = s.close();
+                self.push_actions(key, actions);
+                self.producer.schedule(key);
+                let p = r.packet(Status::Success);
+                r.send(p);
+            }
+            None if sid.is_some() && others => r.error(
+                Status::DcpStreamIdInvalid,
+                "no stream with this id on this vbucket",
+            ),
+            _ => r.error(Status::KeyEnoent, "no stream for this vbucket"),
         }
     }
 
@@ -177,8 +222,10 @@ impl Conn {
             );
             return;
         }
-        // What a collection-aware consumer asked for, checked against the manifest.
-        let filter = match self.stream_filter(value) {
+        // The value is read once: its stream id and what a collection-aware consumer asked
+        // for (checked against the manifest here; its syntax is `decide_stream_request`'s).
+        let parsed = FilterRequest::parse(value);
+        let filter = match self.stream_filter(&parsed) {
             Ok(f) => f,
             Err((status, why)) => {
                 let uid = self.bucket.manifest().uid();
@@ -190,6 +237,10 @@ impl Conn {
                 }
                 return;
             }
+        };
+        let key = StreamKey {
+            vb,
+            sid: parsed.as_ref().ok().and_then(|v| v.sid),
         };
         let info = match self.bucket.engine.stream_info(vb) {
             Ok(info) => info,
@@ -206,11 +257,12 @@ impl Conn {
             failover: &info.failover,
         };
         let conn = ConnView {
-            stream_exists: self.producer.has_stream(vb),
+            stream_exists: self.producer.has_stream(key),
+            stream_ids: self.producer.stream_ids(),
             noop_enabled: self.producer.noop.enabled(),
             wants_xattrs: self.producer.flags.contains(OpenFlags::INCLUDE_XATTRS),
         };
-        match decide_stream_request(sreq, value, &view, &conn) {
+        match decide_stream_request(sreq, !value.is_empty(), &parsed, &view, &conn) {
             Err(Refused::Rollback(seqno)) => {
                 let v = seqno.0.to_be_bytes();
                 let p = r.packet(Status::Rollback).value(&v);
@@ -231,6 +283,9 @@ impl Conn {
                 if let Some(f) = filter {
                     stream = stream.with_filter(f);
                 }
+                if let Some(sid) = key.sid {
+                    stream = stream.with_stream_id(sid);
+                }
                 let takeover = sreq.flags.contains(StreamFlags::TAKEOVER);
                 if takeover {
                     tracing::info!(%vb, name = %self.producer.name, "takeover stream requested");
@@ -238,23 +293,30 @@ impl Conn {
                 }
                 // A finished stream's leftovers (its cursor, its backfill) go before the new
                 // one starts.
-                let (_, old_cursor) = self.slots.open(vb, takeover);
+                let (_, old_cursor) = self.slots.open(key, takeover);
                 if let Some(c) = old_cursor {
                     self.bucket.engine.release_stream_cursor(vb, c);
                 }
-                self.backfills.cancel(vb);
+                self.backfills.cancel(key);
                 let actions = stream.start();
                 self.producer.add_stream(stream);
-                self.push_actions(vb, actions);
-                self.producer.schedule(vb);
+                self.push_actions(key, actions);
+                self.producer.schedule(key);
             }
         }
     }
 
     /// The stream filter a request's value names (`None`: every collection), its ids
     /// checked against the bucket's manifest; syntax errors are `decide_stream_request`'s.
-    fn stream_filter(&self, value: &[u8]) -> Result<Option<StreamFilter>, (Status, &'static str)> {
-        let Ok(Some(wanted)) = FilterRequest::parse(value) else {
+    fn stream_filter(
+        &self,
+        parsed: &Result<StreamValue, FilterError>,
+    ) -> Result<Option<StreamFilter>, (Status, &'static str)> {
+        let Ok(StreamValue {
+            wanted: Some(wanted),
+            ..
+        }) = parsed
+        else {
             return Ok(None);
         };
         if self.producer.collections != KeyMode::Aware {
@@ -264,8 +326,8 @@ impl Conn {
             ));
         }
         let manifest = self.bucket.manifest();
-        match wanted {
-            Wanted::Collections(ids) => {
+        match *wanted {
+            Wanted::Collections(ref ids) => {
                 if let Some(_unknown) = ids
                     .iter()
                     .find(|c| c.0 != 0 && !manifest.has_collection(c.0))
@@ -275,7 +337,7 @@ impl Conn {
                         "the filter names a collection that is not in the manifest",
                     ));
                 }
-                Ok(Some(StreamFilter::collections(ids)))
+                Ok(Some(StreamFilter::collections(ids.iter().copied())))
             }
             Wanted::Scope(sid) => {
                 let known = sid == 0 || manifest.scopes().iter().any(|s| s.id == sid);
@@ -295,24 +357,24 @@ impl Conn {
     }
 
     fn on_vb_state_answer(&mut self, opaque: u32, status: u16) {
-        let Some(vb) = self
+        let Some(key) = self
             .producer
             .streams()
             .find(|s| s.opaque == opaque && s.state() == StreamState::TakeoverWait)
-            .map(|s| s.vb)
+            .map(|s| s.key())
         else {
             tracing::debug!(opaque, "SET_VBUCKET_STATE answer for no waiting takeover");
             return;
         };
-        let stream = self.producer.stream_mut(vb).expect("found");
+        let stream = self.producer.stream_mut(key).expect("found");
         let actions = if status == Status::Success.code() {
             stream.on_vb_state_ack()
         } else {
-            tracing::warn!(%vb, status, "the consumer refused the takeover's state change");
+            tracing::warn!(vb = %key.vb, status, "the consumer refused the takeover's state change");
             stream.on_state_changed()
         };
-        self.push_actions(vb, actions);
-        self.producer.schedule(vb);
+        self.push_actions(key, actions);
+        self.producer.schedule(key);
     }
 }
 

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 impl Conn {
     pub(super) fn release_all(&mut self) {
-        for (vb, c) in self.slots.drain_cursors() {
-            self.bucket.engine.release_stream_cursor(vb, c);
+        for (key, c) in self.slots.drain_cursors() {
+            self.bucket.engine.release_stream_cursor(key.vb, c);
         }
         self.in_flight.abort_all();
     }
@@ -54,6 +54,7 @@ impl Conn {
             let high = highs.get(&s.vb).copied().unwrap_or(0);
             stats.streams.push(StreamStats {
                 vb: s.vb.0,
+                sid: s.sid,
                 state: s.state().name(),
                 opaque: s.opaque,
                 last_sent_seqno: s.last_read().0,
