@@ -9,6 +9,7 @@
 //! | `data_reader[b]` | reading b's documents |
 //! | `data_writer[b]` | writing b's documents (not reading them) |
 //! | `data_dcp_reader[b]` | b's change stream (DCP), and reading b's documents |
+//! | `replication_target[b]` | writing versions made elsewhere into b (`*_WITH_META`, as XDCR does), and reading their metadata |
 //! | `replication_admin` | cross-cluster replication settings; reading the cluster's state |
 //! | `ro_admin` | reading the cluster's state and stats, changing nothing |
 //! | `stats_reader` | `/metrics` and stats |
@@ -44,6 +45,7 @@ pub enum Role {
     DataReader(Buckets),
     DataWriter(Buckets),
     DataDcpReader(Buckets),
+    ReplicationTarget(Buckets),
     ReplicationAdmin,
     RoAdmin,
     StatsReader,
@@ -58,6 +60,8 @@ pub enum Privilege<'a> {
     Write(&'a str),
     /// Open a change stream of a bucket.
     Dcp(&'a str),
+    /// Store versions made elsewhere, with their own CAS and revision (`*_WITH_META`).
+    MetaWrite(&'a str),
     /// Manage a bucket (settings, flush).
     ManageBucket(&'a str),
     /// Any access to a bucket: enough to select it and ask about its vbuckets.
@@ -112,6 +116,10 @@ impl Role {
                 P::Dcp(x) | P::Read(x) | P::AnyOfBucket(x) => b.covers(x),
                 _ => false,
             },
+            Role::ReplicationTarget(b) => match p {
+                P::MetaWrite(x) | P::AnyOfBucket(x) => b.covers(x),
+                _ => false,
+            },
             Role::ReplicationAdmin => matches!(p, P::Replication | P::ClusterRead),
             Role::RoAdmin => matches!(p, P::ClusterRead | P::Stats),
             Role::StatsReader => matches!(p, P::Stats),
@@ -127,6 +135,7 @@ impl Role {
             Role::DataReader(_) => "data_reader",
             Role::DataWriter(_) => "data_writer",
             Role::DataDcpReader(_) => "data_dcp_reader",
+            Role::ReplicationTarget(_) => "replication_target",
             Role::ReplicationAdmin => "replication_admin",
             Role::RoAdmin => "ro_admin",
             Role::StatsReader => "stats_reader",
@@ -139,7 +148,8 @@ impl Role {
             Role::BucketAdmin(b)
             | Role::DataReader(b)
             | Role::DataWriter(b)
-            | Role::DataDcpReader(b) => Some(match b {
+            | Role::DataDcpReader(b)
+            | Role::ReplicationTarget(b) => Some(match b {
                 Buckets::All => "*",
                 Buckets::One(name) => name,
             }),
@@ -191,6 +201,7 @@ impl std::str::FromStr for Role {
             "data_reader" => Ok(Role::DataReader(scope()?)),
             "data_writer" => Ok(Role::DataWriter(scope()?)),
             "data_dcp_reader" => Ok(Role::DataDcpReader(scope()?)),
+            "replication_target" => Ok(Role::ReplicationTarget(scope()?)),
             _ => Err(RoleError::Unknown(name.to_string())),
         }
     }
@@ -252,6 +263,7 @@ mod tests {
             P::Read(b),
             P::Write(b),
             P::Dcp(b),
+            P::MetaWrite(b),
             P::ManageBucket(b),
             P::AnyOfBucket(b),
             P::ClusterRead,
@@ -262,17 +274,18 @@ mod tests {
         ];
         // One row per role: which of `all` it allows, in that order.
         let table = [
-            ("admin", "RWDMA CcSRs"),
-            ("cluster_admin", "RWDMA CcSR-"),
-            ("bucket_admin[default]", "---MA --S--"),
-            ("data_reader[default]", "R---A -----"),
-            ("data_writer[default]", "-W--A -----"),
-            ("data_dcp_reader[default]", "R-D-A -----"),
-            ("replication_admin", "----- C--R-"),
-            ("ro_admin", "----- C-S--"),
-            ("stats_reader", "----- --S--"),
-            ("data_reader[other]", "----- -----"),
-            ("data_reader[*]", "R---A -----"),
+            ("admin", "RWDXMA CcSRs"),
+            ("cluster_admin", "RWDXMA CcSR-"),
+            ("bucket_admin[default]", "----MA --S--"),
+            ("data_reader[default]", "R----A -----"),
+            ("data_writer[default]", "-W---A -----"),
+            ("data_dcp_reader[default]", "R-D--A -----"),
+            ("replication_target[default]", "---X-A -----"),
+            ("replication_admin", "------ C--R-"),
+            ("ro_admin", "------ C-S--"),
+            ("stats_reader", "------ --S--"),
+            ("data_reader[other]", "------ -----"),
+            ("data_reader[*]", "R----A -----"),
         ];
         for (role, row) in table {
             let roles = parse_roles(role).unwrap();

@@ -40,6 +40,40 @@ pub struct StoreRequest<'a> {
     pub store_deleted: bool,
 }
 
+/// What a `*_WITH_META` write stores: a version made elsewhere (another cluster's, through
+/// XDCR) with its own CAS, revision, flags and expiry, if it wins conflict resolution
+/// (`crate::conflict`) against the key's current version, live or a tombstone.
+#[derive(Debug, Clone)]
+pub struct WithMetaRequest<'a> {
+    pub kind: WithMetaKind,
+    pub key: &'a [u8],
+    /// A deletion's value is its xattrs only (datatype XATTR), or empty.
+    pub value: &'a [u8],
+    pub datatype: Datatype,
+    pub flags: u32,
+    /// Absolute Unix seconds; 0 is none.
+    pub expiry: u32,
+    pub rev_seqno: u64,
+    /// The version's CAS (not a check: see `cas_check`).
+    pub cas: Cas,
+    /// The header's CAS: 0, or the CAS the key's current version must have.
+    pub cas_check: Cas,
+    /// Resolve against the current version (off: the incoming version always wins).
+    pub check_conflicts: bool,
+    /// Store under a new local CAS instead of `cas` (only without conflict resolution).
+    pub regenerate_cas: bool,
+}
+
+/// SET_WITH_META, ADD_WITH_META, or DEL_WITH_META as a deletion or (IS_EXPIRATION) an
+/// expiration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithMetaKind {
+    Set,
+    Add,
+    Delete,
+    Expire,
+}
+
 /// A sub-document macro (`${Mutation.CAS}`, `${Mutation.seqno}`) to fill in once the engine
 /// has chosen the mutation's CAS and seqno: 16 hex digits at `at` in the value. The CAS is
 /// written in byte-reversed order, as Couchbase Server writes it (its SDKs undo that).

@@ -41,6 +41,7 @@ mod checkpoint_recovery;
 mod clock;
 mod collections;
 mod config;
+mod conflict;
 mod datatype;
 mod dirty_vbuckets;
 mod error;
@@ -75,7 +76,8 @@ pub use datatype::inflate;
 pub use error::EngineError;
 pub use hash_table::StoredValue;
 pub use item::{
-    ArithmeticRequest, Document, MacroField, MacroSlot, Mutation, Observed, StoreKind, StoreRequest,
+    ArithmeticRequest, Document, MacroField, MacroSlot, Mutation, Observed, StoreKind,
+    StoreRequest, WithMetaKind, WithMetaRequest,
 };
 pub use listeners::ChangeListener;
 pub use memory::MemorySnapshot;

@@ -112,8 +112,12 @@ struct NewVersion {
     value: Bytes,
     deleted: bool,
     op: QueueOp,
-    /// A commit keeps its prepare's CAS; everything else takes a new one.
+    /// A commit keeps its prepare's CAS, a version made elsewhere (`*_WITH_META`) its own;
+    /// everything else takes a new one.
     cas: Option<Cas>,
+    /// A version made elsewhere keeps its revision; everything else counts one more than
+    /// the key's last.
+    rev_seqno: Option<u64>,
 }
 
 /// How a stored version reached its state: deletions and expirations are told apart by the
@@ -254,6 +258,8 @@ impl VbInner {
         debug_assert!(v.op.visible(), "{:?} written as a visible version", v.op);
         self.max_visible_seqno = seqno;
         let cas = v.cas.unwrap_or_else(|| self.hlc.next(ctx.now_unix_ns));
+        // Local CAS values stay above every CAS stored here, whoever made it.
+        self.hlc.observe(cas.0);
         let mut meta = ItemMeta {
             seqno,
             rev_seqno: 0,
@@ -274,7 +280,9 @@ impl VbInner {
                 old.is_some() || !keys_evicted,
                 "a non-resident key is read from disk before it is written"
             );
-            meta.rev_seqno = old.map_or(max_deleted_rev, |o| o.meta.rev_seqno) + 1;
+            meta.rev_seqno = v
+                .rev_seqno
+                .unwrap_or_else(|| old.map_or(max_deleted_rev, |o| o.meta.rev_seqno) + 1);
             was_live = old.is_some_and(|o| !o.meta.deleted);
             had_entry = old.is_some();
             StoredValue {
@@ -385,6 +393,7 @@ impl VbInner {
             deleted: p.meta.deleted,
             op: QueueOp::Commit { prepared },
             cas: Some(p.meta.cas),
+            rev_seqno: None,
         };
         Ok(self.write(&key, v, ctx))
     }
@@ -469,6 +478,7 @@ impl VbInner {
                 deleted: true,
                 op,
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         )
@@ -566,6 +576,7 @@ impl VbInner {
                     false => QueueOp::Mutation,
                 },
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         );
@@ -605,6 +616,7 @@ impl VbInner {
                 deleted: true,
                 op: QueueOp::Deletion,
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         ))
@@ -685,6 +697,7 @@ impl VbInner {
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         );
@@ -736,6 +749,7 @@ impl VbInner {
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         ))
@@ -762,6 +776,7 @@ impl VbInner {
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
+                rev_seqno: None,
             },
             ctx,
         );
@@ -812,6 +827,7 @@ impl VbInner {
                 deleted: false,
                 op: QueueOp::Mutation,
                 cas: None,
+                rev_seqno: None,
             };
             self.write(key, v, ctx);
         }
@@ -850,3 +866,4 @@ mod residency;
 mod sync_write_tests;
 #[cfg(test)]
 mod tests;
+mod with_meta;

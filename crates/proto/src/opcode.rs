@@ -31,7 +31,9 @@ opcodes! {
     DcpAbort = 0x63, DcpSeqnoAdvanced = 0x64, DcpOsoSnapshot = 0x65,
     GetReplica = 0x83, ListBuckets = 0x87, SelectBucket = 0x89, ObserveSeqno = 0x91,
     Observe = 0x92, GetLocked = 0x94, UnlockKey = 0x95, GetFailoverLog = 0x96,
-    GetMeta = 0xa0, GetqMeta = 0xa1, GetClusterConfig = 0xb5, GetRandomKey = 0xb6, SeqnoPersistence = 0xb7,
+    GetMeta = 0xa0, GetqMeta = 0xa1, SetWithMeta = 0xa2, SetqWithMeta = 0xa3,
+    AddWithMeta = 0xa4, AddqWithMeta = 0xa5, DelWithMeta = 0xa8, DelqWithMeta = 0xa9,
+    GetClusterConfig = 0xb5, GetRandomKey = 0xb6, SeqnoPersistence = 0xb7,
     CollectionsGetManifest = 0xba, CollectionsGetId = 0xbb, CollectionsGetScopeId = 0xbc,
     SubdocGet = 0xc5, SubdocExists = 0xc6, SubdocDictAdd = 0xc7, SubdocDictUpsert = 0xc8,
     SubdocDelete = 0xc9, SubdocReplace = 0xca, SubdocArrayPushLast = 0xcb,
@@ -64,6 +66,9 @@ impl Opcode {
                 | PrependQ
                 | GatQ
                 | GetqMeta
+                | SetqWithMeta
+                | AddqWithMeta
+                | DelqWithMeta
         )
     }
 }

@@ -204,3 +204,84 @@ fn accepts_well_formed_requests_with_their_fields() {
         Some(Status::Einval)
     );
 }
+
+#[test]
+fn with_meta_requests_carry_their_version_and_drop_legacy_ext_meta() {
+    use sluice_proto::request::{WithMeta, WithMetaOp, WithMetaOptions};
+    let mut fixed = Vec::new();
+    fixed.extend_from_slice(&7u32.to_be_bytes()); // flags
+    fixed.extend_from_slice(&1_900_000_000u32.to_be_bytes()); // absolute expiry
+    fixed.extend_from_slice(&42u64.to_be_bytes()); // rev seqno
+    fixed.extend_from_slice(&0x1234u64.to_be_bytes()); // cas
+    let meta = |options: u32| WithMeta {
+        flags: 7,
+        expiry: 1_900_000_000,
+        rev_seqno: 42,
+        cas: 0x1234,
+        options: WithMetaOptions(options),
+    };
+    let with = |tail: &[u8]| [&fixed[..], tail].concat();
+    let e24 = with(&[]);
+    assert_eq!(
+        check(req(0xa2).key(b"k").extras(&e24).value(b"{}")),
+        Ok(Command::Kv(KvCommand::WithMeta {
+            op: WithMetaOp::Set,
+            key: b"k",
+            value: b"{}",
+            meta: meta(0),
+        }))
+    );
+    // 26: a legacy ext-meta length, its bytes end the value.
+    let e26 = with(&3u16.to_be_bytes());
+    assert_eq!(
+        check(req(0xa4).key(b"k").extras(&e26).value(b"{}xyz")),
+        Ok(Command::Kv(KvCommand::WithMeta {
+            op: WithMetaOp::Add,
+            key: b"k",
+            value: b"{}",
+            meta: meta(0),
+        }))
+    );
+    // 28: options; 30: options and ext-meta length.
+    let e28 = with(&0x18u32.to_be_bytes());
+    assert_eq!(
+        check(req(0xa8).key(b"k").extras(&e28)),
+        Ok(Command::Kv(KvCommand::WithMeta {
+            op: WithMetaOp::Delete,
+            key: b"k",
+            value: b"",
+            meta: meta(0x18),
+        }))
+    );
+    let e30 = with(&[0, 0, 0, 0x0c, 0, 1]);
+    assert!(matches!(
+        check(req(0xa3).key(b"k").extras(&e30).value(b"vX")),
+        Ok(Command::Kv(KvCommand::WithMeta { value: b"v", .. }))
+    ));
+    let (regen, expiration, unknown) = (
+        with(&0x04u32.to_be_bytes()),
+        with(&0x10u32.to_be_bytes()),
+        with(&0x100u32.to_be_bytes()),
+    );
+    let refused: Vec<(&str, Packet<'_>)> = vec![
+        ("25 bytes of extras", req(0xa2).key(b"k").extras(&[0; 25])),
+        ("no key", req(0xa2).extras(&e24)),
+        (
+            "ext-meta longer than the value",
+            req(0xa2).key(b"k").extras(&e26).value(b"v"),
+        ),
+        (
+            "regenerate CAS with conflict resolution",
+            req(0xa2).key(b"k").extras(&regen),
+        ),
+        (
+            "is-expiration on a set",
+            req(0xa2).key(b"k").extras(&expiration),
+        ),
+        ("an unknown option", req(0xa8).key(b"k").extras(&unknown)),
+    ];
+    for (what, p) in refused {
+        assert_eq!(check(p), Err(Status::Einval), "{what}");
+    }
+    assert!(WithMetaOptions(0x01).check_conflicts() == WithMetaOptions(0x08).check_conflicts());
+}

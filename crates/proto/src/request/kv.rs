@@ -3,7 +3,7 @@
 //! UNLOCK_KEY, GET_RANDOM_KEY, OBSERVE, and the
 //! sub-document commands (validated in `subdoc`).
 
-use super::shape::{be32, be64, check, doc_key, Part, Shape, EMPTY, KEY_ONLY};
+use super::shape::{be16, be32, be64, check, doc_key, Part, Shape, EMPTY, KEY_ONLY};
 use super::subdoc::{self, SubdocCommand};
 use super::ValidateCtx;
 use crate::frame::Frame;
@@ -20,6 +20,52 @@ pub enum StoreOp {
     Set,
     Add,
     Replace,
+}
+
+/// SET_WITH_META, ADD_WITH_META or DEL_WITH_META: a version made elsewhere (another
+/// cluster's, through XDCR), stored with its own CAS, revision and expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithMetaOp {
+    Set,
+    /// Refused (KEY_EEXISTS) when a live document holds the key.
+    Add,
+    Delete,
+}
+
+/// What a `*_WITH_META` request carries about the version it stores (protocol.md §2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WithMeta {
+    pub flags: u32,
+    /// Absolute Unix seconds; 0 is none.
+    pub expiry: u32,
+    pub rev_seqno: u64,
+    pub cas: u64,
+    pub options: WithMetaOptions,
+}
+
+/// The options word of a `*_WITH_META` request (extras of 28 or 30 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WithMetaOptions(pub u32);
+
+impl WithMetaOptions {
+    /// The old FORCE_WITH_META_OP: the same as [`Self::SKIP_CONFLICT_RESOLUTION`].
+    pub const FORCE_WITH_META_OP: u32 = 0x01;
+    /// Required on last-write-wins buckets, refused on revision ones.
+    pub const FORCE_ACCEPT_WITH_META_OPS: u32 = 0x02;
+    /// A new local CAS instead of the request's (only without conflict resolution).
+    pub const REGENERATE_CAS: u32 = 0x04;
+    pub const SKIP_CONFLICT_RESOLUTION: u32 = 0x08;
+    /// DEL_WITH_META only: the deletion is an expiration.
+    pub const IS_EXPIRATION: u32 = 0x10;
+
+    pub fn has(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// Whether the stored version must beat the current one (conflict resolution).
+    pub fn check_conflicts(self) -> bool {
+        !self.has(Self::SKIP_CONFLICT_RESOLUTION) && !self.has(Self::FORCE_WITH_META_OP)
+    }
 }
 
 /// A command on the documents of the selected bucket. Every one but FLUSH names a key.
@@ -105,6 +151,14 @@ pub enum KvCommand<'a> {
     Observe {
         keys: Vec<(u16, &'a [u8])>,
     },
+    /// SET / ADD / DEL_WITH_META (and their quiet forms): `value` without any legacy
+    /// extended metadata that followed it.
+    WithMeta {
+        op: WithMetaOp,
+        key: &'a [u8],
+        value: &'a [u8],
+        meta: WithMeta,
+    },
 }
 
 impl<'a> KvCommand<'a> {
@@ -126,7 +180,8 @@ impl<'a> KvCommand<'a> {
             | KvCommand::Concat { key: k, .. }
             | KvCommand::GetMeta { key: k, .. }
             | KvCommand::GetLocked { key: k, .. }
-            | KvCommand::Unlock { key: k } => *k = key,
+            | KvCommand::Unlock { key: k }
+            | KvCommand::WithMeta { key: k, .. } => *k = key,
             KvCommand::Subdoc(s) => s.key = key,
             KvCommand::Flush { .. }
             | KvCommand::GetRandom { .. }
@@ -161,6 +216,7 @@ impl KvCommand<'_> {
                 | KvCommand::Delete { .. }
                 | KvCommand::Arithmetic { .. }
                 | KvCommand::Concat { .. }
+                | KvCommand::WithMeta { .. }
         ) || matches!(self, KvCommand::Subdoc(s) if s.is_mutation())
     }
 
@@ -169,7 +225,10 @@ impl KvCommand<'_> {
     pub fn carries_document(&self) -> bool {
         matches!(
             self,
-            KvCommand::Store { .. } | KvCommand::Concat { .. } | KvCommand::Subdoc(_)
+            KvCommand::Store { .. }
+                | KvCommand::Concat { .. }
+                | KvCommand::Subdoc(_)
+                | KvCommand::WithMeta { .. }
         )
     }
 
@@ -186,7 +245,8 @@ impl KvCommand<'_> {
             | KvCommand::Concat { key, .. }
             | KvCommand::GetMeta { key, .. }
             | KvCommand::GetLocked { key, .. }
-            | KvCommand::Unlock { key } => Some(key),
+            | KvCommand::Unlock { key }
+            | KvCommand::WithMeta { key, .. } => Some(key),
             KvCommand::Subdoc(s) => Some(s.key),
             KvCommand::Flush { .. }
             | KvCommand::GetRandom { .. }
@@ -213,6 +273,59 @@ fn observe_keys(mut v: &[u8]) -> Result<Vec<(u16, &[u8])>, Status> {
         v = rest;
     }
     Ok(keys)
+}
+
+/// A `*_WITH_META` request whose extras length was checked (24, 26, 28 or 30): the fixed
+/// fields, the options word (28 and 30), and the legacy extended-metadata length (26 and
+/// 30), whose bytes end the value and are dropped, as Couchbase drops them. Option
+/// combinations Couchbase refuses are EINVAL: REGENERATE_CAS needs conflict resolution
+/// skipped, IS_EXPIRATION is a deletion's, and unknown bits are refused.
+fn with_meta<'a>(op: Opcode, f: &Frame<'a>) -> Result<KvCommand<'a>, Status> {
+    use Opcode::*;
+    let e = f.extras;
+    let options = match e.len() {
+        28 | 30 => WithMetaOptions(be32(e, 24)),
+        _ => WithMetaOptions::default(),
+    };
+    let ext_meta = match e.len() {
+        26 => usize::from(be16(e, 24)),
+        30 => usize::from(be16(e, 28)),
+        _ => 0,
+    };
+    let value = f
+        .value
+        .len()
+        .checked_sub(ext_meta)
+        .and_then(|n| f.value.get(..n))
+        .ok_or(Status::Einval)?;
+    let wm = WithMetaOptions::FORCE_WITH_META_OP
+        | WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS
+        | WithMetaOptions::REGENERATE_CAS
+        | WithMetaOptions::SKIP_CONFLICT_RESOLUTION
+        | WithMetaOptions::IS_EXPIRATION;
+    let op = match op {
+        SetWithMeta | SetqWithMeta => WithMetaOp::Set,
+        AddWithMeta | AddqWithMeta => WithMetaOp::Add,
+        _ => WithMetaOp::Delete,
+    };
+    if options.0 & !wm != 0
+        || (options.has(WithMetaOptions::REGENERATE_CAS) && options.check_conflicts())
+        || (options.has(WithMetaOptions::IS_EXPIRATION) && op != WithMetaOp::Delete)
+    {
+        return Err(Status::Einval);
+    }
+    Ok(KvCommand::WithMeta {
+        op,
+        key: doc_key(f)?,
+        value,
+        meta: WithMeta {
+            flags: be32(e, 0),
+            expiry: be32(e, 4),
+            rev_seqno: be64(e, 8),
+            cas: be64(e, 16),
+            options,
+        },
+    })
 }
 
 /// Validates a document opcode; `Ok(None)` for an opcode of another family.
@@ -375,6 +488,14 @@ pub(super) fn validate<'a>(
                 key: doc_key(f)?,
                 want_datatype: f.extras.first() == Some(&0x02),
             }
+        }
+        SetWithMeta | SetqWithMeta | AddWithMeta | AddqWithMeta | DelWithMeta | DelqWithMeta => {
+            shaped(Shape {
+                extras: &[24, 26, 28, 30],
+                key: Part::Required,
+                value: Part::Optional,
+            })?;
+            with_meta(op, f)?
         }
         Flush | FlushQ => {
             shaped(Shape {

@@ -16,7 +16,7 @@ mod subdoc;
 mod vbucket;
 
 pub use dcp::{DcpCommand, DCP_NAME_BYTES_MAX};
-pub use kv::{KvCommand, StoreOp};
+pub use kv::{KvCommand, StoreOp, WithMeta, WithMetaOp, WithMetaOptions};
 pub use session::SessionCommand;
 pub use subdoc::{DocFlags, PathFlags, SubdocCommand, SubdocOp, SubdocSpec, SUBDOC_SPECS_MAX};
 pub use vbucket::VbucketCommand;

@@ -3,7 +3,9 @@
 //!
 //! | commands | need |
 //! |---|---|
-//! | GET, GET_REPLICA, GET_META | read |
+//! | GET, GET_REPLICA | read |
+//! | GET_META | read, or write with meta |
+//! | SET / ADD / DEL_WITH_META | write with meta (`replication_target`, as XDCR's target user) |
 //! | SET, ADD, REPLACE, DELETE, APPEND, PREPEND, TOUCH | write |
 //! | GAT, INCR, DECR (they write and answer the value) | read and write |
 //! | FLUSH | manage the bucket |
@@ -23,6 +25,8 @@ pub struct BucketAccess {
     pub read: bool,
     pub write: bool,
     pub dcp: bool,
+    /// `*_WITH_META` writes (versions made elsewhere, with their own CAS and revision).
+    pub meta_write: bool,
     pub manage: bool,
     /// Any role on the bucket: enough to select it.
     pub any: bool,
@@ -34,6 +38,7 @@ impl BucketAccess {
         read: true,
         write: true,
         dcp: true,
+        meta_write: true,
         manage: true,
         any: true,
     };
@@ -44,6 +49,7 @@ impl BucketAccess {
             read: allows(roles, Privilege::Read(bucket)),
             write: allows(roles, Privilege::Write(bucket)),
             dcp: allows(roles, Privilege::Dcp(bucket)),
+            meta_write: allows(roles, Privilege::MetaWrite(bucket)),
             manage: allows(roles, Privilege::ManageBucket(bucket)),
             any: allows(roles, Privilege::AnyOfBucket(bucket)),
         }
@@ -55,9 +61,16 @@ pub fn refused(session: &Session, command: &Command<'_>) -> Option<&'static str>
     let a = session.access;
     let (ok, why) = match command {
         Command::Kv(kv) => match kv {
+            KvCommand::GetMeta { .. } => (
+                a.read || a.meta_write,
+                "reading metadata needs data_reader or replication_target",
+            ),
+            KvCommand::WithMeta { .. } => (
+                a.meta_write,
+                "writing versions with their metadata needs replication_target",
+            ),
             KvCommand::Get { .. }
             | KvCommand::GetReplica { .. }
-            | KvCommand::GetMeta { .. }
             | KvCommand::GetLocked { .. }
             | KvCommand::Unlock { .. }
             | KvCommand::GetRandom { .. }
@@ -100,6 +113,9 @@ mod tests {
         assert!(!writer.read && writer.write && writer.any);
         let dcp = of("data_dcp_reader[default]");
         assert!(dcp.read && dcp.dcp && !dcp.write);
+        let target = of("replication_target[default]");
+        assert!(target.meta_write && !target.write && !target.read && target.any);
+        assert!(!writer.meta_write);
         assert_eq!(of("admin"), BucketAccess::ALL);
         assert_eq!(of("data_reader[other]"), BucketAccess::default());
         assert_eq!(of("ro_admin"), BucketAccess::default());

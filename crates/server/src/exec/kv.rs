@@ -1,4 +1,5 @@
-//! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META, FLUSH.
+//! Document commands: gets, stores, deletes, counters, append/prepend, touch, GET_META,
+//! SET / ADD / DEL_WITH_META, FLUSH.
 
 use super::keyspace::{self, KeyBuf, KeyRefusal, Keyspace};
 use super::{Held, Next, Responder};
@@ -6,11 +7,14 @@ use crate::bucket_handle::BucketHandle;
 use crate::durability::{DurableWrite, TrackError};
 use crate::node::Node;
 use bytes::Bytes;
-use sluice_engine::{ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest};
-use sluice_proto::request::{KvCommand, Request, StoreOp};
+use sluice_engine::{
+    ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest, WithMetaKind,
+    WithMetaRequest,
+};
+use sluice_proto::request::{KvCommand, Request, StoreOp, WithMetaOp, WithMetaOptions};
 use sluice_proto::{DurabilityLevel, Status};
 use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
-use sluice_types::{Datatype, ItemMeta, VbId};
+use sluice_types::{Cas, Datatype, ItemMeta, VbId};
 use std::time::{Duration, Instant};
 
 /// How long a durable write waits when the client gave no timeout.
@@ -148,6 +152,55 @@ pub fn execute(
                 .map(|m| (m, ()))
         })
         .map(|done| answer(req, cmd, &mut r, done, |()| Vec::new())),
+        KvCommand::WithMeta {
+            op,
+            key,
+            value,
+            meta,
+        } => {
+            // Couchbase's XDCR writes with meta without durability; a bucket's minimum
+            // level is not applied to them either (see the README).
+            if asked.is_some() {
+                r.error(
+                    Status::NotSupported,
+                    "durability with *_WITH_META is not supported",
+                );
+                return Next::Continue;
+            }
+            if meta
+                .options
+                .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS)
+            {
+                r.error(
+                    Status::Einval,
+                    "FORCE_ACCEPT_WITH_META_OPS is for last-write-wins buckets; this bucket resolves conflicts by revision",
+                );
+                return Next::Continue;
+            }
+            let wr = WithMetaRequest {
+                kind: match op {
+                    WithMetaOp::Set => WithMetaKind::Set,
+                    WithMetaOp::Add => WithMetaKind::Add,
+                    WithMetaOp::Delete if meta.options.has(WithMetaOptions::IS_EXPIRATION) => {
+                        WithMetaKind::Expire
+                    }
+                    WithMetaOp::Delete => WithMetaKind::Delete,
+                },
+                key,
+                value,
+                datatype: req.datatype,
+                flags: meta.flags,
+                expiry: meta.expiry,
+                rev_seqno: meta.rev_seqno,
+                cas: Cas(meta.cas),
+                cas_check: cas,
+                check_conflicts: meta.options.check_conflicts(),
+                regenerate_cas: meta.options.has(WithMetaOptions::REGENERATE_CAS),
+            };
+            bucket
+                .store_with_meta(vb, &wr)
+                .map(|m| finish_mutation(req, cmd, None, &mut r, m, &[]))
+        }
         KvCommand::GetMeta { key, want_datatype } => bucket.get_meta(vb, key).map(|g| {
             let m = g.meta;
             let mut extras = Vec::with_capacity(21);

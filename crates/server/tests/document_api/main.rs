@@ -13,4 +13,5 @@ mod observe;
 mod random_key;
 mod subdoc;
 mod tombstones;
+mod with_meta;
 mod xattr_values;

@@ -16,7 +16,7 @@ fn vb(key: &[u8]) -> u16 {
 }
 
 /// `u32 total, (u32 pair_len, key NUL value NUL)…` then the body.
-fn with_section(pairs: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub(crate) fn with_section(pairs: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut section = Vec::new();
     for (k, v) in pairs {
         let pair = [k.as_bytes(), b"\0", v.as_bytes(), b"\0"].concat();
@@ -41,7 +41,7 @@ async fn set_with_datatype(kv: &mut Kv, key: &[u8], datatype: u8, value: &[u8]) 
 }
 
 /// One xattr path read with a single-path lookup.
-async fn xattr(kv: &mut Kv, key: &[u8], path: &[u8]) -> Answer {
+pub(crate) async fn xattr(kv: &mut Kv, key: &[u8], path: &[u8]) -> Answer {
     let mut extras = (path.len() as u16).to_be_bytes().to_vec();
     extras.push(0x04);
     kv.call(

@@ -1,0 +1,218 @@
+//! `*_WITH_META` writes: a version made elsewhere is stored with its own CAS, revision, flags
+//! and expiry when it beats the key's current version by revision (`crate::conflict`). The
+//! current version may be a tombstone, and may be on disk only: then `NeedsFetch`, and the
+//! caller reads it back and asks again, so that a deleted key's history is never ignored.
+//!
+//! The new version gets this vbucket's next seqno (it is a change here like any other, and
+//! streams as one); local CAS values stay above its CAS (`write` moves the clock past it).
+
+use super::{NewVersion, OpCtx, VbInner};
+use crate::checkpoint::QueueOp;
+use crate::conflict::{resolve_by_revision, Resolution, VersionMeta};
+use crate::error::EngineError;
+use crate::item::{Mutation, WithMetaKind, WithMetaRequest};
+use bytes::Bytes;
+use sluice_types::{Cas, Datatype, Expiry, ItemMeta};
+
+impl VbInner {
+    /// `datatype` is what [`crate::datatype::classify`] decided for the value.
+    pub fn store_with_meta(
+        &mut self,
+        req: &WithMetaRequest<'_>,
+        datatype: Datatype,
+        ctx: &OpCtx,
+    ) -> Result<Mutation, EngineError> {
+        self.require_active()?;
+        self.require_not_pending(req.key)?;
+        let current = self.current_meta(req.key, ctx)?;
+        let live = current.filter(|m| !m.deleted);
+        if live.is_some() {
+            self.locks.admit(req.key, req.cas_check, ctx.now_unix_s)?;
+        }
+        match current {
+            None if req.cas_check != Cas::ZERO => return Err(EngineError::KeyNotFound),
+            Some(m) if req.cas_check != Cas::ZERO && m.cas != req.cas_check => {
+                return Err(EngineError::KeyExists)
+            }
+            _ => {}
+        }
+        if req.kind == WithMetaKind::Add && live.is_some() {
+            return Err(EngineError::KeyExists);
+        }
+        let deletion = matches!(req.kind, WithMetaKind::Delete | WithMetaKind::Expire);
+        if let (true, Some(here)) = (req.check_conflicts, current) {
+            let incoming = VersionMeta {
+                rev_seqno: req.rev_seqno,
+                cas: req.cas,
+                expiry: req.expiry,
+                flags: req.flags,
+                xattrs: datatype.is_xattr(),
+            };
+            if resolve_by_revision(&version_of(&here), &incoming, deletion) != Resolution::Accept {
+                return Err(EngineError::KeyExists);
+            }
+        }
+        let cas = match req.regenerate_cas {
+            true => None,
+            false => Some(req.cas),
+        };
+        // A tombstone's expiry says how it came to be (`tombstone_op`): none for a deletion,
+        // set for an expiration.
+        let (expiry, op) = match req.kind {
+            WithMetaKind::Set | WithMetaKind::Add => (Expiry(req.expiry), QueueOp::Mutation),
+            WithMetaKind::Delete => (Expiry::NEVER, QueueOp::Deletion),
+            WithMetaKind::Expire => (Expiry(req.expiry.max(1)), QueueOp::Expiration),
+        };
+        Ok(self.write(
+            req.key,
+            NewVersion {
+                flags: req.flags,
+                expiry,
+                datatype,
+                value: Bytes::copy_from_slice(req.value),
+                deleted: deletion,
+                op,
+                cas,
+                rev_seqno: Some(req.rev_seqno),
+            },
+            ctx,
+        ))
+    }
+}
+
+fn version_of(m: &ItemMeta) -> VersionMeta {
+    VersionMeta {
+        rev_seqno: m.rev_seqno,
+        cas: m.cas,
+        // A tombstone has no expiry to compare (its field tells deletions from expirations).
+        expiry: if m.deleted { 0 } else { m.expiry.0 },
+        flags: m.flags,
+        xattrs: m.datatype.is_xattr(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{ctx, set, vb};
+    use super::*;
+    use crate::item::StoreKind;
+    use sluice_types::Seqno;
+
+    fn wm(kind: WithMetaKind, rev_seqno: u64, cas: u64) -> WithMetaRequest<'static> {
+        WithMetaRequest {
+            kind,
+            key: b"k",
+            value: b"remote",
+            datatype: Datatype::RAW,
+            flags: 9,
+            expiry: 0,
+            rev_seqno,
+            cas: Cas(cas),
+            cas_check: Cas::ZERO,
+            check_conflicts: true,
+            regenerate_cas: false,
+        }
+    }
+
+    fn meta(v: &mut VbInner) -> ItemMeta {
+        v.ht.get(b"k").expect("an entry").meta
+    }
+
+    #[test]
+    fn a_new_key_takes_the_version_as_sent_and_the_next_seqno() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let m = v
+            .store_with_meta(&wm(WithMetaKind::Set, 40, 1 << 60), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!((m.seqno, m.cas), (Seqno(1), Cas(1 << 60)));
+        let got = meta(&mut v);
+        assert_eq!((got.rev_seqno, got.cas, got.flags), (40, Cas(1 << 60), 9));
+        // A local write after it gets a larger CAS and the next revision.
+        let local = v
+            .store(&set(b"k", b"local", StoreKind::Set, 0), Datatype::RAW, &c)
+            .unwrap();
+        assert!(
+            local.cas > Cas(1 << 60),
+            "the clock moved past the remote CAS"
+        );
+        assert_eq!(meta(&mut v).rev_seqno, 41);
+    }
+
+    #[test]
+    fn the_version_with_more_revisions_wins_and_the_loser_is_key_exists() {
+        let mut v = vb();
+        let c = ctx(1000);
+        v.store_with_meta(&wm(WithMetaKind::Set, 10, 500), Datatype::RAW, &c)
+            .unwrap();
+        let behind = v.store_with_meta(&wm(WithMetaKind::Set, 9, 900), Datatype::RAW, &c);
+        assert_eq!(behind.unwrap_err(), EngineError::KeyExists);
+        let same = v.store_with_meta(&wm(WithMetaKind::Set, 10, 500), Datatype::RAW, &c);
+        assert_eq!(same.unwrap_err(), EngineError::KeyExists, "identical");
+        v.store_with_meta(&wm(WithMetaKind::Set, 10, 501), Datatype::RAW, &c)
+            .unwrap();
+        // Without conflict resolution anything goes, under a new CAS if asked.
+        let forced = WithMetaRequest {
+            check_conflicts: false,
+            regenerate_cas: true,
+            ..wm(WithMetaKind::Set, 1, 1)
+        };
+        let m = v.store_with_meta(&forced, Datatype::RAW, &c).unwrap();
+        assert!(m.cas > Cas(501));
+        assert_eq!(meta(&mut v).rev_seqno, 1);
+    }
+
+    #[test]
+    fn deletions_resolve_against_tombstones_and_add_only_beats_no_live_document() {
+        let mut v = vb();
+        let c = ctx(1000);
+        v.store_with_meta(&wm(WithMetaKind::Set, 3, 300), Datatype::RAW, &c)
+            .unwrap();
+        let add = v.store_with_meta(&wm(WithMetaKind::Add, 9, 900), Datatype::RAW, &c);
+        assert_eq!(add.unwrap_err(), EngineError::KeyExists, "a live document");
+        let del = WithMetaRequest {
+            value: b"",
+            ..wm(WithMetaKind::Delete, 4, 400)
+        };
+        v.store_with_meta(&del, Datatype::RAW, &c).unwrap();
+        let t = meta(&mut v);
+        assert!(t.deleted && t.rev_seqno == 4 && t.expiry == Expiry::NEVER);
+        assert_eq!(v.num_items, 0);
+        // The tombstone still takes part: an older version does not bring the key back.
+        let stale = v.store_with_meta(&wm(WithMetaKind::Add, 3, 999), Datatype::RAW, &c);
+        assert_eq!(stale.unwrap_err(), EngineError::KeyExists);
+        v.store_with_meta(&wm(WithMetaKind::Add, 5, 1), Datatype::RAW, &c)
+            .unwrap();
+        assert_eq!(v.num_items, 1);
+        let expire = WithMetaRequest {
+            value: b"",
+            ..wm(WithMetaKind::Expire, 6, 1)
+        };
+        v.store_with_meta(&expire, Datatype::RAW, &c).unwrap();
+        assert_eq!(
+            super::super::tombstone_op(&meta(&mut v)),
+            QueueOp::Expiration
+        );
+    }
+
+    #[test]
+    fn a_cas_check_needs_the_current_version() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let checked = WithMetaRequest {
+            cas_check: Cas(77),
+            ..wm(WithMetaKind::Set, 1, 1)
+        };
+        let none = v.store_with_meta(&checked, Datatype::RAW, &c);
+        assert_eq!(none.unwrap_err(), EngineError::KeyNotFound);
+        v.store_with_meta(&wm(WithMetaKind::Set, 1, 1), Datatype::RAW, &c)
+            .unwrap();
+        let wrong = v.store_with_meta(&checked, Datatype::RAW, &c);
+        assert_eq!(wrong.unwrap_err(), EngineError::KeyExists);
+        let right = WithMetaRequest {
+            cas_check: Cas(1),
+            ..wm(WithMetaKind::Set, 2, 2)
+        };
+        v.store_with_meta(&right, Datatype::RAW, &c).unwrap();
+    }
+}
