@@ -171,18 +171,33 @@ impl VbInner {
 }
 
 impl VbInner {
+    /// The key's version on this replica vbucket: the live document, or with `deleted` its
+    /// current version even when that is a tombstone (a replica-read lookup with
+    /// access-deleted). `NeedsFetch` when only the disk may know.
     fn get_replica(
         &mut self,
         key: &[u8],
         now_unix_s: u32,
+        deleted: bool,
     ) -> Result<crate::item::Document, EngineError> {
         if self.state != VbState::Replica {
             return Err(EngineError::NotMyVbucket);
         }
-        let keys_evicted = self.keys_evicted;
+        let on_disk_only = self.keys_evicted || (deleted && self.tombstones_only_on_disk);
         match self.ht.get(key) {
-            None if keys_evicted => Err(EngineError::NeedsFetch),
+            None if on_disk_only => Err(EngineError::NeedsFetch),
             None => Err(EngineError::KeyNotFound),
+            // The placeholder a disk read that found nothing leaves.
+            Some(sv) if sv.meta.seqno == Seqno::ZERO => Err(EngineError::KeyNotFound),
+            Some(sv) if sv.meta.deleted && deleted => Ok(crate::item::Document {
+                meta: sv.meta,
+                // A tombstone's value is its xattrs, if it kept any.
+                value: match &sv.value {
+                    Some(v) => v.clone(),
+                    None if !sv.meta.datatype.is_xattr() => Bytes::new(),
+                    None => return Err(EngineError::NeedsFetch),
+                },
+            }),
             // A replica never expires items itself (the active sends the expiration), but
             // it does not serve one whose time has passed either.
             Some(sv) if sv.meta.deleted || sv.meta.expiry.is_expired(now_unix_s) => {
@@ -200,7 +215,18 @@ impl Bucket {
     /// GET_REPLICA: a document from a replica vbucket.
     pub fn get_replica(&self, vb: VbId, key: &[u8]) -> Result<crate::item::Document, EngineError> {
         let now = self.ctx().now_unix_s;
-        self.with_vb(vb, |inner| inner.get_replica(key, now))?
+        self.with_vb(vb, |inner| inner.get_replica(key, now, false))?
+    }
+
+    /// A replica vbucket's current version of `key`, a tombstone included (replica-read
+    /// lookups with access-deleted).
+    pub fn get_replica_with_deleted(
+        &self,
+        vb: VbId,
+        key: &[u8],
+    ) -> Result<crate::item::Document, EngineError> {
+        let now = self.ctx().now_unix_s;
+        self.with_vb(vb, |inner| inner.get_replica(key, now, true))?
     }
 
     /// Sets a vbucket's state. Becoming active starts a new failover-log branch at the high

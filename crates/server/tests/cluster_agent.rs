@@ -183,6 +183,44 @@ async fn two_nodes_follow_one_map_and_survive_a_failover() {
     all_readable(nodes[0].kv_addr, &map, 0, "v1").await;
     all_readable(nodes[1].kv_addr, &map, 1, "v1").await;
 
+    // A deleted document: a replica-read lookup finds its tombstone only with
+    // access-deleted (SUBDOC_SUCCESS_DELETED), and nothing without (KEY_ENOENT).
+    let gone = b"deleted-doc".to_vec();
+    let gone_vb = vbucket_of(&gone, VBS).0;
+    let active = owner(&map, gone_vb);
+    assert_eq!(kvs[active].set(&gone, b"v", gone_vb).await.status, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while kvs[1 - active].get_replica(&gone, gone_vb).await.status != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the write replicated"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let del = kvs[active]
+        .call(Packet::request(0x04, gone_vb, 5).key(&gone))
+        .await;
+    assert_eq!(del.status, 0);
+    let replica = &mut kvs[1 - active];
+    while replica.get_replica(&gone, gone_vb).await.status != 0x01 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deletion replicated"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let whole_doc = [0x00, 0x00, 0x00, 0x00];
+    let lookup = |flags: &'static [u8]| {
+        Packet::request(0xd0, gone_vb, 9)
+            .key(&gone)
+            .extras(flags)
+            .value(&whole_doc)
+    };
+    let with_deleted = replica.call(lookup(&[0x20 | 0x04])).await;
+    assert_eq!(with_deleted.status, 0xcd, "SUBDOC_SUCCESS_DELETED");
+    let live_only = replica.call(lookup(&[0x20])).await;
+    assert_eq!(live_only.status, 0x01, "KEY_ENOENT");
+
     // Each node counted what its feed applied, with a latency for every change.
     for (i, n) in nodes.iter().enumerate() {
         let replicated = (0..KEYS)

@@ -77,6 +77,9 @@ enum ReadFrom {
     LiveOrDeleted,
     /// The live document of a replica vbucket here (replica read, lookups only).
     Replica,
+    /// A replica vbucket's current version, even a tombstone (replica read with
+    /// access-deleted).
+    ReplicaOrDeleted,
 }
 
 impl ReadFrom {
@@ -85,7 +88,8 @@ impl ReadFrom {
             flags.has(DocFlags::REPLICA_READ),
             flags.has(DocFlags::ACCESS_DELETED),
         ) {
-            (true, _) => ReadFrom::Replica,
+            (true, true) => ReadFrom::ReplicaOrDeleted,
+            (true, false) => ReadFrom::Replica,
             (false, true) => ReadFrom::LiveOrDeleted,
             (false, false) => ReadFrom::Live,
         }
@@ -106,6 +110,10 @@ fn read(
         }
         ReadFrom::Replica => {
             let doc = handle.engine.get_replica(req.vb, key)?;
+            (doc.meta, doc.value)
+        }
+        ReadFrom::ReplicaOrDeleted => {
+            let doc = handle.engine.get_replica_with_deleted(req.vb, key)?;
             (doc.meta, doc.value)
         }
         ReadFrom::Live => handle
