@@ -6,10 +6,13 @@ import com.couchbase.client.core.error.DocumentExistsException;
 import com.couchbase.client.core.error.DocumentNotFoundException;
 import com.couchbase.client.core.error.subdoc.PathExistsException;
 import com.couchbase.client.core.error.subdoc.PathNotFoundException;
+import com.couchbase.client.core.service.ServiceType;
+import com.couchbase.client.java.Bucket;
 import com.couchbase.client.java.Cluster;
 import com.couchbase.client.java.ClusterOptions;
 import com.couchbase.client.java.Collection;
 import com.couchbase.client.java.codec.RawBinaryTranscoder;
+import com.couchbase.client.java.diagnostics.WaitUntilReadyOptions;
 import com.couchbase.client.java.json.JsonArray;
 import com.couchbase.client.java.json.JsonObject;
 import com.couchbase.client.java.kv.GetResult;
@@ -22,6 +25,7 @@ import com.couchbase.client.java.kv.StoreSemantics;
 
 import java.time.Duration;
 import java.time.Instant;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.UUID;
 
@@ -43,7 +47,13 @@ public final class DocumentApi {
         Cluster cluster = Cluster.connect(args[0], ClusterOptions.clusterOptions(args[1], args[2])
                 .environment(env -> env.timeoutConfig(t -> t.kvTimeout(Duration.ofSeconds(3)))));
         try {
-            col = cluster.bucket(args[3]).defaultCollection();
+            Bucket bucket = cluster.bucket(args[3]);
+            // The bucket opens in the background: wait for it (on the KV service only, the
+            // one Sluice runs) rather than let the first operation's timeout cover it, which
+            // a loaded machine can outlast.
+            bucket.waitUntilReady(Duration.ofSeconds(30), WaitUntilReadyOptions
+                    .waitUntilReadyOptions().serviceTypes(EnumSet.of(ServiceType.KV)));
+            col = bucket.defaultCollection();
             check("lookup_in", DocumentApi::lookupIn);
             check("mutate_in", DocumentApi::mutateIn);
             check("mutate_in_failures", DocumentApi::mutateInFailures);
