@@ -429,40 +429,6 @@ impl Bucket {
         out
     }
 
-    /// SET / ADD / DEL_WITH_META: a version made elsewhere, stored if it wins conflict
-    /// resolution (`KeyExists` if it loses). A deletion's value holds xattrs only.
-    pub fn store_with_meta(
-        &self,
-        vb: VbId,
-        req: &crate::item::WithMetaRequest<'_>,
-    ) -> Result<Mutation, EngineError> {
-        BucketStats::bump(&self.stats.cmd_set);
-        let dt = datatype::classify(req.value, req.datatype, self.config.value_bytes_max)?;
-        let deletion = matches!(
-            req.kind,
-            crate::item::WithMetaKind::Delete | crate::item::WithMetaKind::Expire
-        );
-        if deletion && !req.value.is_empty() {
-            // What a tombstone keeps is its xattrs: a body would be a document.
-            let inflated;
-            let plain = match dt.is_snappy() {
-                true => {
-                    inflated = datatype::inflate(req.value)?;
-                    &inflated[..]
-                }
-                false => req.value,
-            };
-            if !datatype::split_xattrs(dt, plain).1.is_empty() {
-                return Err(EngineError::Invalid(
-                    "a deletion's value holds xattrs only (datatype XATTR, empty body)",
-                ));
-            }
-        }
-        self.mutate(vb, req.key.len() + req.value.len(), |inner, ctx| {
-            inner.store_with_meta(req, dt, ctx)
-        })
-    }
-
     /// DELETE; with `durability`, a durable delete (a prepared tombstone).
     pub fn delete(
         &self,

@@ -5,6 +5,7 @@
 //!
 //! The new version gets this vbucket's next seqno (it is a change here like any other, and
 //! streams as one); local CAS values stay above its CAS (`write` moves the clock past it).
+//! `Bucket::store_with_meta` is the entry point: value checks, then this vbucket's write.
 
 use super::{NewVersion, OpCtx, VbInner};
 use crate::checkpoint::QueueOp;
@@ -12,7 +13,7 @@ use crate::conflict::{resolve_by_revision, Resolution, VersionMeta};
 use crate::error::EngineError;
 use crate::item::{Mutation, WithMetaKind, WithMetaRequest};
 use bytes::Bytes;
-use sluice_types::{Cas, Datatype, Expiry, ItemMeta};
+use sluice_types::{Cas, Datatype, Expiry, ItemMeta, VbId};
 
 impl VbInner {
     /// `datatype` is what [`crate::datatype::classify`] decided for the value.
@@ -77,6 +78,39 @@ impl VbInner {
             },
             ctx,
         ))
+    }
+}
+
+impl crate::bucket::Bucket {
+    /// SET / ADD / DEL_WITH_META: a version made elsewhere, stored if it wins conflict
+    /// resolution (`KeyExists` if it loses). A deletion's value holds xattrs only.
+    pub fn store_with_meta(
+        &self,
+        vb: VbId,
+        req: &WithMetaRequest<'_>,
+    ) -> Result<Mutation, EngineError> {
+        crate::stats::BucketStats::bump(&self.stats.cmd_set);
+        let dt = crate::datatype::classify(req.value, req.datatype, self.config.value_bytes_max)?;
+        let deletion = matches!(req.kind, WithMetaKind::Delete | WithMetaKind::Expire);
+        if deletion && !req.value.is_empty() {
+            // What a tombstone keeps is its xattrs: a body would be a document.
+            let inflated;
+            let plain = match dt.is_snappy() {
+                true => {
+                    inflated = crate::datatype::inflate(req.value)?;
+                    &inflated[..]
+                }
+                false => req.value,
+            };
+            if !crate::datatype::split_xattrs(dt, plain).1.is_empty() {
+                return Err(EngineError::Invalid(
+                    "a deletion's value holds xattrs only (datatype XATTR, empty body)",
+                ));
+            }
+        }
+        self.mutate(vb, req.key.len() + req.value.len(), |inner, ctx| {
+            inner.store_with_meta(req, dt, ctx)
+        })
     }
 }
 
