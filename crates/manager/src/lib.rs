@@ -112,7 +112,10 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         .bucket(&cfg.bucket)
         .expect("the node's own bucket is in the table");
     if let Some(entry) = state.buckets().get(&cfg.bucket) {
-        // Before the KV port serves: a restarted node knows its collections at once.
+        // Before the KV port serves: a restarted node knows its collections at once, and
+        // the map below is rendered with the cluster's bucket uuid, not re-rendered (and
+        // pushed to clients, and re-applied by the agent) once the bucket watcher runs.
+        home.bucket.adopt_cluster_uuid(&entry.def.uuid);
         buckets::install_manifest(&home.bucket, entry);
     }
     if let Some(map) = state.map(&cfg.bucket) {

@@ -186,11 +186,13 @@ impl BucketHandle {
 
     /// Serves `map` from now on, as node `this` listening on `me`. A map older than the one
     /// served is ignored (maps only move forward; a revision may be re-rendered, e.g. once
-    /// ports are bound).
+    /// ports are bound). A rendering identical to the one served wakes no watcher: clients
+    /// would be pushed a map they have, and the cluster agent would apply the map again,
+    /// undoing vbucket states the map does not record yet (a takeover in flight).
     pub fn install_map(&self, map: ClusterMap, this: NodeId, me: &NodeInfo) {
         let view = Arc::new(self.render(map, this, me, self.manifest().uid()));
         self.map.send_if_modified(|current| {
-            if view.rev() < current.rev() {
+            if view.rev() < current.rev() || view.same_rendering(current) {
                 return false;
             }
             *current = view;
@@ -475,6 +477,36 @@ mod tests {
         assert!(watcher.has_changed().unwrap());
         assert_eq!(bucket.cluster_map().rev(), rev.next());
         assert_eq!(shown_uid(&bucket), "1a");
+        bucket.engine.shutdown().unwrap();
+    }
+
+    #[test]
+    fn only_a_map_rendered_differently_wakes_the_watchers() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = open(dir.path());
+        let mut watcher = bucket.watch_cluster_map();
+        let served = bucket.cluster_map();
+
+        // The same map for the same node on the same ports: nothing to tell.
+        bucket.install_map(served.map.clone(), served.this, served.me());
+        assert!(!watcher.has_changed().unwrap(), "an identical rendering");
+
+        // The same revision with another bucket uuid shows something new.
+        assert!(bucket.adopt_cluster_uuid("0123456789abcdef0123456789abcdef"));
+        bucket.install_map(served.map.clone(), served.this, served.me());
+        assert!(
+            watcher.has_changed().unwrap(),
+            "the uuid the map shows changed"
+        );
+        watcher.borrow_and_update();
+        assert_eq!(bucket.cluster_map().rev(), served.rev());
+
+        // Once ports change, the same revision is rendered anew.
+        bucket.install_map(served.map.clone(), served.this, &me(11299));
+        assert!(
+            watcher.has_changed().unwrap(),
+            "the ports this node shows changed"
+        );
         bucket.engine.shutdown().unwrap();
     }
 }

@@ -96,6 +96,16 @@ impl MapView {
     pub fn rev(&self) -> Rev {
         self.map.rev()
     }
+
+    /// Whether `other` shows exactly what this view shows, to the same node: rendering a
+    /// map again need not tell anyone.
+    pub fn same_rendering(&self, other: &MapView) -> bool {
+        self.this == other.this
+            && self.me == other.me
+            && self.map == other.map
+            && self.bucket_json == other.bucket_json
+            && self.global_json == other.global_json
+    }
 }
 
 /// The map of a node alone: every one of `vbuckets` active on it, `replicas` empty slots.
