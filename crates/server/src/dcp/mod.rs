@@ -7,7 +7,8 @@
 //!   cursors, flow control and noops. The decisions are `sluice_dcp`'s; this is the I/O.
 //! - `open`     — DCP_OPEN on an ordinary connection, which then becomes a producer;
 //! - `replication` — the consumer side: follow another node's vbuckets into local replicas
-//!   (the I/O around `sluice_dcp::passive`, which decides retries, rollbacks and acks);
+//!   (the I/O around `sluice_dcp::passive`, which decides retries, rollbacks and acks), and
+//!   `replication/apply` puts each change into the replica vbucket;
 //! - `replication_stats` — what each feed applied, and its replication latency.
 
 pub mod open;

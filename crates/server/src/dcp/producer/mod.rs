@@ -2,8 +2,9 @@
 //! [`Producer`] and its streams, the [`BackfillScheduler`], the per-vbucket [`StreamSlots`]).
 //!
 //! Layout: this file holds the connection and its loop; `requests` answers what the client
-//! sends; `reads` carries out the streams' actions, reads cursors and runs backfill tasks;
-//! `stats` publishes what STAT `dcp` shows.
+//! sends, and `filter` checks the collection filter a stream request names; `reads` carries
+//! out the streams' actions, reads cursors and runs backfill tasks; `stats` publishes what
+//! STAT `dcp` shows.
 //!
 //! Each pass:
 //! 1. carry out the streams' actions (register cursors, request backfills, release cursors);
@@ -25,6 +26,7 @@
 //! adds at most `UNSENT_BYTES_MAX` plus one answer or one message; the input buffer at most
 //! one read chunk and one packet.
 
+mod filter;
 mod reads;
 mod requests;
 mod stats;

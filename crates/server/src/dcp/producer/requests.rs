@@ -7,7 +7,7 @@ use crate::exec::{self, Next, Responder};
 use bytes::{Buf, BytesMut};
 use sluice_cluster::NodeId;
 use sluice_dcp::control::{self, ControlError};
-use sluice_dcp::filter::{FilterError, FilterRequest, KeyMode, StreamFilter, StreamValue, Wanted};
+use sluice_dcp::filter::FilterRequest;
 use sluice_dcp::stream::{ActiveStream, StreamState};
 use sluice_dcp::stream_key::StreamKey;
 use sluice_dcp::stream_request::{decide_stream_request, ConnView, Refused, VbView};
@@ -16,7 +16,6 @@ use sluice_proto::dcp::{OpenFlags, StreamFlags};
 use sluice_proto::request::{validate, Command, DcpCommand, SessionCommand, VbucketCommand};
 use sluice_proto::{decode_frame, Decoded, Frame, Magic, Opcode, Status};
 use sluice_types::limits::PACKET_BODY_BYTES_MAX;
-use sluice_types::CollectionId;
 use sluice_types::{Seqno, VbId};
 use std::time::Instant;
 
@@ -302,56 +301,6 @@ impl Conn {
                 self.producer.add_stream(stream);
                 self.push_actions(key, actions);
                 self.producer.schedule(key);
-            }
-        }
-    }
-
-    /// The stream filter a request's value names (`None`: every collection), its ids
-    /// checked against the bucket's manifest; syntax errors are `decide_stream_request`'s.
-    fn stream_filter(
-        &self,
-        parsed: &Result<StreamValue, FilterError>,
-    ) -> Result<Option<StreamFilter>, (Status, &'static str)> {
-        let Ok(StreamValue {
-            wanted: Some(wanted),
-            ..
-        }) = parsed
-        else {
-            return Ok(None);
-        };
-        if self.producer.collections != KeyMode::Aware {
-            return Err((
-                Status::Einval,
-                "a stream filter needs collections (HELLO) on the connection",
-            ));
-        }
-        let manifest = self.bucket.manifest();
-        match *wanted {
-            Wanted::Collections(ref ids) => {
-                if let Some(_unknown) = ids
-                    .iter()
-                    .find(|c| c.0 != 0 && !manifest.has_collection(c.0))
-                {
-                    return Err((
-                        Status::UnknownCollection,
-                        "the filter names a collection that is not in the manifest",
-                    ));
-                }
-                Ok(Some(StreamFilter::collections(ids.iter().copied())))
-            }
-            Wanted::Scope(sid) => {
-                let known = sid == 0 || manifest.scopes().iter().any(|s| s.id == sid);
-                if !known {
-                    return Err((
-                        Status::UnknownScope,
-                        "the filter names a scope that is not in the manifest",
-                    ));
-                }
-                let ids = manifest
-                    .collection_ids_of_scope(sid)
-                    .into_iter()
-                    .map(CollectionId);
-                Ok(Some(StreamFilter::scope(sid, ids)))
             }
         }
     }

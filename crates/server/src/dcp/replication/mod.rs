@@ -28,17 +28,17 @@
 //! roll back (see `engine/src/replica.rs`). The decisions (when to retry a refused stream, how
 //! to roll back, when to ack) are [`PassiveStreams`]'; this file is the I/O around them.
 
+mod apply;
+
 use crate::bucket_handle::BucketHandle;
-use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
 use crate::node::Node;
+use apply::{apply, complete};
 use sluice_client::dcp::{
-    DcpError, DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
+    DcpError, DcpEvent, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
 };
 use sluice_client::ConnectOptions;
 use sluice_dcp::passive::{rollback_plan, AllEnded, PassiveStreams, RollbackPlan, ACK_INTERVAL};
-use sluice_engine::{
-    EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange, Seqno, SnapshotKind, VbId, VbState,
-};
+use sluice_engine::{EngineError, QueueOp, SnapshotKind, VbId, VbState};
 use sluice_proto::dcp::SnapshotFlags;
 use sluice_types::FailoverLog;
 use std::collections::BTreeSet;
@@ -48,8 +48,6 @@ use tokio::sync::{mpsc, Notify};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// Pause before retrying a change the replica had no memory for.
-const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 
 /// Why a replication connection ended; the connection is opened again after a backoff.
 #[derive(Debug, thiserror::Error)]
@@ -390,75 +388,6 @@ async fn follow(
             {
                 stream.ack_seqno(vb, in_memory, persisted);
             }
-        }
-    }
-}
-
-/// Applies one document change or prepare (`deleted`: a tombstone, or a durable delete's
-/// prepare), waiting out temporary memory pressure.
-async fn apply(
-    bucket: &BucketHandle,
-    stats: &FeedStats,
-    item: DcpItem,
-    op: QueueOp,
-    deleted: bool,
-) -> Result<(), FeedError> {
-    let change = ReplicaChange {
-        meta: ItemMeta {
-            seqno: item.seqno,
-            rev_seqno: item.rev_seqno,
-            cas: item.cas,
-            flags: item.flags,
-            expiry: match op {
-                // A tombstone from an expiry keeps a non-zero expiry (see the engine).
-                QueueOp::Expiration => Expiry(1),
-                _ if deleted => Expiry::NEVER,
-                _ => Expiry(item.expiry),
-            },
-            datatype: item.datatype,
-            deleted,
-            delete_time: item.delete_time.unwrap_or(0),
-        },
-        key: item.key,
-        value: item.value,
-        op,
-    };
-    let bytes = change.key.len() + change.value.len();
-    apply_change(bucket, item.vb, change).await?;
-    stats.record(bytes, item.cas.0, now_unix_ns());
-    Ok(())
-}
-
-/// Applies a commit or an abort: the engine takes the rest from the prepare it holds.
-async fn complete(
-    bucket: &BucketHandle,
-    vb: VbId,
-    key: bytes::Bytes,
-    seqno: Seqno,
-    op: QueueOp,
-) -> Result<(), FeedError> {
-    let change = ReplicaChange {
-        key,
-        value: bytes::Bytes::new(),
-        meta: ItemMeta {
-            seqno,
-            ..ItemMeta::default()
-        },
-        op,
-    };
-    apply_change(bucket, vb, change).await
-}
-
-async fn apply_change(
-    bucket: &BucketHandle,
-    vb: VbId,
-    change: ReplicaChange,
-) -> Result<(), FeedError> {
-    loop {
-        match bucket.engine.apply_replica(vb, change.clone()) {
-            Ok(()) => return Ok(()),
-            Err(EngineError::TempFail) => tokio::time::sleep(TEMPFAIL_WAIT).await,
-            Err(e) => return Err(e.into()),
         }
     }
 }
