@@ -1,14 +1,15 @@
 //! The one thing the client reads from the cluster map: how many vbuckets a key hashes over.
 
 use crate::error::ClientError;
+use sluice_types::cccp::TerseConfig;
 
 /// `vBucketServerMap.vBucketMap`'s length defines N for `vbucket_of(key, N)`.
 pub(crate) fn num_vbuckets(config_json: &[u8]) -> Result<u16, ClientError> {
-    let config: serde_json::Value = serde_json::from_slice(config_json)?;
+    let config: TerseConfig = serde_json::from_slice(config_json)?;
     let n = config
-        .pointer("/vBucketServerMap/vBucketMap")
-        .and_then(|m| m.as_array())
-        .map(|m| m.len())
+        .vbucket_server_map
+        .and_then(|m| m.vbucket_map)
+        .map(|rows| rows.len())
         .ok_or(ClientError::NoVbucketMap)?;
     match u16::try_from(n) {
         Ok(n) if n > 0 => Ok(n),

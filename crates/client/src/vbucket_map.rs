@@ -1,4 +1,5 @@
-//! The terse bucket config (CCCP JSON) parsed into what routing needs: the map's version,
+//! The terse bucket config (CCCP JSON, `sluice_types::cccp`'s model, which the cluster
+//! writes) checked and turned into what routing needs: the map's version,
 //! the KV nodes, and each vbucket's chain of copies. No I/O.
 //!
 //! The fields read (design/clients.md §1.4 and §5):
@@ -13,7 +14,7 @@
 //! Everything else is ignored. A map that breaks any rule is refused with a [`MapError`]: a
 //! client that routed by half a map would send keys to nodes that do not own them.
 
-use serde::Deserialize;
+use sluice_types::cccp::{service, NodeExt, TerseConfig};
 use sluice_types::{vbucket_of, VbId};
 use std::collections::BTreeSet;
 
@@ -85,7 +86,7 @@ pub struct ClusterView {
 impl ClusterView {
     /// Parses and checks a terse bucket config (GET_CLUSTER_CONFIG, NOT_MY_VBUCKET body).
     pub fn parse(json: &[u8]) -> Result<ClusterView, MapError> {
-        let raw: RawConfig = serde_json::from_slice(json)?;
+        let raw: TerseConfig = serde_json::from_slice(json)?;
         build(raw)
     }
 
@@ -137,42 +138,7 @@ impl ClusterView {
     }
 }
 
-/// The config as sent, before any rule is checked. Unknown fields are ignored.
-#[derive(Deserialize)]
-struct RawConfig {
-    rev: Option<i64>,
-    #[serde(rename = "revEpoch")]
-    rev_epoch: Option<i64>,
-    name: Option<String>,
-    #[serde(rename = "nodeLocator")]
-    node_locator: Option<String>,
-    #[serde(rename = "nodesExt")]
-    nodes_ext: Option<Vec<RawNodeExt>>,
-    #[serde(rename = "vBucketServerMap")]
-    server_map: Option<RawServerMap>,
-}
-
-#[derive(Deserialize)]
-struct RawServerMap {
-    #[serde(rename = "hashAlgorithm")]
-    hash_algorithm: Option<String>,
-    #[serde(rename = "numReplicas")]
-    num_replicas: Option<i64>,
-    #[serde(rename = "serverList")]
-    server_list: Option<Vec<String>>,
-    #[serde(rename = "vBucketMap")]
-    vbucket_map: Option<Vec<Vec<i64>>>,
-}
-
-#[derive(Deserialize)]
-struct RawNodeExt {
-    hostname: Option<String>,
-    services: Option<std::collections::BTreeMap<String, i64>>,
-    #[serde(rename = "thisNode", default)]
-    this_node: bool,
-}
-
-fn build(raw: RawConfig) -> Result<ClusterView, MapError> {
+fn build(raw: TerseConfig) -> Result<ClusterView, MapError> {
     let rev = raw.rev.ok_or(MapError::MissingField("rev"))?;
     let epoch = raw.rev_epoch.unwrap_or(0);
     if rev < 0 || epoch < 0 {
@@ -184,7 +150,7 @@ fn build(raw: RawConfig) -> Result<ClusterView, MapError> {
         }
     }
     let sm = raw
-        .server_map
+        .vbucket_server_map
         .ok_or(MapError::MissingField("vBucketServerMap"))?;
     if let Some(hash) = sm.hash_algorithm {
         if hash != "CRC" {
@@ -262,7 +228,7 @@ fn split_host_port(addr: &str) -> Option<(&str, u16)> {
 
 /// Matches each server to its `nodesExt` entry (same host, or no hostname given, and
 /// `services.kv` equal to its port) and takes the management port and `thisNode` from it.
-fn attach_nodes_ext(nodes: &mut [MapNode], ext: &[RawNodeExt]) -> Result<(), MapError> {
+fn attach_nodes_ext(nodes: &mut [MapNode], ext: &[NodeExt]) -> Result<(), MapError> {
     if ext.len() > NODES_MAX {
         return Err(MapError::TooManyServers {
             count: ext.len(),
@@ -290,8 +256,8 @@ fn attach_nodes_ext(nodes: &mut [MapNode], ext: &[RawNodeExt]) -> Result<(), Map
         };
         parsed.push((
             e.hostname.as_deref(),
-            port("kv")?,
-            port("mgmt")?,
+            port(service::KV)?,
+            port(service::MGMT)?,
             e.this_node,
         ));
     }

@@ -22,7 +22,9 @@ use crate::limits::NODES_MAX;
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::VbMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use sluice_types::cccp::{
+    service, Ddocs, LegacyNode, LegacyPorts, NodeExt, TerseConfig, VbucketServerMap,
+};
 use sluice_types::VbId;
 use std::collections::BTreeSet;
 
@@ -168,7 +170,11 @@ impl ClusterMap {
 
     /// The terse bucket config a client gets from GET_CLUSTER_CONFIG or NOT_MY_VBUCKET, for a
     /// bucket with the default collections manifest (uid 0).
-    pub fn terse_bucket_config(&self, bucket: &BucketInfo<'_>, serving: &ServingNode<'_>) -> Value {
+    pub fn terse_bucket_config(
+        &self,
+        bucket: &BucketInfo<'_>,
+        serving: &ServingNode<'_>,
+    ) -> TerseConfig {
         self.terse_bucket_config_with_manifest(bucket, serving, 0)
     }
 
@@ -180,91 +186,100 @@ impl ClusterMap {
         bucket: &BucketInfo<'_>,
         serving: &ServingNode<'_>,
         manifest_uid: u64,
-    ) -> Value {
+    ) -> TerseConfig {
         let name = bucket.name;
         let uuid = bucket.uuid;
-        let caps = bucket_capabilities(bucket.kind);
-        let nodes: Vec<Value> = self
+        let nodes = self
             .nodes
             .iter()
-            .map(|n| {
-                json!({
-                    "couchApiBase": format!("http://{}:{}/{name}", n.host, n.admin_port),
-                    "hostname": format!("{}:{}", n.host, n.admin_port),
-                    "ports": {"direct": n.kv_port},
-                })
+            .map(|n| LegacyNode {
+                couch_api_base: format!("http://{}:{}/{name}", n.host, n.admin_port),
+                hostname: format!("{}:{}", n.host, n.admin_port),
+                ports: LegacyPorts { direct: n.kv_port },
             })
             .collect();
-        let server_list: Vec<String> = self
+        let server_list = self
             .nodes
             .iter()
             .map(|n| format!("{}:{}", n.host, n.kv_port))
             .collect();
-        json!({
-            "rev": self.rev.0,
-            "revEpoch": REV_EPOCH,
-            "name": name,
-            "uuid": uuid,
-            "bucketType": if bucket.kind == BucketKind::Couchbase { "membase" } else { "ephemeral" },
-            "nodeLocator": "vbucket",
-            "uri": format!("/pools/default/buckets/{name}?bucket_uuid={uuid}"),
-            "streamingUri": format!("/pools/default/bucketsStreaming/{name}?bucket_uuid={uuid}"),
-            "bucketCapabilitiesVer": "",
-            "bucketCapabilities": caps,
-            "collectionsManifestUid": format!("{manifest_uid:x}"),
-            "ddocs": {"uri": format!("/pools/default/buckets/{name}/ddocs")},
-            "nodes": nodes,
-            "nodesExt": self.nodes_ext(serving),
-            "clusterCapabilitiesVer": [1, 0],
-            "clusterCapabilities": {},
-            "vBucketServerMap": {
-                "hashAlgorithm": "CRC",
-                "numReplicas": self.replicas(),
-                "serverList": server_list,
-                "vBucketMap": self.vbucket_rows(),
-            },
-        })
+        let kind = match bucket.kind {
+            BucketKind::Couchbase => "membase",
+            BucketKind::Ephemeral => "ephemeral",
+        };
+        TerseConfig {
+            name: Some(name.to_string()),
+            uuid: Some(uuid.to_string()),
+            bucket_type: Some(kind.to_string()),
+            node_locator: Some("vbucket".to_string()),
+            uri: Some(format!("/pools/default/buckets/{name}?bucket_uuid={uuid}")),
+            streaming_uri: Some(format!(
+                "/pools/default/bucketsStreaming/{name}?bucket_uuid={uuid}"
+            )),
+            bucket_capabilities_ver: Some(String::new()),
+            bucket_capabilities: Some(
+                bucket_capabilities(bucket.kind)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+            ),
+            collections_manifest_uid: Some(format!("{manifest_uid:x}")),
+            ddocs: Some(Ddocs {
+                uri: format!("/pools/default/buckets/{name}/ddocs"),
+            }),
+            nodes: Some(nodes),
+            vbucket_server_map: Some(VbucketServerMap {
+                hash_algorithm: Some("CRC".to_string()),
+                num_replicas: Some(i64::from(self.replicas())),
+                server_list: Some(server_list),
+                vbucket_map: Some(self.vbucket_rows()),
+            }),
+            ..self.terse_global_config(serving)
+        }
     }
 
     /// The terse config for a session with no bucket selected.
-    pub fn terse_global_config(&self, serving: &ServingNode<'_>) -> Value {
-        json!({
-            "rev": self.rev.0,
-            "revEpoch": REV_EPOCH,
-            "nodesExt": self.nodes_ext(serving),
-            "clusterCapabilitiesVer": [1, 0],
-            "clusterCapabilities": {},
-        })
+    pub fn terse_global_config(&self, serving: &ServingNode<'_>) -> TerseConfig {
+        let rev = i64::try_from(self.rev.0).expect("a map revision fits an i64");
+        TerseConfig {
+            rev: Some(rev),
+            rev_epoch: Some(i64::try_from(REV_EPOCH).expect("the epoch fits an i64")),
+            nodes_ext: Some(self.nodes_ext(serving)),
+            cluster_capabilities_ver: Some(vec![1, 0]),
+            cluster_capabilities: Some(Default::default()),
+            ..TerseConfig::default()
+        }
     }
 
-    fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<Value> {
-        let mut nodes: Vec<Value> = self
+    fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
+        let entry = |host: &str, kv: u16, mgmt: u16| {
+            let services = [(service::KV, kv), (service::MGMT, mgmt)]
+                .into_iter()
+                .map(|(s, p)| (s.to_string(), i64::from(p)))
+                .collect();
+            NodeExt {
+                hostname: Some(host.to_string()),
+                services: Some(services),
+                this_node: host == serving.host && kv == serving.kv_port,
+            }
+        };
+        let mut nodes: Vec<NodeExt> = self
             .nodes
             .iter()
             .map(|n| {
-                let mut entry = json!({
-                    "services": {"kv": n.kv_port, "mgmt": n.admin_port},
-                    "hostname": n.host,
-                });
-                if let Some(tls) = n.tls {
-                    entry["services"]["kvSSL"] = json!(tls.kv);
-                    entry["services"]["mgmtSSL"] = json!(tls.admin);
+                let mut e = entry(&n.host, n.kv_port, n.admin_port);
+                if let (Some(tls), Some(services)) = (n.tls, e.services.as_mut()) {
+                    services.insert(service::KV_TLS.to_string(), i64::from(tls.kv));
+                    services.insert(service::MGMT_TLS.to_string(), i64::from(tls.admin));
                 }
-                if n.host == serving.host && n.kv_port == serving.kv_port {
-                    entry["thisNode"] = Value::Bool(true);
-                }
-                entry
+                e
             })
             .collect();
         // A node the map does not list yet (joined, not rebalanced in) still answers for
         // the bucket: it lists itself, serving no vbucket. SDKs look for the entry marked
         // `thisNode` in every config they are sent (the C++ SDK aborts without one).
-        if !nodes.iter().any(|n| n.get("thisNode").is_some()) {
-            nodes.push(json!({
-                "services": {"kv": serving.kv_port, "mgmt": serving.admin_port},
-                "hostname": serving.host,
-                "thisNode": true,
-            }));
+        if !nodes.iter().any(|n| n.this_node) {
+            nodes.push(entry(serving.host, serving.kv_port, serving.admin_port));
         }
         nodes
     }
@@ -361,6 +376,12 @@ fn check(nodes: &[NodeInfo], vbmap: &VbMap) -> Result<(), ClusterMapError> {
 mod tests {
     use super::*;
     use crate::vbmap::Chain;
+    use serde_json::{json, Value};
+
+    /// The config as its JSON document, to compare with what clients are sent.
+    fn to_json(config: TerseConfig) -> Value {
+        serde_json::to_value(config).unwrap()
+    }
 
     fn node(id: u32, host: &str, kv_port: u16, admin_port: u16) -> NodeInfo {
         NodeInfo {
@@ -423,7 +444,10 @@ mod tests {
                 "vBucketMap": [[0], [0], [0], [0]],
             },
         });
-        assert_eq!(map.terse_bucket_config(&bucket, &serving), expected);
+        assert_eq!(
+            to_json(map.terse_bucket_config(&bucket, &serving)),
+            expected
+        );
         let global = json!({
             "rev": 1,
             "revEpoch": 1,
@@ -431,7 +455,7 @@ mod tests {
             "clusterCapabilitiesVer": [1, 0],
             "clusterCapabilities": {},
         });
-        assert_eq!(map.terse_global_config(&serving), global);
+        assert_eq!(to_json(map.terse_global_config(&serving)), global);
     }
 
     #[test]
@@ -448,8 +472,11 @@ mod tests {
             admin_port: 8091,
         };
         let uid = |doc: Value| doc["collectionsManifestUid"].clone();
-        assert_eq!(uid(map.terse_bucket_config(&bucket, &serving)), "0");
-        let with = |m| map.terse_bucket_config_with_manifest(&bucket, &serving, m);
+        assert_eq!(
+            uid(to_json(map.terse_bucket_config(&bucket, &serving))),
+            "0"
+        );
+        let with = |m| to_json(map.terse_bucket_config_with_manifest(&bucket, &serving, m));
         assert_eq!(uid(with(0x1f)), "1f");
         assert_eq!(uid(with(u64::MAX)), "ffffffffffffffff");
     }
@@ -467,7 +494,7 @@ mod tests {
             kv_port: 1,
             admin_port: 8091,
         };
-        let doc = map.terse_bucket_config(&bucket, &serving);
+        let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         assert_eq!(doc["bucketType"], "ephemeral");
         assert_eq!(
             doc["bucketCapabilities"],
@@ -514,7 +541,7 @@ mod tests {
             kv_port: 11210,
             admin_port: 8091,
         };
-        let doc = map.terse_bucket_config(&bucket, &serving);
+        let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         assert_eq!(
             doc["nodesExt"][0]["services"],
             json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091})
@@ -548,7 +575,7 @@ mod tests {
             kv_port: 1,
             admin_port: 8091,
         };
-        let doc = map.terse_bucket_config(&bucket, &serving);
+        let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         let server_map = &doc["vBucketServerMap"];
         assert_eq!(server_map["numReplicas"], 2);
         assert_eq!(server_map["serverList"], json!(["a:1", "b:1"]));

@@ -114,6 +114,6 @@ pub fn single_node(me: NodeInfo, replicas: u8, vbuckets: u16) -> ClusterMap {
     ClusterMap::new(vec![me], vbmap).expect("a one-node map is valid")
 }
 
-fn to_bytes(v: &serde_json::Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(v).expect("a JSON value serialises"))
+fn to_bytes(config: &sluice_types::cccp::TerseConfig) -> Bytes {
+    Bytes::from(serde_json::to_vec(config).expect("a terse config serialises"))
 }

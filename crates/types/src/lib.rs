@@ -1,11 +1,12 @@
 //! Domain types shared by every Sluice crate.
 //!
-//! Layout: `collection` (collection ids, LEB128 key prefixes, qualified keys),
+//! Layout: `cccp` (the terse cluster config clients route with), `collection` (collection ids, LEB128 key prefixes, qualified keys),
 //! `system_event` (a vbucket's scope and collection records), `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
 //! (the failover log and its entries), `item` (document metadata as stored and streamed),
 //! `durability` (SyncWrite levels), `hash` (key → vbucket), `limits` (protocol-wide limits).
 #![deny(unsafe_code)]
 
+pub mod cccp;
 pub mod collection;
 mod durability;
 mod failover;
