@@ -3,10 +3,10 @@
 
 use sluice_proto::encode::Packet;
 use sluice_proto::request::{
-    validate, Command, DcpCommand, KvCommand, SessionCommand, ValidateCtx,
+    validate, Command, DcpCommand, KvCommand, SessionCommand, ValidateCtx, VbucketCommand,
 };
 use sluice_proto::{decode_frame, Decoded, Status};
-use sluice_types::{MapVersion, Seqno};
+use sluice_types::{MapVersion, Seqno, VbState};
 
 const CTX: ValidateCtx = ValidateCtx {
     datatype_allowed: 0x01,
@@ -203,6 +203,21 @@ fn accepts_well_formed_requests_with_their_fields() {
         check(req(0x61).extras(&[0; 8]).key(b"k")).err(),
         Some(Status::Einval)
     );
+}
+
+#[test]
+fn get_all_vb_seqnos_names_its_state_filter() {
+    let state = |extras: &[u8]| match check(req(0x48).extras(extras)) {
+        Ok(Command::Vbucket(VbucketCommand::GetAllVbSeqnos { state })) => Ok(state),
+        Ok(other) => panic!("{other:?}"),
+        Err(status) => Err(status),
+    };
+    assert_eq!(state(&[]), Ok(None), "no filter");
+    assert_eq!(state(&[0, 0, 0, 0]), Ok(None), "0: any alive state");
+    assert_eq!(state(&[0, 0, 0, 2]), Ok(Some(VbState::Replica)));
+    // With a collection id after the state.
+    assert_eq!(state(&[0, 0, 0, 1, 0, 0, 0, 8]), Ok(Some(VbState::Active)));
+    assert_eq!(state(&[0, 0, 0, 5]), Err(Status::Einval));
 }
 
 #[test]

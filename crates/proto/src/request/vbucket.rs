@@ -6,14 +6,14 @@ use super::ValidateCtx;
 use crate::frame::Frame;
 use crate::opcode::Opcode;
 use crate::status::Status;
-use sluice_types::{Seqno, VbUuid};
+use sluice_types::{Seqno, VbState, VbUuid};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VbucketCommand {
-    /// Every vbucket's high seqno, optionally only those in one state (the wire's vbucket
-    /// state number, 1 to 4; 0 = any alive state).
+    /// Every vbucket's high seqno, optionally only those in one state (`None`: any alive
+    /// state, as the wire's absent or 0 filter says).
     GetAllVbSeqnos {
-        state: Option<u32>,
+        state: Option<VbState>,
     },
     /// The vbucket's persisted and current seqnos, and whether `vb_uuid` was failed over.
     ObserveSeqno {
@@ -43,10 +43,10 @@ pub(super) fn validate(
                 key: Part::None,
                 value: Part::None,
             })?;
-            let state = (f.extras.len() >= 4).then(|| be32(f.extras, 0));
-            if state.is_some_and(|s| s > 4) {
-                return Err(Status::Einval);
-            }
+            let state = match (f.extras.len() >= 4).then(|| be32(f.extras, 0)) {
+                None | Some(0) => None,
+                Some(wire) => Some(VbState::from_wire(wire).ok_or(Status::Einval)?),
+            };
             VbucketCommand::GetAllVbSeqnos { state }
         }
         ObserveSeqno => {

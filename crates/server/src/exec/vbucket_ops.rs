@@ -7,7 +7,7 @@ use crate::bucket_handle::BucketHandle;
 use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::request::VbucketCommand;
 use sluice_proto::Status;
-use sluice_types::{VbId, VbState};
+use sluice_types::VbId;
 use std::time::Duration;
 
 /// How long SEQNO_PERSISTENCE waits before answering a temporary failure.
@@ -25,10 +25,7 @@ pub fn execute(
     let bucket = &handle.engine;
     let result = match cmd {
         VbucketCommand::GetAllVbSeqnos { state } => {
-            let filter = match state {
-                None | Some(0) => None,
-                Some(s) => VbState::from_wire(*s),
-            };
+            let filter = *state;
             // As Couchbase answers a client without sync replication (or collections, which
             // Sluice does not have yet): the max visible seqno, which its streams reach; the
             // high seqno may be a prepare or an abort they never see.
