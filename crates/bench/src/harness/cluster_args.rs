@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use crate::harness::local_cluster::ClusterSpec;
 use crate::harness::login_args::BenchLogin;
+use crate::scenarios::kv::args::BucketTypeArg;
 
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ClusterArgs {
@@ -56,6 +57,7 @@ impl ClusterArgs {
             data_dir: self.data_dir.as_ref().map(|d| d.join(subdir)),
             memory_quota_mb: self.memory_quota_mb,
             vbuckets: self.vbuckets,
+            bucket_type: BucketTypeArg::Couchbase,
             login,
             scenario,
         }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::login_args::BenchLogin;
 use crate::harness::process::ChildProcess;
+use crate::scenarios::kv::args::BucketTypeArg;
 
 /// Forming a cluster includes one Raft election and one placement per node.
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -26,6 +27,8 @@ pub struct ClusterSpec<'a> {
     /// Bucket quota per node.
     pub memory_quota_mb: u64,
     pub vbuckets: u16,
+    /// The bucket the cluster creates: couchbase (persisted) or ephemeral (memory only).
+    pub bucket_type: BucketTypeArg,
     pub login: &'a BenchLogin,
     /// Names the temporary directory (`sluice-bench-{scenario}-…`).
     pub scenario: &'static str,
@@ -73,6 +76,7 @@ impl LocalCluster {
             .args(["--base-port", &spec.base_port.to_string()])
             .args(["--memory-quota-mb", &spec.memory_quota_mb.to_string()])
             .args(["--vbuckets", &spec.vbuckets.to_string()])
+            .args(["--bucket-type", spec.bucket_type.as_str()])
             // A benchmark must not fail a busy node over.
             .args(["--auto-failover-timeout", "0"])
             // The nodes create this user and bucket; the bench logs in to them.

@@ -11,7 +11,7 @@ use crate::harness::local_cluster::ClusterSpec;
 use crate::harness::login_args::BenchLogin;
 use crate::harness::redis_peer::RedisPersistence;
 use crate::scenarios::durability::row::Level;
-use crate::scenarios::kv::args::parse_value_bytes;
+use crate::scenarios::kv::args::{parse_value_bytes, BucketTypeArg};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -168,6 +168,7 @@ impl DurabilityArgs {
                 .map(|d| d.join(format!("run{}", run + 1))),
             memory_quota_mb: self.memory_quota_mb,
             vbuckets: self.vbuckets,
+            bucket_type: BucketTypeArg::Couchbase,
             login: &self.login,
             scenario: "durability",
         }

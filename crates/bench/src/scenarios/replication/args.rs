@@ -11,9 +11,14 @@ use std::time::Duration;
 
 use crate::harness::local_cluster::ClusterSpec;
 use crate::harness::redis_peer::RedisPersistence;
-use crate::scenarios::kv::args::{parse_rate, parse_value_bytes};
+use crate::scenarios::kv::args::{parse_rate, parse_value_bytes, BucketTypeArg};
 use crate::scenarios::replication::background::Cadence;
 use crate::scenarios::replication::column::Column;
+
+/// Results written before `--bucket-type` existed ran on a couchbase bucket.
+fn couchbase() -> BucketTypeArg {
+    BucketTypeArg::Couchbase
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -122,6 +127,13 @@ pub struct ReplArgs {
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub xdcr_every_ms: u64,
 
+    /// The bucket of the started cluster: `couchbase` persists every write, `ephemeral`
+    /// keeps memory only (the same ladder without the disk, to tell persistence's share of
+    /// the latency from the replication path's).
+    #[arg(long, value_enum, default_value_t = BucketTypeArg::Couchbase)]
+    #[serde(default = "couchbase")]
+    pub bucket_type: BucketTypeArg,
+
     /// Also run the same load against a peer, in the same run.
     #[arg(long, value_enum)]
     pub vs: Option<ReplPeer>,
@@ -168,6 +180,7 @@ impl ReplArgs {
                 .map(|d| d.join(format!("run{}", run + 1))),
             memory_quota_mb: self.memory_quota_mb,
             vbuckets: self.vbuckets,
+            bucket_type: self.bucket_type,
             login: &self.login,
             scenario: "repl",
         }

@@ -402,14 +402,16 @@ impl ReplReport {
         let mut md = String::new();
         md.push_str("# Replication (seeds 000 and 001)\n\n");
         md.push_str(&format!("Command: `{}`\n\n", self.command));
-        let setup = if a.connect.is_empty() {
-            format!(
-                "a local cluster of {} nodes, {} replica(s), {} vbuckets, {} MiB quota per node",
-                a.nodes, a.replicas, a.vbuckets, a.memory_quota_mb
+        let setup =
+            if a.connect.is_empty() {
+                format!(
+                "a local cluster of {} nodes, {} replica(s), {} vbuckets, {} MiB quota per node, \
+                 a {} bucket",
+                a.nodes, a.replicas, a.vbuckets, a.memory_quota_mb, a.bucket_type.as_str()
             )
-        } else {
-            format!("the cluster at {}", a.connect.join(","))
-        };
+            } else {
+                format!("the cluster at {}", a.connect.join(","))
+            };
         md.push_str(&format!(
             "Setup: {setup}. {} items of {} B prefilled, then open-loop sets over the same keys \
              at each rate for {} s ({} s warm-up not measured), {} writers. Replication \
