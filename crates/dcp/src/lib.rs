@@ -17,6 +17,7 @@
 //! - `backfill` — a producer connection's backfills: which to start and read, within bounds;
 //! - `passive` — the consumer's decisions: retries of refused streams, rollback, acks;
 //! - `seqno_acks` — when a replica acknowledges applied and persisted seqnos;
+//! - `sent_stamps` — which encoded documents a socket write took (replication's "sent" stage);
 //! - `durability` — the active's SyncWrites: which prepares to commit or abort, and when.
 #![deny(unsafe_code)]
 // A decoder never panics on what it reads: every index is checked (`get`, `split_at_checked`).
@@ -32,6 +33,7 @@ pub mod noop;
 pub mod passive;
 pub mod producer;
 pub mod rollback;
+pub mod sent_stamps;
 pub mod seqno_acks;
 pub mod slot;
 pub mod stream;

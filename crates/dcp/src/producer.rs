@@ -14,6 +14,7 @@ use crate::control::{ControlError, ControlSetting, Priority};
 use crate::filter::KeyMode;
 use crate::flow_control::FlowControl;
 use crate::noop::NoopTimer;
+use crate::sent_stamps::SentStamps;
 use crate::stream::{ActiveStream, StreamOptions};
 use crate::stream_key::StreamKey;
 use sluice_proto::dcp::{DcpMessage, OpenFlags};
@@ -48,6 +49,9 @@ pub struct Producer {
     /// Everything this connection sent (streams come and go; these do not reset).
     pub bytes_sent: u64,
     pub items_sent: u64,
+    /// Set on connections whose sends are timed (another member's replication): every
+    /// document and prepare [`Producer::fill`] encodes is noted with its CAS.
+    pub sent_stamps: Option<SentStamps>,
 }
 
 impl Producer {
@@ -71,6 +75,7 @@ impl Producer {
             next_noop_opaque: 0x1000_0000,
             bytes_sent: 0,
             items_sent: 0,
+            sent_stamps: None,
         }
     }
 
@@ -232,6 +237,18 @@ impl Producer {
                 continue;
             };
             let n = msg.encode_for_stream(key.vb, stream.opaque, key.sid, out);
+            if let Some(stamps) = self.sent_stamps.as_mut() {
+                let cas = match &msg {
+                    DcpMessage::Mutation(d)
+                    | DcpMessage::Deletion(d)
+                    | DcpMessage::Expiration(d) => Some(d.cas),
+                    DcpMessage::Prepare(p) => Some(p.doc.cas),
+                    _ => None,
+                };
+                if let Some(cas) = cas {
+                    stamps.note(out.len(), cas.0);
+                }
+            }
             self.flow.on_sent(n);
             self.bytes_sent += n as u64;
             if matches!(

@@ -61,6 +61,7 @@ pub use credentials::{
     RecordError, UserError,
 };
 pub use dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
+pub use dcp::stages::{Stage, StageLatency};
 pub use node::Node;
 pub use node_error::OpenError;
 pub use placement::Placement;

@@ -178,7 +178,6 @@ fn encode_dcp(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::f
 /// Per replication feed into this node (labelled by its name): changes and bytes applied,
 /// and the replication-latency histogram (write on the active → apply here).
 fn encode_replication(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-    use crate::dcp::replication_stats::EXPORT_BUCKETS_US;
     let feeds = node.replication.snapshot();
     type Get = fn(&crate::dcp::replication_stats::FeedStats) -> u64;
     let counters: [(&str, &str, Get); 2] = [
@@ -208,26 +207,40 @@ fn encode_replication(node: &Node, encoder: &mut DescriptorEncoder) -> Result<()
         MetricType::Histogram,
     )?;
     for (feed, stats) in &feeds {
-        let h = stats.latency();
-        let mut buckets = Vec::with_capacity(EXPORT_BUCKETS_US.len() + 1);
-        let mut below = 0;
-        for bound in EXPORT_BUCKETS_US {
-            let upto = h.count_between(0, bound);
-            buckets.push((bound as f64 / 1e6, upto - below));
-            below = upto;
-        }
-        buckets.push((f64::INFINITY, h.len() - below));
-        let sum = h.mean() * h.len() as f64 / 1e6;
         let labels = [("feed", feed.as_str())];
-        let mut m = family.encode_family(&labels)?;
-        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-            sum,
-            h.len(),
-            &buckets,
-            None,
-        )?;
+        encode_us_histogram(&stats.latency(), family.encode_family(&labels)?)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "replication_stage_latency_seconds",
+        "from the write on the active to each stage of its replication through this node: \
+         cursor_read and sent (this node's producers), received and applied (its replicas)",
+        None,
+        MetricType::Histogram,
+    )?;
+    for stage in crate::dcp::stages::Stage::ALL {
+        let h = node.replication.stages.snapshot(stage);
+        let labels = [("stage", stage.name())];
+        encode_us_histogram(&h, family.encode_family(&labels)?)?;
     }
     Ok(())
+}
+
+/// A histogram of µs as a Prometheus histogram in seconds, over `EXPORT_BUCKETS_US`.
+fn encode_us_histogram(
+    h: &hdrhistogram::Histogram<u64>,
+    mut m: prometheus_client::encoding::MetricEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    use crate::dcp::replication_stats::EXPORT_BUCKETS_US;
+    let mut buckets = Vec::with_capacity(EXPORT_BUCKETS_US.len() + 1);
+    let mut below = 0;
+    for bound in EXPORT_BUCKETS_US {
+        let upto = h.count_between(0, bound);
+        buckets.push((bound as f64 / 1e6, upto - below));
+        below = upto;
+    }
+    buckets.push((f64::INFINITY, h.len() - below));
+    let sum = h.mean() * h.len() as f64 / 1e6;
+    m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, h.len(), &buckets, None)
 }
 
 /// The registry for `/metrics`, every name prefixed `sluice_`.

@@ -9,13 +9,15 @@
 //! - `replication` — the consumer side: follow another node's vbuckets into local replicas
 //!   (the I/O around `sluice_dcp::passive`, which decides retries, rollbacks and acks), and
 //!   `replication/apply` puts each change into the replica vbucket;
-//! - `replication_stats` — what each feed applied, and its replication latency.
+//! - `replication_stats` — what each feed applied, and its replication latency;
+//! - `stages` — where a replicated write's time goes, stage by stage (both sides).
 
 pub mod open;
 pub mod producer;
 pub mod registry;
 pub mod replication;
 pub mod replication_stats;
+pub mod stages;
 pub mod wake;
 
 pub use registry::DcpRegistry;

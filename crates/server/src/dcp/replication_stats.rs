@@ -56,10 +56,12 @@ impl FeedStats {
     }
 }
 
-/// Every feed this node runs or ran since it started, by feed name.
+/// Every feed this node runs or ran since it started, by feed name, and the stage timings
+/// of replicated writes through this node (its producers' and its consumers').
 #[derive(Default)]
 pub struct ReplicationStats {
     feeds: Mutex<BTreeMap<String, Arc<FeedStats>>>,
+    pub stages: crate::dcp::stages::StageLatency,
 }
 
 impl ReplicationStats {

@@ -3,11 +3,13 @@
 //! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
 //! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals),
 //! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles;
-//! and the summed high seqnos of the active and of the replica vbuckets).
+//! the summed high seqnos of the active and of the replica vbuckets; and per stage of a
+//! replicated write, its count, percentiles and histogram, see `dcp/stages.rs`).
 //! An unknown group answers KEY_ENOENT.
 
 use super::{Next, Responder};
 use crate::bucket_handle::BucketHandle;
+use crate::dcp::stages::{encode_histogram, Stage};
 use crate::node::Node;
 use sluice_proto::Status;
 use std::sync::atomic::Ordering;
@@ -245,6 +247,20 @@ pub fn collect(
                     );
                 }
                 put(&format!("{p}:latency_max_us"), h.max().to_string());
+            }
+            // Where replicated writes through this node spend their time (dcp/stages.rs).
+            for stage in Stage::ALL {
+                let h = node.replication.stages.snapshot(stage);
+                let p = format!("stage:{}", stage.name());
+                put(&format!("{p}:count"), h.len().to_string());
+                for (q, label) in [(0.5, "p50"), (0.99, "p99")] {
+                    put(
+                        &format!("{p}:{label}_us"),
+                        h.value_at_quantile(q).to_string(),
+                    );
+                }
+                put(&format!("{p}:max_us"), h.max().to_string());
+                put(&format!("{p}:hist"), encode_histogram(&h));
             }
         }
         "dcpagg" => {

@@ -32,6 +32,8 @@ mod requests;
 mod stats;
 
 use super::registry::ConnShared;
+use super::replication_stats::now_unix_ns;
+use super::stages::Stage;
 use super::wake::ConnWake;
 use crate::bucket_handle::BucketHandle;
 use crate::node::Node;
@@ -42,6 +44,7 @@ use sluice_dcp::backfill::{BackfillLimits, BackfillScheduler, StreamId};
 use sluice_dcp::filter::KeyMode;
 use sluice_dcp::noop::NoopAction;
 use sluice_dcp::producer::Producer;
+use sluice_dcp::sent_stamps::SentStamps;
 use sluice_dcp::slot::StreamSlots;
 use sluice_dcp::stream::StreamAction;
 use sluice_dcp::stream_key::StreamKey;
@@ -76,6 +79,9 @@ const UNSENT_BYTES_MAX: usize = 2 * OUT_HIGH_BYTES;
 const PASS_SCALE: usize = 20;
 const STATS_EVERY: Duration = Duration::from_secs(1);
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Documents of one output buffer timed to the socket ("sent" stage) at most; a larger
+/// backlog is timed by its first this many (see `sluice_dcp::sent_stamps`).
+const SENT_STAMPS_MAX: usize = 4096;
 
 /// A backfill task's result, for the stream that asked for it.
 enum BackfillDone {
@@ -109,6 +115,9 @@ struct Conn {
     actions: VecDeque<(StreamKey, StreamAction)>,
     /// How values go out: compressed or not, with or without their xattrs.
     form: ValueForm,
+    /// Another member's replication or rebalance: its changes' stages are timed
+    /// (`super::stages`).
+    timed: bool,
 }
 
 /// What the consumer negotiated for the values it receives.
@@ -150,6 +159,10 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         (false, true) => KeyMode::Aware,
         (false, false) => KeyMode::Legacy,
     };
+    let timed = session.is_cluster();
+    if timed {
+        producer.sent_stamps = Some(SentStamps::new(SENT_STAMPS_MAX));
+    }
     let mut conn = Conn {
         producer,
         node: node.clone(),
@@ -167,6 +180,7 @@ pub async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         in_flight: JoinSet::new(),
         actions: VecDeque::new(),
         form,
+        timed,
     };
     let result = conn.serve(&mut rd, &mut wr, &mut inbuf).await;
     conn.release_all();
@@ -238,9 +252,16 @@ impl Conn {
                     let n = n?;
                     unflushed = buffers && n > 0;
                     written += n;
+                    if let Some(stamps) = self.producer.sent_stamps.as_mut() {
+                        let stages = &self.node.replication.stages;
+                        stages.record_all(Stage::Sent, stamps.written(written), now_unix_ns());
+                    }
                     if written == out.len() {
                         out.clear();
                         written = 0;
+                        if let Some(stamps) = self.producer.sent_stamps.as_mut() {
+                            stamps.rebase();
+                        }
                     }
                 }
                 _ = &mut notified => {

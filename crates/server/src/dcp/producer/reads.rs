@@ -7,11 +7,13 @@ use super::{
     BackfillDone, Conn, BACKFILL_CHUNK_BYTES, CURSOR_READ_BYTES, OUT_HIGH_BYTES, PASS_SCALE,
     STREAM_READY_BYTES_MAX,
 };
+use crate::dcp::replication_stats::now_unix_ns;
+use crate::dcp::stages::Stage;
 use sluice_dcp::backfill::{BackfillTask, StreamId};
 use sluice_dcp::change::Change;
 use sluice_dcp::stream::{StreamAction, StreamState};
 use sluice_dcp::stream_key::StreamKey;
-use sluice_engine::Backfill;
+use sluice_engine::{Backfill, QueueOp};
 use sluice_types::VbState;
 use std::time::Instant;
 
@@ -157,6 +159,22 @@ impl Conn {
                 let before = stream.ready_bytes();
                 let mut any = false;
                 let mut actions = Vec::new();
+                if self.timed {
+                    let documents = chunks.iter().flat_map(|c| c.items.iter()).filter(|i| {
+                        matches!(
+                            i.op,
+                            QueueOp::Mutation
+                                | QueueOp::Deletion
+                                | QueueOp::Expiration
+                                | QueueOp::Prepare(_)
+                        )
+                    });
+                    self.node.replication.stages.record_all(
+                        Stage::CursorRead,
+                        documents.map(|i| i.meta.cas.0),
+                        now_unix_ns(),
+                    );
+                }
                 for chunk in &chunks {
                     let items: Vec<Change> = chunk
                         .items

@@ -6,6 +6,7 @@
 use super::FeedError;
 use crate::bucket_handle::BucketHandle;
 use crate::dcp::replication_stats::{now_unix_ns, FeedStats};
+use crate::dcp::stages::{Stage, StageLatency};
 use sluice_client::dcp::DcpItem;
 use sluice_engine::{EngineError, Expiry, ItemMeta, QueueOp, ReplicaChange};
 use sluice_types::{Seqno, VbId};
@@ -19,10 +20,12 @@ const TEMPFAIL_WAIT: Duration = Duration::from_millis(10);
 pub(super) async fn apply(
     bucket: &BucketHandle,
     stats: &FeedStats,
+    stages: &StageLatency,
     item: DcpItem,
     op: QueueOp,
     deleted: bool,
 ) -> Result<(), FeedError> {
+    stages.record(Stage::Received, item.cas.0, now_unix_ns());
     let change = ReplicaChange {
         meta: ItemMeta {
             seqno: item.seqno,
@@ -45,7 +48,9 @@ pub(super) async fn apply(
     };
     let bytes = change.key.len() + change.value.len();
     apply_change(bucket, item.vb, change).await?;
-    stats.record(bytes, item.cas.0, now_unix_ns());
+    let now = now_unix_ns();
+    stats.record(bytes, item.cas.0, now);
+    stages.record(Stage::Applied, item.cas.0, now);
     Ok(())
 }
 

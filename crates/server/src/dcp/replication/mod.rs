@@ -235,6 +235,7 @@ async fn follow(
     }
     let mut stream = DcpStream::resume(&spec.source, options(node, bucket, spec), start).await?;
     let stats = node.replication.feed(&spec.name);
+    let stages = &node.replication.stages;
     tracing::info!(source = %spec.source, vbuckets = spec.vbuckets.len(), name = %spec.name,
         "replication stream open");
     // The sender goes away with the `Replication` handle; then stop polling it.
@@ -313,14 +314,30 @@ async fn follow(
                     .set_failover_log(vb, FailoverLog::from_entries(failover_log))?;
                 passive.on_opened(vb, bucket.engine.replica_position(vb)?.high_seqno);
             }
-            DcpEvent::Mutation(i) => apply(bucket, &stats, i, QueueOp::Mutation, false).await?,
-            DcpEvent::Deletion(i) => apply(bucket, &stats, i, QueueOp::Deletion, true).await?,
-            DcpEvent::Expiration(i) => apply(bucket, &stats, i, QueueOp::Expiration, true).await?,
+            DcpEvent::Mutation(i) => {
+                apply(bucket, &stats, stages, i, QueueOp::Mutation, false).await?
+            }
+            DcpEvent::Deletion(i) => {
+                apply(bucket, &stats, stages, i, QueueOp::Deletion, true).await?
+            }
+            DcpEvent::Expiration(i) => {
+                apply(bucket, &stats, stages, i, QueueOp::Expiration, true).await?
+            }
             DcpEvent::Prepare {
                 item,
                 deleted,
                 level,
-            } => apply(bucket, &stats, item, QueueOp::Prepare(level), deleted).await?,
+            } => {
+                apply(
+                    bucket,
+                    &stats,
+                    stages,
+                    item,
+                    QueueOp::Prepare(level),
+                    deleted,
+                )
+                .await?
+            }
             DcpEvent::Commit {
                 vb,
                 key,

@@ -1,0 +1,145 @@
+//! Where a replicated write's time goes (`dcp/stages.rs`): each change written on node 0 is
+//! timed once at every stage of its way to node 1's replica, on the node where that stage
+//! happens, and an external DCP client's stream of the same changes is not timed.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
+
+mod common;
+
+use common::cluster::{node, place_on, until, VBS};
+use common::dcp_peer::{Consumer, Event};
+use common::kv_peer::Kv;
+use hdrhistogram::serialization::Deserializer;
+use sluice_client::{Client, ConnectOptions, StoreOptions};
+use sluice_cluster::NodeId;
+use sluice_manager::Running;
+use sluice_server::Stage;
+use sluice_types::vbucket_of;
+use std::collections::HashMap;
+
+fn count(n: &Running, stage: Stage) -> u64 {
+    n.node.replication.stages.snapshot(stage).len()
+}
+
+/// Keys whose vbucket is active on `me`.
+fn keys_active_on(n: &Running, me: NodeId, from: usize, count: usize) -> Vec<String> {
+    let view = n.node.cluster_map();
+    (from..)
+        .map(|i| format!("stage-{i}"))
+        .filter(|k| {
+            let vb = vbucket_of(k.as_bytes(), VBS);
+            view.map.vbmap().chain(vb).unwrap().active == Some(me)
+        })
+        .take(count)
+        .collect()
+}
+
+async fn write(c: &mut Client, keys: &[String]) {
+    for k in keys {
+        c.set(k.as_bytes(), b"{\"v\":1}", StoreOptions::default())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_write_is_timed_once_at_each_stage_where_it_happens() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
+    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let mut ca = Client::connect(
+        a.kv_addr,
+        ConnectOptions::sluice("Administrator", "password", "default"),
+    )
+    .await
+    .unwrap();
+
+    let first = keys_active_on(&a, NodeId(0), 0, 50);
+    write(&mut ca, &first).await;
+    until("node 1 applied the 50 changes", || {
+        count(&b, Stage::Applied) >= 50
+    })
+    .await;
+    until("node 0 sent the 50 changes", || {
+        count(&a, Stage::Sent) >= 50
+    })
+    .await;
+    // Node 0's producer read and sent them; node 1's consumer received and applied them.
+    // Nothing went the other way.
+    for (n, stage, expected) in [
+        (&a, Stage::CursorRead, 50),
+        (&a, Stage::Sent, 50),
+        (&b, Stage::Received, 50),
+        (&b, Stage::Applied, 50),
+        (&b, Stage::CursorRead, 0),
+        (&b, Stage::Sent, 0),
+        (&a, Stage::Received, 0),
+        (&a, Stage::Applied, 0),
+    ] {
+        assert_eq!(count(n, stage), expected, "{}", stage.name());
+    }
+    // Each change passes the stages in order, so no stage's slowest is above the last
+    // one's (the histograms keep two significant digits).
+    let slowest_applied = b.node.replication.stages.snapshot(Stage::Applied).max();
+    for stage in [Stage::CursorRead, Stage::Sent] {
+        let max = a.node.replication.stages.snapshot(stage).max();
+        assert!(
+            max <= slowest_applied + slowest_applied / 50 + 1,
+            "{}: {max} µs, applied {slowest_applied} µs",
+            stage.name()
+        );
+    }
+
+    // The same over STAT, with the histogram a reader can merge.
+    let mut kv = Kv::open(b.kv_addr).await;
+    let stats = kv.stats(b"replication").await;
+    assert_eq!(stats["stage:applied:count"], "50");
+    let hist = base64_decode(&stats["stage:applied:hist"]);
+    let h: hdrhistogram::Histogram<u64> = Deserializer::new().deserialize(&mut &hist[..]).unwrap();
+    assert_eq!(h.len(), 50);
+
+    // An external client's stream reads the same changes from its own cursor: only the
+    // replication's reads and sends are timed.
+    let mut external = Consumer::open(a.kv_addr, "external", 0, &[]).await;
+    external.stream_all(0..VBS, 0, &HashMap::new()).await;
+    let items = |c: &Consumer| -> usize {
+        c.events
+            .values()
+            .flatten()
+            .filter(|e| matches!(e, Event::Item { .. }))
+            .count()
+    };
+    while items(&external) < 50 {
+        external.step().await;
+    }
+    let more = keys_active_on(&a, NodeId(0), 10_000, 10);
+    write(&mut ca, &more).await;
+    while items(&external) < 60 {
+        external.step().await;
+    }
+    until("node 1 applied the 10 more", || {
+        count(&b, Stage::Applied) >= 60
+    })
+    .await;
+    until("node 0 sent the 10 more", || count(&a, Stage::Sent) >= 60).await;
+    assert_eq!(
+        count(&a, Stage::CursorRead),
+        60,
+        "the external stream is not timed"
+    );
+    assert_eq!(
+        count(&a, Stage::Sent),
+        60,
+        "the external stream is not timed"
+    );
+
+    b.shutdown().await.unwrap();
+    a.shutdown().await.unwrap();
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
