@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::cluster::{node, place_on, VBS};
+use common::cluster::{keys_active_on, node, place_on, VBS};
 use sluice_client::{Client, ConnectOptions, Durability, DurabilityLevel, StoreOptions};
 use sluice_cluster::NodeId;
 use sluice_manager::Running;
@@ -24,19 +24,6 @@ fn durable(level: DurabilityLevel, timeout_ms: u16) -> StoreOptions {
         }),
         ..Default::default()
     }
-}
-
-/// Keys whose vbucket is active on node 0 (with its replica on node 1).
-fn keys_active_on(n: &Running, me: NodeId, count: usize) -> Vec<String> {
-    let view = n.node.cluster_map();
-    (0..)
-        .map(|i| format!("dur-{i}"))
-        .filter(|k| {
-            let vb = vbucket_of(k.as_bytes(), VBS);
-            view.map.vbmap().chain(vb).unwrap().active == Some(me)
-        })
-        .take(count)
-        .collect()
 }
 
 async fn client(addr: std::net::SocketAddr) -> Client {
@@ -55,7 +42,7 @@ async fn durable_writes_wait_for_the_replica() {
     let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
     place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
 
-    let keys = keys_active_on(&a, NodeId(0), 20);
+    let keys = keys_active_on(&a, NodeId(0), "dur-", 20);
     let mut ca = client(a.kv_addr).await;
     let mut cb = client(b.kv_addr).await;
     for (i, k) in keys.iter().enumerate() {
@@ -171,7 +158,7 @@ async fn a_reader_never_sees_a_pending_durable_write() {
     let a = node(dirs[0].path(), None, |_| {}).await;
     let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
     place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
-    let k = keys_active_on(&a, NodeId(0), 1).remove(0);
+    let k = keys_active_on(&a, NodeId(0), "dur-", 1).remove(0);
     let mut writer = client(a.kv_addr).await;
     let mut reader = client(a.kv_addr).await;
     writer
@@ -246,7 +233,7 @@ async fn a_buckets_durability_minimum_makes_plain_writes_sync_writes() {
     let a = node(dirs[0].path(), None, |_| {}).await;
     let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
     place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
-    let keys = keys_active_on(&a, NodeId(0), 3);
+    let keys = keys_active_on(&a, NodeId(0), "dur-", 3);
     let mut ca = client(a.kv_addr).await;
     let prepared = |k: &str| {
         let vb = vbucket_of(k.as_bytes(), VBS);
@@ -361,7 +348,7 @@ async fn unordered_execution_answers_around_a_waiting_durable_write() {
     let a = node(dirs[0].path(), None, |_| {}).await;
     let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
     place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
-    let k = keys_active_on(&a, NodeId(0), 1).remove(0);
+    let k = keys_active_on(&a, NodeId(0), "dur-", 1).remove(0);
     let vb = vbucket_of(k.as_bytes(), VBS).0;
     b.shutdown().await.unwrap(); // nobody acknowledges: the durable write waits 800 ms
                                  // Level majority, timeout 800 ms (frame info id 1, length 3).

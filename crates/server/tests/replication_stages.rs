@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{node, place_on, until, VBS};
+use common::cluster::{keys_active_on, node, place_on, until, VBS};
 use common::dcp_peer::{Consumer, Event};
 use common::kv_peer::Kv;
 use hdrhistogram::serialization::Deserializer;
@@ -13,24 +13,10 @@ use sluice_client::{Client, ConnectOptions, StoreOptions};
 use sluice_cluster::NodeId;
 use sluice_manager::Running;
 use sluice_server::Stage;
-use sluice_types::vbucket_of;
 use std::collections::HashMap;
 
 fn count(n: &Running, stage: Stage) -> u64 {
     n.node.replication.stages.snapshot(stage).len()
-}
-
-/// Keys whose vbucket is active on `me`.
-fn keys_active_on(n: &Running, me: NodeId, from: usize, count: usize) -> Vec<String> {
-    let view = n.node.cluster_map();
-    (from..)
-        .map(|i| format!("stage-{i}"))
-        .filter(|k| {
-            let vb = vbucket_of(k.as_bytes(), VBS);
-            view.map.vbmap().chain(vb).unwrap().active == Some(me)
-        })
-        .take(count)
-        .collect()
 }
 
 async fn write(c: &mut Client, keys: &[String]) {
@@ -54,7 +40,7 @@ async fn a_replicated_write_is_timed_once_at_each_stage_where_it_happens() {
     .await
     .unwrap();
 
-    let first = keys_active_on(&a, NodeId(0), 0, 50);
+    let first = keys_active_on(&a, NodeId(0), "stage-", 50);
     write(&mut ca, &first).await;
     until("node 1 applied the 50 changes", || {
         count(&b, Stage::Applied) >= 50
@@ -112,7 +98,7 @@ async fn a_replicated_write_is_timed_once_at_each_stage_where_it_happens() {
     while items(&external) < 50 {
         external.step().await;
     }
-    let more = keys_active_on(&a, NodeId(0), 10_000, 10);
+    let more = keys_active_on(&a, NodeId(0), "stage-more-", 10);
     write(&mut ca, &more).await;
     while items(&external) < 60 {
         external.step().await;

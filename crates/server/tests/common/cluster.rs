@@ -37,6 +37,22 @@ pub async fn node(
     sluice_manager::start(c).await.unwrap()
 }
 
+/// `count` keys `{prefix}{i}` whose vbucket is active on node `me` in `n`'s map.
+pub fn keys_active_on(n: &Running, me: NodeId, prefix: &str, count: usize) -> Vec<String> {
+    let view = n.node.cluster_map();
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|k| {
+            let vb = sluice_types::vbucket_of(k.as_bytes(), VBS);
+            view.map
+                .vbmap()
+                .chain(vb)
+                .is_some_and(|c| c.active == Some(me))
+        })
+        .take(count)
+        .collect()
+}
+
 /// Polls `cond` every 20 ms for up to 30 s.
 pub async fn until(what: &str, cond: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
