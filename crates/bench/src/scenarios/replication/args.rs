@@ -134,6 +134,13 @@ pub struct ReplArgs {
     #[serde(default = "couchbase")]
     pub bucket_type: BucketTypeArg,
 
+    /// Also report where each step's replicated writes spent their time: the nodes' stage
+    /// histograms (cursor read, sent, received, applied; time since the write), merged over
+    /// the nodes, over the measured part of each step. Sluice only.
+    #[arg(long)]
+    #[serde(default)]
+    pub breakdown: bool,
+
     /// Also run the same load against a peer, in the same run.
     #[arg(long, value_enum)]
     pub vs: Option<ReplPeer>,

@@ -7,6 +7,7 @@
 //!   STAT lag) and `redis` (RESP, INFO replication lag);
 //! - `step`       — one rate: writers, latency sampler and lag monitor side by side;
 //! - `measure`    — what a step measures and the lag/bytes arithmetic;
+//! - `stages`     — `--breakdown`: the nodes' stage histograms over a step;
 //! - `report`     — medians, the lines (issue 4, ours, the seeds'), report.md, results.json.
 
 pub mod args;
@@ -17,5 +18,6 @@ pub mod redis;
 pub mod report;
 pub mod run;
 pub mod sluice;
+pub mod stages;
 pub mod step;
 pub mod target;

@@ -12,6 +12,7 @@ use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::background::ReaderCount;
+use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::step::StepResult;
 
 /// Issue 4's line: replication latency p99 ≤ 5 ms and items remaining ≤ 1 % of the rate.
@@ -46,6 +47,8 @@ pub struct MedianRow {
     pub bytes_mb_per_s_avg: f64,
     pub bytes_mb_per_s_max: f64,
     pub bytes_mb_per_s_min: f64,
+    /// `--breakdown`: each stage's medians over the runs (empty without it).
+    pub stages: Vec<StageTiming>,
 }
 
 impl MedianRow {
@@ -83,6 +86,7 @@ impl MedianRow {
             bytes_mb_per_s_avg: m(&|s| s.lag.bytes_mb_per_s_avg),
             bytes_mb_per_s_max: m(&|s| s.lag.bytes_mb_per_s_max),
             bytes_mb_per_s_min: m(&|s| s.lag.bytes_mb_per_s_min),
+            stages: median_stages(steps),
         }
     }
 
@@ -106,6 +110,31 @@ impl MedianRow {
     pub fn meets_seed_line(&self) -> bool {
         self.sustained() && self.repl_p95_us <= SEED_P95_US && self.repl_p99_us <= SEED_P99_US
     }
+}
+
+/// Each stage's medians over the steps that timed it, in the order the first one lists them.
+fn median_stages(steps: &[&StepResult]) -> Vec<StageTiming> {
+    let timed: Vec<&Vec<StageTiming>> = steps.iter().filter_map(|s| s.stages.as_ref()).collect();
+    let Some(first) = timed.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|st| {
+            let of: Vec<&StageTiming> = timed
+                .iter()
+                .filter_map(|t| t.iter().find(|x| x.stage == st.stage))
+                .collect();
+            let m =
+                |f: fn(&StageTiming) -> f64| median(&of.iter().map(|x| f(x)).collect::<Vec<_>>());
+            StageTiming {
+                stage: st.stage.clone(),
+                count: m(|x| x.count as f64) as u64,
+                p50_us: m(|x| x.p50_us),
+                p99_us: m(|x| x.p99_us),
+            }
+        })
+        .collect()
 }
 
 /// Per target, the highest rate of the ladder such that it and every lower rate meet a line.
@@ -243,6 +272,46 @@ impl ReplReport {
                 format_us(r.repl_p99_us)
             )
         })
+    }
+
+    /// `--breakdown`: a row per (target, rate) that timed its stages, each stage's p50 / p99
+    /// since the write, and the sampled end-to-end p50 / p99 beside them.
+    pub fn stages_table(&self) -> Option<Table> {
+        let timed: Vec<&MedianRow> = self
+            .medians
+            .iter()
+            .filter(|r| !r.stages.is_empty())
+            .collect();
+        let first = *timed.first()?;
+        let names: Vec<String> = first
+            .stages
+            .iter()
+            .map(|s| format!("{} p50 / p99", s.stage))
+            .collect();
+        let mut header = vec!["target", "set rate /s"];
+        header.extend(names.iter().map(String::as_str));
+        header.push("sampled: set → readable p50 / p99");
+        let mut t = Table::new(&header);
+        for r in timed {
+            let mut row = vec![r.target.clone(), thousands(r.rate)];
+            for name in &first.stages {
+                row.push(
+                    r.stages
+                        .iter()
+                        .find(|s| s.stage == name.stage)
+                        .map_or("—".to_string(), |s| {
+                            format!("{} / {}", format_us(s.p50_us), format_us(s.p99_us))
+                        }),
+                );
+            }
+            row.push(format!(
+                "{} / {}",
+                format_us(r.repl_p50_us),
+                format_us(r.repl_p99_us)
+            ));
+            t.push(row);
+        }
+        Some(t)
     }
 
     pub fn items_table(&self) -> Table {
@@ -459,6 +528,19 @@ impl ReplReport {
                 table.to_markdown()
             ));
         }
+        if let Some(table) = self.stages_table() {
+            md.push_str(&format!(
+                "## Where the time goes (--breakdown)\n\nEach stage's time since the write \
+                 (its CAS on the active), from the nodes' own histograms merged over the nodes, \
+                 over the measured part of each step, every replicated change counted: \
+                 `cursor_read` the active's producer read it from the checkpoint, `sent` its \
+                 bytes went to the socket, `received` the replica's consumer took it, \
+                 `applied` the replica holds it. The sampled column is the bench's own \
+                 probe (a set, then replica reads until it shows), which adds the client's \
+                 round trips.\n\n{}\n",
+                table.to_markdown()
+            ));
+        }
         if !self.readers.is_empty() {
             md.push_str(&format!(
                 "## What the columns' DCP readers did\n\nViews: one connection per node \
@@ -510,6 +592,7 @@ mod tests {
             },
             stream_bytes_per_set: None,
             resident_pct: Some(100),
+            stages: None,
             timeline: Timeline {
                 latency_ms: vec![(0.5, p99_ms)],
                 items_remaining: vec![(0.1, items)],
@@ -524,6 +607,45 @@ mod tests {
             a: ReplArgs,
         }
         Cli::parse_from(["b", "--rates", rates]).a
+    }
+
+    #[test]
+    fn the_breakdown_shows_each_stages_medians_beside_the_sampled_latency() {
+        let timed = |run, sent_p99| {
+            let mut s = step("sluice", run, 1000.0, 1.0, 1.0);
+            s.stages = Some(vec![
+                StageTiming {
+                    stage: "sent".into(),
+                    count: 8000,
+                    p50_us: 100.0,
+                    p99_us: sent_p99,
+                },
+                StageTiming {
+                    stage: "applied".into(),
+                    count: 8000,
+                    p50_us: 200.0,
+                    p99_us: 900.0,
+                },
+            ]);
+            s
+        };
+        let steps = vec![timed(0, 300.0), timed(1, 700.0), timed(2, 500.0)];
+        let r = ReplReport::new(args("1000"), vec!["sluice".into()], steps, vec![]);
+        let row = r.row("sluice", 1000.0).unwrap();
+        assert_eq!(row.stages[0].p99_us, 500.0, "the median of the runs");
+        let table = r.stages_table().unwrap().to_markdown();
+        assert!(table.contains("sent p50 / p99"), "{table}");
+        assert!(table.contains("applied p50 / p99"), "{table}");
+        assert_eq!(table.lines().count(), 3, "{table}");
+        assert!(r.markdown().contains("## Where the time goes"));
+        // Without --breakdown there is no such section.
+        let plain = ReplReport::new(
+            args("1000"),
+            vec!["s".into()],
+            vec![step("s", 0, 1000.0, 1.0, 1.0)],
+            vec![],
+        );
+        assert!(plain.stages_table().is_none());
     }
 
     #[test]

@@ -85,6 +85,7 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
         value: Bytes::from(vec![b'v'; args.value_bytes]),
         sample_hz: args.sample_hz,
         sample_key_prefix: sample_key_prefix(),
+        breakdown: args.breakdown,
     };
     let mut all = Outcome::default();
     for run in 0..args.runs {

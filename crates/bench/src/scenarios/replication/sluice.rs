@@ -22,6 +22,7 @@ use crate::load::pacer::Pacer;
 use crate::load::workload::key;
 use crate::scenarios::replication::background::NodeShare;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
+use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
 
 /// Waiting for persistence fails if nothing more is persisted for this long.
@@ -217,6 +218,16 @@ impl SluiceTarget {
     /// Sample sets that failed so far.
     pub fn sample_errors(&self) -> u64 {
         self.sample_errors.load(Ordering::Relaxed)
+    }
+
+    /// Every node's stage histograms (STAT `replication`), merged.
+    pub async fn stage_snapshot(&self) -> anyhow::Result<StageSnapshot> {
+        let mut snapshot = StageSnapshot::default();
+        for c in &self.stats {
+            let repl = c.lock().await.stats("replication").await?;
+            snapshot.add_node(&repl)?;
+        }
+        Ok(snapshot)
     }
 
     pub async fn probe(&self) -> anyhow::Result<LagReading> {

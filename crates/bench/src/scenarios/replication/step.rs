@@ -21,6 +21,7 @@ use crate::scenarios::replication::measure::{
     items_behind, poisson_gap, summarize_lag, LagSample, LagSummary, SampleOutcome, WriteOutcome,
     MONITOR_EVERY,
 };
+use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::target::Target;
 
 /// A sample not visible on the replica by then counts as a timeout.
@@ -60,6 +61,8 @@ pub struct StepConfig {
     /// written again with the value of an earlier invocation is on the replica before it
     /// is even sent, and would measure one read instead of the replication.
     pub sample_key_prefix: String,
+    /// Snapshot the nodes' stage histograms at the warm-up's end and the step's end.
+    pub breakdown: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -93,6 +96,8 @@ pub struct StepResult {
     pub stream_bytes_per_set: Option<f64>,
     /// Sluice: the lowest active resident ratio over the nodes at the step's end, in %.
     pub resident_pct: Option<u64>,
+    /// Sluice with `--breakdown`: each stage of the measured part of the step.
+    pub stages: Option<Vec<StageTiming>>,
     /// The step over time, for the charts (not in results.json: the figures above are).
     #[serde(skip)]
     pub timeline: Timeline,
@@ -146,6 +151,13 @@ pub async fn run_step(
         seed,
     ));
     let monitor = tokio::spawn(monitor(target.clone(), plan.clone()));
+    let stages_from = cfg.breakdown.then(|| {
+        let (t, at) = (target.clone(), plan.measure_from);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            t.stage_snapshot().await
+        })
+    });
 
     let mut writes = WriteOutcome::default();
     while let Some(w) = writers.join_next().await {
@@ -153,6 +165,17 @@ pub async fn run_step(
     }
     let mut samples = sampler.await??;
     let lag_samples = monitor.await??;
+    let stages = match stages_from {
+        Some(from) => {
+            let from = from.await??;
+            let to = target.stage_snapshot().await?;
+            match (to, from) {
+                (Some(to), Some(from)) => Some(to.since(&from)?),
+                _ => None,
+            }
+        }
+        None => None,
+    };
     let after = redis_offsets(&target).await?;
 
     let per_set = match (before, after) {
@@ -198,6 +221,7 @@ pub async fn run_step(
         lag: summarize_lag(&lag_samples, units_per_item),
         stream_bytes_per_set: per_set,
         resident_pct,
+        stages,
         timeline,
     })
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::redis::RedisTarget;
 use crate::scenarios::replication::sluice::SluiceTarget;
+use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
 
 pub enum Target {
@@ -77,6 +78,14 @@ impl Target {
     pub async fn resident_pct(&self) -> anyhow::Result<Option<u64>> {
         match self {
             Target::Sluice(t) => Ok(Some(t.resident_pct().await?)),
+            Target::Redis(_) => Ok(None),
+        }
+    }
+
+    /// The nodes' stage histograms merged (Sluice); Redis has none.
+    pub async fn stage_snapshot(&self) -> anyhow::Result<Option<StageSnapshot>> {
+        match self {
+            Target::Sluice(t) => Ok(Some(t.stage_snapshot().await?)),
             Target::Redis(_) => Ok(None),
         }
     }
