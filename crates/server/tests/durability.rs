@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::cluster::{keys_active_on, node, place_on, VBS};
+use common::cluster::{keys_active_on, node, placed_pair, VBS};
 use sluice_client::{Client, ConnectOptions, Durability, DurabilityLevel, StoreOptions};
 use sluice_cluster::NodeId;
 use sluice_manager::Running;
@@ -37,10 +37,7 @@ async fn client(addr: std::net::SocketAddr) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durable_writes_wait_for_the_replica() {
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (dirs, a, b) = placed_pair().await;
 
     let keys = keys_active_on(&a, NodeId(0), "dur-", 20);
     let mut ca = client(a.kv_addr).await;
@@ -154,10 +151,7 @@ async fn replica_value(c: &mut Client, k: &str, value: &[u8]) -> sluice_client::
 /// is there. (Before SyncWrites, the value was applied at once and stayed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_never_sees_a_pending_durable_write() {
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (_dirs, a, b) = placed_pair().await;
     let k = keys_active_on(&a, NodeId(0), "dur-", 1).remove(0);
     let mut writer = client(a.kv_addr).await;
     let mut reader = client(a.kv_addr).await;
@@ -229,10 +223,7 @@ async fn a_chain_without_its_replica_refuses_durable_writes() {
 /// and the cluster's edit reaches the node without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buckets_durability_minimum_makes_plain_writes_sync_writes() {
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (_dirs, a, b) = placed_pair().await;
     let keys = keys_active_on(&a, NodeId(0), "dur-", 3);
     let mut ca = client(a.kv_addr).await;
     let prepared = |k: &str| {
@@ -344,10 +335,7 @@ async fn next_answer(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> (u16, 
 async fn unordered_execution_answers_around_a_waiting_durable_write() {
     use sluice_proto::encode::Packet;
     use tokio::io::AsyncWriteExt;
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (_dirs, a, b) = placed_pair().await;
     let k = keys_active_on(&a, NodeId(0), "dur-", 1).remove(0);
     let vb = vbucket_of(k.as_bytes(), VBS).0;
     b.shutdown().await.unwrap(); // nobody acknowledges: the durable write waits 800 ms

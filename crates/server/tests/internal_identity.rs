@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::cluster::{node, place_on, until, VBS};
+use common::cluster::{node, placed_pair, until, VBS};
 use common::dcp_peer::Consumer;
 use common::kv_peer::Kv;
 use sluice_client::Packet;
@@ -103,10 +103,7 @@ async fn write_acked_by(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_clusters_seqno_acks_complete_a_durable_write() {
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (_dirs, a, b) = placed_pair().await;
     // The replica goes: only an ack sent in its name can complete a durable write now.
     b.shutdown().await.unwrap();
     let key = (0..)

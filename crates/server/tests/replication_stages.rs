@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{keys_active_on, node, place_on, until, VBS};
+use common::cluster::{keys_active_on, placed_pair, until, VBS};
 use common::dcp_peer::{Consumer, Event};
 use common::kv_peer::Kv;
 use hdrhistogram::serialization::Deserializer;
@@ -29,10 +29,7 @@ async fn write(c: &mut Client, keys: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicated_write_is_timed_once_at_each_stage_where_it_happens() {
-    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = node(dirs[0].path(), None, |_| {}).await;
-    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
-    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    let (_dirs, a, b) = placed_pair().await;
     let mut ca = Client::connect(
         a.kv_addr,
         ConnectOptions::sluice("Administrator", "password", "default"),

@@ -53,6 +53,16 @@ pub fn keys_active_on(n: &Running, me: NodeId, prefix: &str, count: usize) -> Ve
         .collect()
 }
 
+/// Two nodes, the second joined to the first, the bucket placed on both (one replica): the
+/// directories (kept for restarts) and the nodes.
+pub async fn placed_pair() -> (Vec<tempfile::TempDir>, Running, Running) {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(dirs[0].path(), None, |_| {}).await;
+    let b = node(dirs[1].path(), Some(a.admin_addr), |_| {}).await;
+    place_on(&a, &[&a, &b], &[NodeId(0), NodeId(1)]).await;
+    (dirs, a, b)
+}
+
 /// Polls `cond` every 20 ms for up to 30 s.
 pub async fn until(what: &str, cond: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
