@@ -62,17 +62,15 @@ async fn a_replicated_write_is_timed_once_at_each_stage_where_it_happens() {
     ] {
         assert_eq!(count(n, stage), expected, "{}", stage.name());
     }
-    // Each change passes the stages in order, so no stage's slowest is above the last
-    // one's (the histograms keep two significant digits).
+    // A change is read from its cursor before any of its bytes leave, so no cursor read is
+    // slower than the slowest apply (the histograms keep two significant digits). `sent` is
+    // timed when the write call returns, which may be after the replica applied it.
     let slowest_applied = b.node.replication.stages.snapshot(Stage::Applied).max();
-    for stage in [Stage::CursorRead, Stage::Sent] {
-        let max = a.node.replication.stages.snapshot(stage).max();
-        assert!(
-            max <= slowest_applied + slowest_applied / 50 + 1,
-            "{}: {max} µs, applied {slowest_applied} µs",
-            stage.name()
-        );
-    }
+    let slowest_read = a.node.replication.stages.snapshot(Stage::CursorRead).max();
+    assert!(
+        slowest_read <= slowest_applied + slowest_applied / 50 + 1,
+        "cursor_read: {slowest_read} µs, applied {slowest_applied} µs"
+    );
 
     // The same over STAT, with the histogram a reader can merge.
     let mut kv = Kv::open(b.kv_addr).await;

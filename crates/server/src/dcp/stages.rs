@@ -9,6 +9,10 @@
 //!                    └─► applied   the replica's engine holds it (readable there)
 //! ```
 //!
+//! `sent` is taken when the write call returns: the replica may have read the bytes, even
+//! applied the change, a moment before, so `sent` is an upper bound of the hand-over and
+//! may read above `received` by that moment.
+//!
 //! Each stage records `now − CAS` when the change passes it, so the stages of one node's
 //! producers and of its consumer line up with any other node's on the same clock (one
 //! machine, or synchronised clocks). The difference between two stages' percentiles is
