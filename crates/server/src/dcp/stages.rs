@@ -80,12 +80,16 @@ impl StageLatency {
     /// A change written at `cas_ns` passed `stage` at `now_ns` (a CAS ahead of the clock, a
     /// burst within one tick of the hybrid clock, counts as the smallest time).
     pub fn record(&self, stage: Stage, cas_ns: u64, now_ns: u64) {
-        let us = (now_ns.saturating_sub(cas_ns) / 1_000).clamp(1, STAGE_US_MAX);
-        self.stages[stage.index()].lock().saturating_record(us);
+        self.record_all(stage, std::iter::once(cas_ns), now_ns);
     }
 
-    /// Records every CAS of `cas_ns` as passing `stage` at `now_ns`, under one lock.
+    /// Records every CAS of `cas_ns` as passing `stage` at `now_ns`, under one lock; none
+    /// (a socket write that completed no document) takes no lock.
     pub fn record_all(&self, stage: Stage, cas_ns: impl Iterator<Item = u64>, now_ns: u64) {
+        let mut cas_ns = cas_ns.peekable();
+        if cas_ns.peek().is_none() {
+            return;
+        }
         let mut h = self.stages[stage.index()].lock();
         for cas in cas_ns {
             let us = (now_ns.saturating_sub(cas) / 1_000).clamp(1, STAGE_US_MAX);
