@@ -79,6 +79,7 @@ mod options;
 mod response;
 mod results;
 mod stream;
+pub mod tls_transport;
 pub mod vbucket_map;
 
 pub use client::Client;

@@ -39,7 +39,10 @@ impl TlsConnect {
     /// The client side of the handshake over `tcp`.
     pub(crate) async fn handshake(&self, tcp: TcpStream) -> std::io::Result<ClientStream> {
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
-        let tls = connector.connect(self.server_name.clone(), tcp).await?;
+        let transport = crate::tls_transport::TlsTransport(tcp);
+        let tls = connector
+            .connect(self.server_name.clone(), transport)
+            .await?;
         Ok(ClientStream::Tls(Box::new(tls)))
     }
 }
@@ -78,7 +81,7 @@ fn bad(reason: String) -> std::io::Error {
 
 pub enum ClientStream {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::client::TlsStream<crate::tls_transport::TlsTransport>>),
 }
 
 impl AsyncRead for ClientStream {

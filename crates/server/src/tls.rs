@@ -12,6 +12,7 @@
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_client::tls_transport::TlsTransport;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,9 +104,9 @@ impl Tls {
         &self,
         stream: TcpStream,
         timeout: Duration,
-    ) -> std::io::Result<TlsStream<TcpStream>> {
+    ) -> std::io::Result<TlsStream<TlsTransport>> {
         let acceptor = self.acceptor.read().clone();
-        match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        match tokio::time::timeout(timeout, acceptor.accept(TlsTransport(stream))).await {
             Ok(done) => done,
             Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -153,7 +154,7 @@ const ADMIN_HANDSHAKES_MAX: usize = 64;
 /// handshakes run in tasks of their own (a client that stalls its handshake holds one task
 /// until the timeout, not the port), and the server gets only the completed ones.
 pub struct TlsAdminListener {
-    ready: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, std::net::SocketAddr)>,
+    ready: tokio::sync::mpsc::Receiver<(TlsStream<TlsTransport>, std::net::SocketAddr)>,
     addr: std::net::SocketAddr,
     accepting: tokio::task::JoinHandle<()>,
 }
@@ -207,7 +208,7 @@ impl Drop for TlsAdminListener {
 }
 
 impl axum::serve::Listener for TlsAdminListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<TlsTransport>;
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
