@@ -13,14 +13,15 @@
 //!   all streams ended: retries pending ─► idle (wait for them) ; none ─► done
 //! ```
 //!
-//! Acknowledgements ([`SeqnoAcks`]): the end of a snapshot is acked as soon as it is applied
-//! (a durable write on the active waits for it); the rest, and the disk catching up, on a
-//! timer of [`ACK_INTERVAL`]; and what the replica holds, on that timer, once the producer
-//! accepts its stream (a new active, or one that forgot the replica's acks, learns it even
-//! if nothing more is streamed).
+//! Acknowledgements ([`SeqnoAcks`]), only while a prepare waits for one: the end of a
+//! snapshot is acked as soon as it is applied (a durable write on the active waits for it);
+//! the rest, and the disk catching up, on a timer of [`ACK_INTERVAL`]; and what the replica
+//! holds, on that timer, once the producer accepts its stream (a new active, or one that
+//! forgot the replica's acks, learns it even if nothing more is streamed).
 //!
 //! No I/O and no clock: the caller passes `now` and reads the replica's positions.
 
+pub use crate::seqno_acks::Applied;
 use crate::seqno_acks::SeqnoAcks;
 use sluice_types::{Seqno, VbId};
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 
 /// Pause before asking again for a stream the producer refused.
 pub const STREAM_RETRY_WAIT: Duration = Duration::from_millis(200);
-/// How often seqnos applied or persisted since the last ack are acknowledged.
+/// How often prepares applied or persisted since the last ack are acknowledged.
 pub const ACK_INTERVAL: Duration = Duration::from_millis(2);
 
 /// How a replica answers the producer's ROLLBACK(to).
@@ -127,14 +128,15 @@ impl PassiveStreams {
     }
 
     /// `seqno` of `vb` was applied. Returns the ack to send now `(in_memory, persisted)` if it
-    /// ends its snapshot; `persisted` is read only then.
+    /// ends its snapshot and a prepare waits for it; `persisted` is read only then.
     pub fn on_applied(
         &mut self,
         vb: VbId,
         seqno: Seqno,
+        kind: Applied,
         persisted: impl FnOnce() -> Option<Seqno>,
     ) -> Option<(Seqno, Seqno)> {
-        self.acks.applied(vb, seqno, persisted)
+        self.acks.applied(vb, seqno, kind, persisted)
     }
 
     /// `vb` was rolled back and is asked for again from `from`: the next ack says so.

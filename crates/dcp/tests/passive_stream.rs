@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
 
 use sluice_dcp::passive::{
-    rollback_plan, AllEnded, PassiveStreams, RollbackPlan, STREAM_RETRY_WAIT,
+    rollback_plan, AllEnded, Applied, PassiveStreams, RollbackPlan, STREAM_RETRY_WAIT,
 };
 use sluice_types::{Seqno, VbId};
 use std::time::{Duration, Instant};
@@ -143,7 +143,7 @@ fn a_rollback_is_acknowledged_with_the_new_position() {
     let mut p = PassiveStreams::default();
     p.on_snapshot(vb, Seqno(40));
     assert_eq!(
-        p.on_applied(vb, Seqno(40), || Some(Seqno(40))),
+        p.on_applied(vb, Seqno(40), Applied::Prepare, || Some(Seqno(40))),
         Some((Seqno(40), Seqno(40)))
     );
     assert!(!p.acks_pending());

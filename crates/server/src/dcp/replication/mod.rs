@@ -37,7 +37,9 @@ use sluice_client::dcp::{
     DcpError, DcpEvent, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
 };
 use sluice_client::ConnectOptions;
-use sluice_dcp::passive::{rollback_plan, AllEnded, PassiveStreams, RollbackPlan, ACK_INTERVAL};
+use sluice_dcp::passive::{
+    rollback_plan, AllEnded, Applied, PassiveStreams, RollbackPlan, ACK_INTERVAL,
+};
 use sluice_engine::{EngineError, QueueOp, SnapshotKind, VbId, VbState};
 use sluice_proto::dcp::SnapshotFlags;
 use sluice_types::FailoverLog;
@@ -297,12 +299,12 @@ async fn follow(
             Err(e) => return Err(e.into()),
         };
         let applied = match &event {
-            DcpEvent::Mutation(i)
-            | DcpEvent::Deletion(i)
-            | DcpEvent::Expiration(i)
-            | DcpEvent::Prepare { item: i, .. } => Some((i.vb, i.seqno)),
+            DcpEvent::Mutation(i) | DcpEvent::Deletion(i) | DcpEvent::Expiration(i) => {
+                Some((i.vb, i.seqno, Applied::Other))
+            }
+            DcpEvent::Prepare { item: i, .. } => Some((i.vb, i.seqno, Applied::Prepare)),
             DcpEvent::Commit { vb, seqno, .. } | DcpEvent::Abort { vb, seqno, .. } => {
-                Some((*vb, *seqno))
+                Some((*vb, *seqno, Applied::Other))
             }
             _ => None,
         };
@@ -397,11 +399,12 @@ async fn follow(
                 tracing::info!(%vb, reason = reason.name(), "replication stream ended");
             }
         }
-        if let Some((vb, seqno)) = applied {
-            // The end of a snapshot is acked at once: a durable write on the active waits
-            // for it. The rest (mid-snapshot, persistence) goes out on the timer.
+        if let Some((vb, seqno, kind)) = applied {
+            // The end of a snapshot holding a prepare is acked at once: a durable write on
+            // the active waits for it. The rest (mid-snapshot, persistence) goes out on the
+            // timer.
             if let Some((in_memory, persisted)) =
-                passive.on_applied(vb, seqno, || bucket.engine.persisted_seqno(vb).ok())
+                passive.on_applied(vb, seqno, kind, || bucket.engine.persisted_seqno(vb).ok())
             {
                 stream.ack_seqno(vb, in_memory, persisted);
             }
