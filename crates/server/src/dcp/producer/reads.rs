@@ -68,8 +68,8 @@ impl Conn {
                             }
                         }
                     };
-                    if let Some(s) = self.producer.stream_mut(key) {
-                        let next = s.on_cursor(registered);
+                    let next = self.producer.stream_mut(key);
+                    if let Some(next) = next.map(|mut s| s.on_cursor(registered)) {
                         self.push_actions(key, next);
                     }
                 }
@@ -104,8 +104,8 @@ impl Conn {
     }
 
     fn stream_failed(&mut self, key: StreamKey) {
-        if let Some(s) = self.producer.stream_mut(key) {
-            let actions = s.on_state_changed();
+        let stream = self.producer.stream_mut(key);
+        if let Some(actions) = stream.map(|mut s| s.on_state_changed()) {
             self.push_actions(key, actions);
             self.producer.schedule(key);
         }
@@ -136,7 +136,7 @@ impl Conn {
         let Some(&cursor) = self.slots.cursor(key) else {
             return 0;
         };
-        let Some(stream) = self.producer.stream_mut(key) else {
+        let Some(mut stream) = self.producer.stream_mut(key) else {
             return 0;
         };
         if !matches!(
@@ -196,11 +196,13 @@ impl Conn {
                     // A takeover stream that has sent everything moves to its next step.
                     actions.extend(stream.on_drained());
                 }
+                drop(stream);
                 self.push_actions(key, actions);
                 self.producer.schedule(key);
             }
             Ok(None) => {
                 let actions = stream.on_cursor_dropped();
+                drop(stream);
                 self.slots.take_cursor(key);
                 if !self.slots.any_cursor(vb) {
                     self.wake.watch(vb, false);
@@ -208,7 +210,10 @@ impl Conn {
                 self.push_actions(key, actions);
                 self.producer.schedule(key);
             }
-            Err(_) => self.stream_failed(key),
+            Err(_) => {
+                drop(stream);
+                self.stream_failed(key);
+            }
         }
         queued
     }
@@ -282,7 +287,7 @@ impl Conn {
                     }
                     return;
                 }
-                let s = self.producer.stream_mut(key).expect("current");
+                let mut s = self.producer.stream_mut(key).expect("current");
                 match result {
                     Ok(mut backfill) => {
                         s.on_backfill_begin(sluice_dcp::stream::BackfillRange {
@@ -290,6 +295,7 @@ impl Conn {
                             max_visible: backfill.max_visible,
                             high_completed: backfill.high_completed,
                         });
+                        drop(s);
                         if let Some(c) = backfill.cursor.take() {
                             // Ephemeral: the cursor was registered with the scan; it is read
                             // once the backfill is done.
@@ -300,6 +306,7 @@ impl Conn {
                     Err(e) => {
                         tracing::warn!(%vb, error = %e, "backfill could not start");
                         let actions = s.on_backfill_failed();
+                        drop(s);
                         self.backfills.finish(key);
                         self.push_actions(key, actions);
                     }
@@ -316,11 +323,12 @@ impl Conn {
                     return;
                 }
                 let form = self.form;
-                let s = self.producer.stream_mut(key).expect("current");
+                let mut s = self.producer.stream_mut(key).expect("current");
                 match items {
                     Ok(items) if items.is_empty() => {
                         self.backfills.finish(key);
                         let actions = s.on_backfill_end();
+                        drop(s);
                         self.push_actions(key, actions);
                     }
                     Ok(items) => {
@@ -329,6 +337,7 @@ impl Conn {
                         // A filter emptied by a drop in the scan ends the stream here; its
                         // ReleaseCursor cancels the backfill parked below.
                         let actions = s.on_backfill_items(&changes);
+                        drop(s);
                         self.backfills.park(key, stream, backfill);
                         self.push_actions(key, actions);
                     }
@@ -336,6 +345,7 @@ impl Conn {
                         tracing::warn!(vb = %key.vb, error = %e, "backfill read failed");
                         self.backfills.finish(key);
                         let actions = s.on_backfill_failed();
+                        drop(s);
                         self.push_actions(key, actions);
                     }
                 }

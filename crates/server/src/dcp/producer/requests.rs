@@ -159,9 +159,9 @@ impl Conn {
         }
         let key = StreamKey { vb, sid };
         let others = self.producer.has_any_stream_of(vb);
-        match self.producer.stream_mut(key) {
-            Some(s) if s.state() != StreamState::Dead => {
-                let actions = s.close();
+        match self.producer.stream(key).map(|s| s.state()) {
+            Some(state) if state != StreamState::Dead => {
+                let actions = self.producer.stream_mut(key).expect("found").close();
                 self.push_actions(key, actions);
                 self.producer.schedule(key);
                 let p = r.packet(Status::Success);
@@ -315,13 +315,14 @@ impl Conn {
             tracing::debug!(opaque, "SET_VBUCKET_STATE answer for no waiting takeover");
             return;
         };
-        let stream = self.producer.stream_mut(key).expect("found");
+        let mut stream = self.producer.stream_mut(key).expect("found");
         let actions = if status == Status::Success.code() {
             stream.on_vb_state_ack()
         } else {
             tracing::warn!(vb = %key.vb, status, "the consumer refused the takeover's state change");
             stream.on_state_changed()
         };
+        drop(stream);
         self.push_actions(key, actions);
         self.producer.schedule(key);
     }
