@@ -176,16 +176,14 @@ impl CheckpointManager {
             open.high_seqno
         );
         let mut freed = 0;
-        let dedup = item.op.deduplicates();
-        if let Some(&slot) = open.index.get(&item.key).filter(|_| dedup) {
-            if let Some(old) = open.items[slot].take() {
-                freed = old.mem_bytes();
-            }
-        }
         let added = item.mem_bytes();
         let slot = open.items.len();
-        if dedup {
-            open.index.insert(item.key.clone(), slot);
+        if item.op.deduplicates() {
+            // One lookup: the key's older change in this checkpoint, if any, is replaced.
+            let older = open.index.insert(item.key.clone(), slot);
+            if let Some(old) = older.and_then(|s| open.items[s].take()) {
+                freed = old.mem_bytes();
+            }
         }
         open.items.push(Some(Arc::new(item)));
         open.high_seqno = seqno;
