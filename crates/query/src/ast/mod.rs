@@ -1,0 +1,16 @@
+//! The typed syntax tree. Parsing normalizes spellings that mean the same thing (`==`/`=`,
+//! `<>`/`!=`, `?`/`$n`, `@x`/`$x`, `VALUE`/`ELEMENT`/`RAW`, `SOME`/`ANY`,
+//! `IS UNKNOWN`/`IS NOT VALUED`, string or identifier index names), so two statements with
+//! the same meaning compare equal and rendering can pick one spelling.
+
+mod expr;
+mod ident;
+mod stmt;
+
+pub use expr::{BinaryOp, Expr, IsTest, Literal, Param, Quantifier, UnaryOp, WhenThen};
+pub use ident::{Ident, KeyspaceRef, Namespace};
+pub use stmt::{
+    BuildIndex, CreateIndex, CreatePrimaryIndex, Delete, DropIndex, DropPrimaryIndex, FromTerm,
+    IndexKey, Insert, InsertVerb, KeyValue, NullsOrder, Projection, ResultTerm, Select, SetTerm,
+    SortTerm, Statement, Update,
+};
