@@ -367,3 +367,40 @@ async fn a_replica_acks_what_it_holds_once_its_stream_is_accepted() {
     replica.shutdown().await.unwrap();
     active.shutdown().await.unwrap();
 }
+
+/// Plain writes are never acked: only a prepare waits for a replica's DCP_SEQNO_ACKNOWLEDGED
+/// (Couchbase acks its high prepared seqno for the same reason). Before, every snapshot end
+/// was acked, about one ack per write under load, each matched against the active's
+/// durability monitor. Durable writes still get theirs (`tests/durability.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_writes_send_no_seqno_acks() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let active = node(dirs[0].path(), None).await;
+    let (via, acks) = ack_counting_proxy(active.kv_addr).await;
+    let replica = node(dirs[1].path(), Some(via)).await;
+    let total = || acks.lock().unwrap().values().sum::<usize>();
+    // Each vbucket's stream, once accepted, is acked once with what the replica holds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while acks.lock().unwrap().len() < usize::from(VBS) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "every stream acked once accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = total();
+    write_all(active.memcached_addr.unwrap(), &items("plain", 3000)).await;
+    caught_up(&active, &replica).await;
+    // Mid-snapshot and persistence acks would go out on the 2 ms timer: give them time.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = total();
+    assert_eq!(
+        after,
+        before,
+        "{} seqno acks for 3,000 plain writes replicated",
+        after - before
+    );
+    replica.shutdown().await.unwrap();
+    active.shutdown().await.unwrap();
+}
