@@ -2,7 +2,8 @@
 //!
 //! Two relations, as Couchbase has two (`value.Collate` and `value.Compare`/`Equals`):
 //! - [`collate`]: a total order for ORDER BY, DISTINCT, grouping and MIN/MAX. Types order
-//!   `MISSING < NULL < FALSE < TRUE < numbers < strings < arrays < objects`; strings by
+//!   `MISSING < NULL < FALSE < TRUE < numbers < strings < arrays < objects`; numbers by
+//!   exact value (`1 = 1.0 = 1e0`, `-0.0 = 0`, integers beyond 2^53 exactly); strings by
 //!   UTF-8 bytes; arrays element by element, then the shorter first; objects with fewer
 //!   fields first, then name by name in sorted order over both objects' names: at the
 //!   first name only one side has, the side lacking it is the larger.
@@ -14,7 +15,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Number, Value as J};
 
-use crate::value::{json_type, Num, Type, Value};
+use crate::value::{json_type, Type, Value};
 
 /// A three-valued result: MISSING, NULL, or a definite answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,14 +63,52 @@ pub fn collate_json(a: &J, b: &J) -> Ordering {
     }
 }
 
+/// Numbers compare by exact value, integers and floats alike (`1 = 1.0`, `-0.0 = 0`).
+/// Going through f64 for a mixed pair, as this once did, broke transitivity beyond 2^53:
+/// `2^53 + 1 = 2^53.0` and `2^53.0 = 2^53`, yet `2^53 + 1 > 2^53`, which a sort or a
+/// `BTreeSet` of collated values (and the index key encoding) cannot live with.
 pub(crate) fn compare_numbers(a: &Number, b: &Number) -> Ordering {
-    match (Num::of(a), Num::of(b)) {
-        (Num::Int(x), Num::Int(y)) => x.cmp(&y),
-        (x, y) => x
-            .as_f64()
-            .partial_cmp(&y.as_f64())
-            .unwrap_or(Ordering::Equal),
+    match (exact(a), exact(b)) {
+        (Exact::Int(x), Exact::Int(y)) => x.cmp(&y),
+        // JSON numbers are finite, so this never falls back.
+        (Exact::Float(x), Exact::Float(y)) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+        (Exact::Int(x), Exact::Float(y)) => int_vs_float(x, y),
+        (Exact::Float(x), Exact::Int(y)) => int_vs_float(y, x).reverse(),
     }
+}
+
+/// A JSON number as it is held: an i64 or u64 (both fit an i128), or a float.
+enum Exact {
+    Int(i128),
+    Float(f64),
+}
+
+fn exact(n: &Number) -> Exact {
+    if let Some(i) = n.as_i64() {
+        Exact::Int(i.into())
+    } else if let Some(u) = n.as_u64() {
+        Exact::Int(u.into())
+    } else {
+        Exact::Float(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+/// Exact comparison of an integer in [-2^63, 2^64) with a finite float.
+fn int_vs_float(i: i128, f: f64) -> Ordering {
+    const TWO_64: f64 = 18_446_744_073_709_551_616.0;
+    if f >= TWO_64 {
+        return Ordering::Less;
+    }
+    if f <= -TWO_64 {
+        return Ordering::Greater;
+    }
+    if f.is_nan() {
+        return Ordering::Equal;
+    }
+    // |t| < 2^64, so the cast is exact; `f - t` (the fraction, exact) breaks a tie.
+    let t = f.trunc();
+    i.cmp(&(t as i128))
+        .then_with(|| 0.0f64.partial_cmp(&(f - t)).unwrap_or(Ordering::Equal))
 }
 
 /// Walks the sorted union of two objects' names (serde_json keeps maps sorted) and yields,
@@ -247,6 +286,59 @@ mod tests {
             }
         }
         assert_eq!(collate(&v(json!(1)), &v(json!(1.0))), Ordering::Equal);
+    }
+
+    #[test]
+    fn numbers_compare_by_exact_value() {
+        let n = |j: J| match j {
+            J::Number(n) => n,
+            _ => unreachable!(),
+        };
+        let two_53 = 9_007_199_254_740_992_i64;
+        // Through f64, 2^53 + 1 would equal 2^53.0, which equals 2^53 < 2^53 + 1.
+        assert_eq!(
+            compare_numbers(&n(json!(two_53 + 1)), &n(json!(two_53 as f64))),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(two_53)), &n(json!(two_53 as f64))),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(u64::MAX)), &n(json!(18_446_744_073_709_551_616.0))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(i64::MIN)), &n(json!(-9_223_372_036_854_775_808.0))),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare_numbers(
+                &n(json!(i64::MAX)),
+                &n(json!(9_223_372_036_854_775_808_u64))
+            ),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(-2)), &n(json!(-1.5))),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(-1)), &n(json!(-1.5))),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(0)), &n(json!(-0.0))),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare_numbers(&n(json!(0)), &n(json!(5e-324))),
+            Ordering::Less
+        );
+        assert_eq!(
+            equals(&v(json!(two_53 + 1)), &v(json!(two_53 as f64))),
+            Tri::Known(false)
+        );
     }
 
     #[test]

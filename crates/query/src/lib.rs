@@ -15,6 +15,7 @@
 //! - `functions/`: the function catalog (names, argument counts) and the scalar functions.
 //! - `eval/`: expression evaluation (`ops` for the operators, `like` for patterns,
 //!   `params` for what the caller binds).
+//! - `index_key/`: secondary-index entries as order-preserving bytes, and their scan ranges.
 //! - `pipeline/`: a SELECT over caller-supplied rows (formalize → filter → group → project →
 //!   distinct → sort → offset/limit), with a memory bound on what it buffers.
 //! - `error`: the one error type, with Couchbase's error codes.
@@ -34,6 +35,7 @@ mod collate;
 pub mod error;
 pub mod eval;
 pub mod functions;
+pub mod index_key;
 mod keywords;
 mod lexer;
 mod parse;
