@@ -20,6 +20,11 @@ fn couchbase() -> BucketTypeArg {
     BucketTypeArg::Couchbase
 }
 
+/// Settings saved before `--durable-hz` existed ran no durable probes.
+fn durable_hz() -> f64 {
+    0.0
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReplPeer {
@@ -105,6 +110,14 @@ pub struct ReplArgs {
     /// Replication-latency samples per second (Poisson-timed).
     #[arg(long, default_value_t = 100.0, value_parser = parse_rate)]
     pub sample_hz: f64,
+
+    /// Durable writes per second (Poisson-timed, one at a time) of each durability level's
+    /// probe during every step, to keys of their own: Sluice `majority` and, on a couchbase
+    /// bucket, `persistToMajority`; Redis SET + `WAIT 1`. Their p50 / p99 go in the report.
+    /// 0: no probes.
+    #[arg(long, default_value_t = 100.0, value_parser = parse_rate)]
+    #[serde(default = "durable_hz")]
+    pub durable_hz: f64,
 
     /// Runs of the whole step ladder; each figure is the median over runs (targets alternate
     /// run by run).

@@ -155,6 +155,36 @@ fn window_rates(samples: &[LagSample]) -> Vec<f64> {
     rates
 }
 
+/// Poisson-timed instants from `start` to `until`, `hz` a second on average: the sampler's
+/// and the durable probes' clock.
+pub struct PoissonClock {
+    next: Instant,
+    until: Instant,
+    hz: f64,
+    rng: crate::load::workload::Rng,
+}
+
+impl PoissonClock {
+    pub fn new(start: Instant, until: Instant, hz: f64, seed: u64) -> PoissonClock {
+        PoissonClock {
+            next: start,
+            until,
+            hz,
+            rng: crate::load::workload::Rng::new(seed),
+        }
+    }
+
+    /// Sleeps until the next instant; `false` once it would fall past the end.
+    pub async fn tick(&mut self) -> bool {
+        self.next += poisson_gap(self.hz, self.rng.next_f64());
+        if self.next >= self.until {
+            return false;
+        }
+        tokio::time::sleep_until(self.next.into()).await;
+        true
+    }
+}
+
 /// Exponential gap with mean `1/hz` for Poisson-timed samples, from a uniform `u` in [0, 1).
 pub fn poisson_gap(hz: f64, u: f64) -> Duration {
     let gap = -(1.0 - u).ln() / hz;

@@ -13,6 +13,7 @@
 pub mod args;
 pub mod background;
 pub mod column;
+pub mod durable;
 pub mod measure;
 pub mod redis;
 pub mod report;

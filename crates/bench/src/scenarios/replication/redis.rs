@@ -16,6 +16,7 @@ use crate::harness::redis_peer::RedisPair;
 use crate::harness::resp::{encode, Reply, RespConn};
 use crate::load::pacer::Pacer;
 use crate::load::workload::key;
+use crate::scenarios::replication::durable::DURABLE_TIMEOUT;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::step::WritePlan;
 
@@ -29,6 +30,8 @@ pub struct RedisTarget {
     sample_replica: Mutex<RespConn>,
     probe_primary: Mutex<RespConn>,
     probe_replica: Mutex<RespConn>,
+    /// The durable probe's SET + WAIT round trips.
+    durable_primary: Mutex<RespConn>,
     sample_errors: Arc<AtomicU64>,
 }
 
@@ -49,6 +52,7 @@ impl RedisTarget {
             sample_replica: Mutex::new(RespConn::connect(pair.replica).await?),
             probe_primary: Mutex::new(RespConn::connect(pair.primary).await?),
             probe_replica: Mutex::new(RespConn::connect(pair.replica).await?),
+            durable_primary: Mutex::new(RespConn::connect(pair.primary).await?),
             pair,
             sample_errors,
         })
@@ -124,6 +128,17 @@ impl RedisTarget {
             account(&mut out, due, &r);
         }
         Ok(out)
+    }
+
+    /// SET, then `WAIT 1 <timeout>`: true once the replica acknowledged it in time.
+    pub async fn durable_set(&self, key: &[u8], value: &[u8]) -> anyhow::Result<bool> {
+        let timeout_ms = DURABLE_TIMEOUT.as_millis().to_string();
+        let mut conn = self.durable_primary.lock().await;
+        if !conn.call(&[b"SET", key, value]).await?.is_ok() {
+            return Ok(false);
+        }
+        let acked = conn.call(&[b"WAIT", b"1", timeout_ms.as_bytes()]).await?;
+        Ok(matches!(acked, Reply::Integer(n) if n >= 1))
     }
 
     pub async fn send_sample(&self, key: &[u8], value: &[u8]) -> anyhow::Result<()> {

@@ -12,6 +12,7 @@ use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::background::ReaderCount;
+use crate::scenarios::replication::durable::{self, DurableLatency};
 use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::step::StepResult;
 
@@ -49,6 +50,8 @@ pub struct MedianRow {
     pub bytes_mb_per_s_min: f64,
     /// `--breakdown`: each stage's medians over the runs (empty without it).
     pub stages: Vec<StageTiming>,
+    /// The durable probes' medians over the runs, per level (empty without probes).
+    pub durable: Vec<DurableLatency>,
 }
 
 impl MedianRow {
@@ -87,6 +90,12 @@ impl MedianRow {
             bytes_mb_per_s_max: m(&|s| s.lag.bytes_mb_per_s_max),
             bytes_mb_per_s_min: m(&|s| s.lag.bytes_mb_per_s_min),
             stages: median_stages(steps),
+            durable: durable::median_over_runs(
+                &steps
+                    .iter()
+                    .map(|s| s.durable.as_slice())
+                    .collect::<Vec<_>>(),
+            ),
         }
     }
 
@@ -314,6 +323,14 @@ impl ReplReport {
         Some(t)
     }
 
+    /// The durable probes: each level's p50 / p99 per rate and target.
+    pub fn durable_table(&self) -> Option<Table> {
+        self.medians
+            .iter()
+            .any(|r| !r.durable.is_empty())
+            .then(|| self.by_rate(|r| durable::cell(&r.durable)))
+    }
+
     pub fn items_table(&self) -> Table {
         self.by_rate(|r| {
             let producer = r
@@ -528,6 +545,16 @@ impl ReplReport {
                 table.to_markdown()
             ));
         }
+        if let Some(table) = self.durable_table() {
+            md.push_str(&format!(
+                "## Durable writes beside the load, p50 / p99\n\nA probe per level sends one \
+                 durable set at a time ({} a second, Poisson-timed) to keys of its own while \
+                 the step's load runs, timed from its send to its answer. Sluice: `majority`, \
+                 and `persistToMajority` on a couchbase bucket; Redis: SET then `WAIT 1`.\n\n{}\n",
+                self.args.durable_hz,
+                table.to_markdown()
+            ));
+        }
         if let Some(table) = self.stages_table() {
             md.push_str(&format!(
                 "## Where the time goes (--breakdown)\n\nEach stage's time since the write \
@@ -593,6 +620,7 @@ mod tests {
             stream_bytes_per_set: None,
             resident_pct: Some(100),
             stages: None,
+            durable: Vec::new(),
             timeline: Timeline {
                 latency_ms: vec![(0.5, p99_ms)],
                 items_remaining: vec![(0.1, items)],

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::harness::local_cluster::LocalCluster;
 use crate::harness::redis_peer::{find_redis_server, RedisPair, RedisPersistence};
 use crate::report::progress::{Length, Ticker};
+use crate::scenarios::kv::args::BucketTypeArg;
 use crate::scenarios::replication::args::{ReplArgs, ReplPeer};
 use crate::scenarios::replication::background::Background;
 use crate::scenarios::replication::column::Column;
@@ -86,6 +87,8 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
         sample_hz: args.sample_hz,
         sample_key_prefix: sample_key_prefix(),
         breakdown: args.breakdown,
+        durable_hz: args.durable_hz,
+        persistent_bucket: args.bucket_type == BucketTypeArg::Couchbase,
     };
     let mut all = Outcome::default();
     for run in 0..args.runs {
@@ -112,6 +115,10 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
     println!("{}", report.latency_table().to_text());
     println!("items remaining avg / max:");
     println!("{}", report.items_table().to_text());
+    if let Some(t) = report.durable_table() {
+        println!("durable writes beside the load, p50 / p99:");
+        println!("{}", t.to_text());
+    }
     eprintln!("wrote {}/report.md and results.json", out_dir.display());
     Ok(())
 }
@@ -170,7 +177,7 @@ async fn start(
                 pids,
             )
             .await?;
-            Ok((Target::Sluice(t), cluster))
+            Ok((Target::Sluice(Box::new(t)), cluster))
         }
         Kind::Redis(mode) => {
             let bin = redis.context("no redis-server")?;

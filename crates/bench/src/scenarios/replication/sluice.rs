@@ -8,7 +8,10 @@
 
 use anyhow::Context;
 use bytes::Bytes;
-use sluice_client::{Client, ClusterClient, ClusterOptions, ConnectOptions, StoreOptions};
+use sluice_client::{
+    Client, ClusterClient, ClusterOptions, ConnectOptions, Durability, DurabilityLevel,
+    StoreOptions,
+};
 use sluice_types::VbId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,6 +24,7 @@ use crate::harness::settle;
 use crate::load::pacer::Pacer;
 use crate::load::workload::key;
 use crate::scenarios::replication::background::NodeShare;
+use crate::scenarios::replication::durable::{DurableLevel, DURABLE_TIMEOUT};
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
@@ -33,6 +37,9 @@ const PREFILL_BATCH: usize = 2048;
 pub struct SluiceTarget {
     writer: ClusterClient,
     sampler: ClusterClient,
+    /// One client per durability level's probe: a durable write holds its connection's
+    /// later answers, which must not delay the sampler's or the other level's.
+    durable: [ClusterClient; 2],
     /// One plain connection per node for STAT.
     stats: Vec<Arc<Mutex<Client>>>,
     replicas: u8,
@@ -58,9 +65,19 @@ impl SluiceTarget {
         let writer = ClusterClient::connect(seeds, options.clone())
             .await
             .context("connecting the load's cluster client")?;
-        let sampler = ClusterClient::connect(seeds, options)
+        let sampler = ClusterClient::connect(seeds, options.clone())
             .await
             .context("connecting the sampler's cluster client")?;
+        let mut durable = Vec::new();
+        for _ in 0..2 {
+            let c = ClusterClient::connect(seeds, options.clone())
+                .await
+                .context("connecting a durable probe's cluster client")?;
+            durable.push(c);
+        }
+        let durable: [ClusterClient; 2] = durable
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("two durable probe clients"))?;
         let map = writer.map();
         let replicas = map.num_replicas();
         anyhow::ensure!(
@@ -78,6 +95,7 @@ impl SluiceTarget {
         Ok(SluiceTarget {
             writer,
             sampler,
+            durable,
             stats,
             replicas,
             sample_errors: Arc::default(),
@@ -204,6 +222,26 @@ impl SluiceTarget {
                 errors.fetch_add(1, Ordering::Relaxed);
             }
         });
+    }
+
+    /// A set at `level` through that level's own client: true once answered with success;
+    /// refused, timed out or ambiguous is false.
+    pub async fn durable_set(&self, key: &[u8], value: &[u8], level: DurableLevel) -> bool {
+        let (client, level) = match level {
+            DurableLevel::Majority => (&self.durable[0], DurabilityLevel::Majority),
+            DurableLevel::PersistToMajority => {
+                (&self.durable[1], DurabilityLevel::PersistToMajority)
+            }
+        };
+        let timeout_ms = u16::try_from(DURABLE_TIMEOUT.as_millis()).unwrap_or(u16::MAX - 1);
+        let options = StoreOptions {
+            durability: Some(Durability {
+                level,
+                timeout_ms: Some(timeout_ms),
+            }),
+            ..StoreOptions::default()
+        };
+        client.set(key, value, options).await.is_ok()
     }
 
     /// Whether replica 0 holds exactly `value` under `key`.

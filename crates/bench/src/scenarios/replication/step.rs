@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::load::latency::LatencySummary;
-use crate::load::workload::Rng;
+use crate::scenarios::replication::durable::{self, DurableLatency, DurableLevel};
 use crate::scenarios::replication::measure::{
-    items_behind, poisson_gap, summarize_lag, LagSample, LagSummary, SampleOutcome, WriteOutcome,
+    items_behind, summarize_lag, LagSample, LagSummary, PoissonClock, SampleOutcome, WriteOutcome,
     MONITOR_EVERY,
 };
 use crate::scenarios::replication::stages::StageTiming;
@@ -63,6 +63,10 @@ pub struct StepConfig {
     pub sample_key_prefix: String,
     /// Snapshot the nodes' stage histograms at the warm-up's end and the step's end.
     pub breakdown: bool,
+    /// Durable writes per second of each level's probe (0: none).
+    pub durable_hz: f64,
+    /// The bucket persists (so `persistToMajority` is probed too).
+    pub persistent_bucket: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -98,6 +102,8 @@ pub struct StepResult {
     pub resident_pct: Option<u64>,
     /// Sluice with `--breakdown`: each stage of the measured part of the step.
     pub stages: Option<Vec<StageTiming>>,
+    /// The durable probes, one per level the target offers (empty with `--durable-hz 0`).
+    pub durable: Vec<DurableLatency>,
     /// The step over time, for the charts (not in results.json: the figures above are).
     #[serde(skip)]
     pub timeline: Timeline,
@@ -151,6 +157,18 @@ pub async fn run_step(
         seed,
     ));
     let monitor = tokio::spawn(monitor(target.clone(), plan.clone()));
+    let mut durable_probes = JoinSet::new();
+    if cfg.durable_hz > 0.0 {
+        for (i, level) in durable_levels(&target, cfg).into_iter().enumerate() {
+            let (t, p) = (target.clone(), plan.clone());
+            let tag = format!(
+                "{}:durable:{label}:{run}:{rate}:{step_no}",
+                cfg.sample_key_prefix
+            );
+            let seed = seed ^ (0x9e37_79b9 + i as u64);
+            durable_probes.spawn(durable::probe(t, p, level, cfg.durable_hz, tag, seed));
+        }
+    }
     let stages_from = cfg.breakdown.then(|| {
         let (t, at) = (target.clone(), plan.measure_from);
         tokio::spawn(async move {
@@ -164,6 +182,11 @@ pub async fn run_step(
         writes.merge(w??);
     }
     let mut samples = sampler.await??;
+    let mut durable = Vec::new();
+    while let Some(d) = durable_probes.join_next().await {
+        durable.push(d??);
+    }
+    durable.sort_by_key(|d| d.level.name());
     let lag_samples = monitor.await??;
     let stages = match stages_from {
         Some(from) => {
@@ -222,8 +245,20 @@ pub async fn run_step(
         stream_bytes_per_set: per_set,
         resident_pct,
         stages,
+        durable,
         timeline,
     })
+}
+
+/// The durability levels a target is probed at: Redis has only its `WAIT`; an ephemeral
+/// bucket cannot persist.
+fn durable_levels(target: &Target, cfg: &StepConfig) -> Vec<DurableLevel> {
+    match target {
+        Target::Sluice(_) if cfg.persistent_bucket => {
+            vec![DurableLevel::Majority, DurableLevel::PersistToMajority]
+        }
+        Target::Sluice(_) | Target::Redis(_) => vec![DurableLevel::Majority],
+    }
 }
 
 async fn redis_offsets(target: &Target) -> anyhow::Result<Option<(u64, u64)>> {
@@ -249,15 +284,12 @@ async fn sample(
     seed: u64,
 ) -> anyhow::Result<SampleOutcome> {
     let mut out = SampleOutcome::default();
-    let mut rng = Rng::new(seed);
     let errors_before = target.sample_errors();
-    let mut next = plan.start;
+    let mut clock = PoissonClock::new(plan.start, plan.until, hz, seed);
     for n in 0u64.. {
-        next += poisson_gap(hz, rng.next_f64());
-        if next >= plan.until {
+        if !clock.tick().await {
             break;
         }
-        tokio::time::sleep_until(next.into()).await;
         let key = Bytes::from(format!("{tag}:{n}"));
         let value = sample_value(n, plan.value.len());
         let sent = Instant::now();

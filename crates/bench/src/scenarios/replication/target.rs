@@ -6,6 +6,7 @@ use bytes::Bytes;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use crate::scenarios::replication::durable::DurableLevel;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::redis::RedisTarget;
 use crate::scenarios::replication::sluice::SluiceTarget;
@@ -13,8 +14,8 @@ use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
 
 pub enum Target {
-    Sluice(SluiceTarget),
-    // Boxed: its four connections make it ten times the size of the Sluice side.
+    // Both boxed: each holds several clients or connections inline.
+    Sluice(Box<SluiceTarget>),
     Redis(Box<RedisTarget>),
 }
 
@@ -41,6 +42,20 @@ impl Target {
                 Ok(())
             }
             Target::Redis(t) => t.send_sample(&key, &value).await,
+        }
+    }
+
+    /// A durable set at `level` (Redis: SET + WAIT 1, whatever the level); true once
+    /// acknowledged in time. Only the connection failing is an error.
+    pub async fn durable_set(
+        &self,
+        key: Bytes,
+        value: Bytes,
+        level: DurableLevel,
+    ) -> anyhow::Result<bool> {
+        match self {
+            Target::Sluice(t) => Ok(t.durable_set(&key, &value, level).await),
+            Target::Redis(t) => t.durable_set(&key, &value).await,
         }
     }
 
