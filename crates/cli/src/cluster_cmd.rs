@@ -404,8 +404,22 @@ async fn wait_for(
 }
 
 fn log_tail(dir: &Path) -> String {
-    let text = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
+    tail_before_backtrace(&std::fs::read_to_string(dir.join("server.log")).unwrap_or_default())
+}
+
+/// The last 20 lines of a node's log, leaving out the stack backtrace its fatal error or
+/// panic may end with (`RUST_BACKTRACE=1`): the backtrace alone fills the tail, and the line that says what
+/// went wrong is above it.
+fn tail_before_backtrace(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        // `Stack backtrace:` after an error, `stack backtrace:` after a panic.
+        .take_while(|l| {
+            !l.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("stack backtrace:")
+        })
+        .collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
@@ -518,5 +532,39 @@ async fn stop_all(procs: &mut [NodeProc]) {
                 let _ = p.child.kill().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_before_backtrace;
+
+    #[test]
+    fn a_fatal_errors_backtrace_is_left_out_of_the_tail() {
+        let mut log = String::from("INFO starting\n");
+        log.push_str("Error: binding the KV port 127.0.0.1:12000: Address already in use\n\n");
+        log.push_str("Stack backtrace:\n");
+        for i in 0..40 {
+            log.push_str(&format!("  {i}: some::frame\n"));
+        }
+        let tail = tail_before_backtrace(&log);
+        assert!(tail.contains("Address already in use"), "{tail}");
+        assert!(!tail.contains("some::frame"), "{tail}");
+        let panic = "thread 'main' panicked at src/x.rs:1:1:\nboom\nstack backtrace:\n  0: f\n";
+        assert_eq!(
+            tail_before_backtrace(panic),
+            "thread 'main' panicked at src/x.rs:1:1:\nboom"
+        );
+    }
+
+    #[test]
+    fn without_a_backtrace_the_last_twenty_lines() {
+        let log: String = (0..30).map(|i| format!("line {i}\n")).collect();
+        let tail = tail_before_backtrace(&log);
+        assert_eq!(tail.lines().count(), 20);
+        assert!(
+            tail.starts_with("line 10") && tail.ends_with("line 29"),
+            "{tail}"
+        );
     }
 }
