@@ -17,12 +17,6 @@ use tokio::net::TcpStream;
 #[derive(Debug)]
 pub struct TlsTransport(pub TcpStream);
 
-impl TlsTransport {
-    pub fn get_ref(&self) -> &TcpStream {
-        &self.0
-    }
-}
-
 /// The only non-empty slice of `bufs`, if there is exactly one.
 fn single_slice<'a>(bufs: &'a [IoSlice<'_>]) -> Option<&'a [u8]> {
     let mut filled = bufs.iter().filter(|b| !b.is_empty());

@@ -68,16 +68,12 @@ impl SluiceTarget {
         let sampler = ClusterClient::connect(seeds, options.clone())
             .await
             .context("connecting the sampler's cluster client")?;
-        let mut durable = Vec::new();
-        for _ in 0..2 {
-            let c = ClusterClient::connect(seeds, options.clone())
+        let probe_client = || async {
+            ClusterClient::connect(seeds, options.clone())
                 .await
-                .context("connecting a durable probe's cluster client")?;
-            durable.push(c);
-        }
-        let durable: [ClusterClient; 2] = durable
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("two durable probe clients"))?;
+                .context("connecting a durable probe's cluster client")
+        };
+        let durable = [probe_client().await?, probe_client().await?];
         let map = writer.map();
         let replicas = map.num_replicas();
         anyhow::ensure!(
