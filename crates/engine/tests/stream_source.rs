@@ -19,52 +19,15 @@ fn k(i: usize) -> Vec<u8> {
     format!("k{}", i % 40).into_bytes()
 }
 
-/// Streams vbucket 0 from `after` the way a producer does, calling `between` after every
-/// backfill chunk; returns seqno → (key, value) as delivered.
-fn stream_all(b: &Bucket, mut between: impl FnMut(usize)) -> BTreeMap<u64, (Vec<u8>, Vec<u8>)> {
+/// Streams vbucket 0 the way a producer does, calling `between` after every backfill chunk;
+/// returns seqno → (key, value) as delivered.
+fn stream_all(b: &Bucket, between: impl FnMut(usize)) -> BTreeMap<u64, (Vec<u8>, Vec<u8>)> {
+    let items = stream_from_start(b, VB, between);
     let mut got = BTreeMap::new();
-    let mut last = Seqno::ZERO;
-    let mut step = 0;
-    let cursor = loop {
-        if let Some(c) = b.stream_cursor(VB, last).unwrap() {
-            break c;
-        }
-        let mut backfill = b.backfill(VB, last).unwrap();
-        assert!(backfill.end >= last);
-        loop {
-            let chunk = backfill.next_chunk(200).unwrap();
-            if chunk.is_empty() {
-                break;
-            }
-            for item in chunk {
-                assert!(item.meta.seqno > last, "no duplicate, in order");
-                last = item.meta.seqno;
-                got.insert(last.0, (item.key.to_vec(), item.value.to_vec()));
-            }
-            between(step);
-            step += 1;
-        }
-        last = backfill.end;
-        if let Some(c) = backfill.cursor {
-            break c;
-        }
-    };
-    loop {
-        let chunks = b.read_stream_cursor(VB, cursor, 1 << 20).unwrap().unwrap();
-        let items: Vec<_> = chunks.into_iter().flat_map(|c| c.items).collect();
-        if items.is_empty() {
-            break;
-        }
-        for item in items {
-            if item.meta.seqno <= last {
-                continue; // a cursor registered mid-checkpoint may repeat nothing newer
-            }
-            last = item.meta.seqno;
-            got.insert(last.0, (item.key.to_vec(), item.value.to_vec()));
-            assert_eq!(item.op, QueueOp::Mutation);
-        }
+    for item in items {
+        assert_eq!(item.op, QueueOp::Mutation);
+        got.insert(item.meta.seqno.0, (item.key.to_vec(), item.value.to_vec()));
     }
-    b.release_stream_cursor(VB, cursor);
     got
 }
 

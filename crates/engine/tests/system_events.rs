@@ -22,14 +22,10 @@ fn manifest(uid: u64, collections: &[(u32, &str)], next_id: u32) -> LiveCollecti
     LiveCollections::with_entries(uid, scopes, collections.iter().map(entry), next_id, 9)
 }
 
-/// The records of `vb` read from a cursor registered at 0, in seqno order.
+/// The records of `vb` as a stream from seqno 0 reads them, in seqno order.
 fn records(b: &sluice_engine::Bucket, vb: VbId) -> Vec<(Seqno, SystemEvent)> {
-    let c = b.stream_cursor(vb, Seqno::ZERO).unwrap().unwrap();
-    let chunks = b.read_stream_cursor(vb, c, 1 << 20).unwrap().unwrap();
-    b.release_stream_cursor(vb, c);
-    chunks
+    stream_from_start(b, vb, |_| {})
         .iter()
-        .flat_map(|ch| ch.items.iter())
         .filter_map(|i| SystemEvent::decode(&i.key, &i.value).map(|e| (i.meta.seqno, e)))
         .collect()
 }

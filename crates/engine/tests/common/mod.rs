@@ -1,9 +1,11 @@
 //! Helpers shared by the engine's integration tests (real fjall storage in a temp dir).
 #![allow(dead_code)]
 
-use sluice_engine::{Bucket, BucketConfig, BucketType, StoreKind, StoreRequest, SystemClock};
+use sluice_engine::{
+    Bucket, BucketConfig, BucketType, QueuedItem, StoreKind, StoreRequest, SystemClock,
+};
 use sluice_storage::{FjallStore, Store};
-use sluice_types::{vbucket_of, Cas, Datatype, VbId};
+use sluice_types::{vbucket_of, Cas, Datatype, Seqno, VbId};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -110,4 +112,62 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).expect("copy");
         }
     }
+}
+
+/// Streams `vb` from its first change to the end of what memory holds, the way a producer
+/// does: a backfill from disk first when the checkpoints no longer reach back to seqno 1
+/// (the flusher frees what it persisted, at a moment the test does not choose), then the
+/// cursor. `between` runs after every backfill chunk. The items come once each, in seqno
+/// order.
+pub fn stream_from_start(
+    b: &Bucket,
+    vb: VbId,
+    mut between: impl FnMut(usize),
+) -> Vec<Arc<QueuedItem>> {
+    let mut got: Vec<Arc<QueuedItem>> = Vec::new();
+    let mut last = Seqno::ZERO;
+    let mut step = 0;
+    let cursor = loop {
+        if let Some(c) = b.stream_cursor(vb, last).expect("vbucket exists") {
+            break c;
+        }
+        let mut backfill = b.backfill(vb, last).expect("backfill starts");
+        assert!(backfill.end >= last);
+        loop {
+            let chunk = backfill.next_chunk(200).expect("backfill reads");
+            if chunk.is_empty() {
+                break;
+            }
+            for item in chunk {
+                assert!(item.meta.seqno > last, "no duplicate, in order");
+                last = item.meta.seqno;
+                got.push(item);
+            }
+            between(step);
+            step += 1;
+        }
+        last = backfill.end;
+        if let Some(c) = backfill.cursor {
+            break c;
+        }
+    };
+    loop {
+        let chunks = b
+            .read_stream_cursor(vb, cursor, 1 << 20)
+            .expect("vbucket exists")
+            .expect("nothing drops the cursor of a test that reads at once");
+        let items: Vec<_> = chunks.into_iter().flat_map(|c| c.items).collect();
+        if items.is_empty() {
+            break;
+        }
+        for item in items {
+            if item.meta.seqno <= last {
+                continue; // a cursor registered mid-checkpoint may repeat nothing newer
+            }
+            last = item.meta.seqno;
+            got.push(item);
+        }
+    }
+    b.release_stream_cursor(vb, cursor);
+    got
 }
