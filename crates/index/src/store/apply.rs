@@ -1,0 +1,121 @@
+//! Applying one vbucket's changes, with the stream position they reach, in one batch.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+
+use fjall::PersistMode;
+use sluice_types::VbId;
+
+use super::{keys, lock, IndexStore};
+use crate::entry::{entry_of, Doc};
+use crate::error::Result;
+use crate::position::VbPosition;
+
+/// One document change from the stream, in seqno order.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// A mutation: the document as it now is.
+    Upsert(Doc<'a>),
+    /// A deletion or an expiration.
+    Delete { key: &'a [u8] },
+}
+
+impl Change<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            Change::Upsert(doc) => doc.key,
+            Change::Delete { key } => key,
+        }
+    }
+}
+
+/// What one [`IndexStore::apply`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub entries_added: u64,
+    pub entries_removed: u64,
+    /// Documents left out because their values do not fit an entry.
+    pub skipped: u64,
+}
+
+/// A document's entry before the batch and as the batch leaves it.
+struct Net {
+    before: Option<Vec<u8>>,
+    after: Option<Vec<u8>>,
+}
+
+impl IndexStore {
+    /// Applies `changes` of `vb` to index `id` and records `to` as the vbucket's position,
+    /// all in one atomic batch.
+    ///
+    /// A document changed several times in `changes` is written once, as its last change
+    /// leaves it: a batch must not remove and insert the same key (its operations share
+    /// one sequence number, so which one wins would be undefined).
+    pub fn apply(
+        &self,
+        id: super::IndexId,
+        vb: VbId,
+        changes: &[Change<'_>],
+        to: VbPosition,
+    ) -> Result<Applied> {
+        let open = self.index(id)?;
+        let def = open
+            .def
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let _write = lock(&open.write);
+        let mut applied = Applied::default();
+        let mut order: Vec<&[u8]> = Vec::new();
+        let mut net: HashMap<&[u8], Net> = HashMap::new();
+        for change in changes {
+            let key = change.key();
+            let after = match change {
+                Change::Upsert(doc) => entry_of(&def, *doc).unwrap_or_else(|_| {
+                    applied.skipped += 1;
+                    None
+                }),
+                Change::Delete { .. } => None,
+            };
+            if let Some(n) = net.get_mut(key) {
+                n.after = after;
+                continue;
+            }
+            let before = open.back.get(keys::back(vb, key))?.map(|v| v.to_vec());
+            order.push(key);
+            net.insert(key, Net { before, after });
+        }
+        let mut batch = self.db.batch();
+        for key in order {
+            let n = &net[key];
+            if n.before == n.after {
+                continue;
+            }
+            if let Some(old) = &n.before {
+                batch.remove(&open.entries, old.as_slice());
+                applied.entries_removed += 1;
+            }
+            let back = keys::back(vb, key);
+            match &n.after {
+                Some(entry) => {
+                    batch.insert(&open.entries, entry.as_slice(), []);
+                    batch.insert(&open.back, back, entry.as_slice());
+                    applied.entries_added += 1;
+                }
+                None => batch.remove(&open.back, back),
+            }
+        }
+        batch.insert(&self.meta, keys::position(id, vb), to.encode());
+        // To the OS, not fsynced: see the module doc of `store`.
+        batch.durability(Some(PersistMode::Buffer)).commit()?;
+        lock(&open.positions).insert(vb, to);
+        open.counters
+            .changes
+            .fetch_add(changes.len() as u64, Ordering::Relaxed);
+        open.counters
+            .skipped
+            .fetch_add(applied.skipped, Ordering::Relaxed);
+        Ok(applied)
+    }
+}
