@@ -64,6 +64,14 @@ pub enum QueryError {
     /// The rows buffered for ORDER BY, GROUP BY or DISTINCT outgrew the caller's budget.
     #[error("Request has exceeded memory quota (inuse: {in_use} limit: {limit})")]
     MemoryQuotaExceeded { in_use: usize, limit: usize },
+    /// The planner found no online index that can answer the statement without missing
+    /// documents. `keyspace` is the FROM keyspace as the crate renders it (backticked).
+    #[error(
+        "No index available on keyspace {keyspace} that matches your query. Use CREATE \
+         PRIMARY INDEX ON {keyspace} to create a primary index, or check that your expected \
+         index is online."
+    )]
+    NoIndexAvailable { keyspace: String },
 }
 
 impl QueryError {
@@ -72,7 +80,7 @@ impl QueryError {
         match self {
             QueryError::Syntax { .. } => 3000,
             QueryError::InvalidInput => 3083,
-            QueryError::AggregateNotAllowed { .. } => 4000,
+            QueryError::AggregateNotAllowed { .. } | QueryError::NoIndexAvailable { .. } => 4000,
             QueryError::NotGroupKeyOrAggregate { .. } => 4210,
             QueryError::UnboundNamedParameter { .. }
             | QueryError::UnboundPositionalParameter { .. }

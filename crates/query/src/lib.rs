@@ -1,6 +1,7 @@
 //! The SQL++ (N1QL) language core of Sluice's query service: text in, typed statements
 //! out, and expressions and SELECTs evaluated over JSON the caller supplies. Pure: no I/O,
-//! no async runtime, no storage or index knowledge; a planner and executor sit on top.
+//! no async runtime, no storage; the planner is told which indexes exist, and an executor
+//! sits on top.
 //!
 //! Layout, in the order a statement travels:
 //! - `keywords`, `lexer/`: Couchbase's reserved words and tokens (`literals`: numbers,
@@ -18,6 +19,8 @@
 //! - `index_key/`: secondary-index entries as order-preserving bytes, and their scan ranges.
 //! - `pipeline/`: a SELECT over caller-supplied rows (formalize → filter → group → project →
 //!   distinct → sort → offset/limit), with a memory bound on what it buffers.
+//! - `planner/`: which index (or USE KEYS, or primary scan) feeds a SELECT, the byte spans
+//!   to scan, and EXPLAIN; sans-IO, given the keyspace's indexes.
 //! - `error`: the one error type, with Couchbase's error codes.
 //!
 //! Why a hand-written parser: no maintained Rust crate parses this dialect. sqlparser-rs,
@@ -40,6 +43,7 @@ mod keywords;
 mod lexer;
 mod parse;
 pub mod pipeline;
+pub mod planner;
 mod render;
 mod value;
 
@@ -52,4 +56,5 @@ pub use error::{Position, QueryError};
 pub use eval::{evaluate, evaluate_keys, evaluate_row, DocMeta, Params, Row};
 pub use parse::{parse, parse_expression, MAX_NESTING, MAX_STATEMENT_BYTES};
 pub use pipeline::{run_select, Flow, Limits, Pipeline};
+pub use planner::{explain, plan_access, Access, IndexInfo, KeyRange, ScanRange, Span};
 pub use value::{Num, Type, Value};

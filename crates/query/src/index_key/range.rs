@@ -12,9 +12,10 @@
 //! `encode(v)` is at or below all of them, `encode(v) ++ [0xFF]` above all of them, and any
 //! entry whose first element differs from `v` lies on the same side of both.
 //!
-//! SQL++ comparisons do not cross types (`a > 5` is MISSING or NULL for a string `a`, so
-//! never true): a planner bounds such a range by the operand's type too, e.g. `a > 5` is
-//! `lower_bound(5, false) .. type_range(Type::Number).1`.
+//! Comparisons here collate across types, as this crate's evaluator does (`"x" > 5` is
+//! TRUE: strings sort after numbers), so `a > 5` is `lower_bound(5, false)` to the end of
+//! the index, not to the end of the numbers; [`type_range`] is for predicates that do name
+//! a type (`IS NULL`, `IS NOT NULL`).
 
 use super::encode::{encode_value, encode_values};
 use super::{tag, IndexKeyError};

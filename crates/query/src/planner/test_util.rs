@@ -1,0 +1,94 @@
+//! Helpers shared by the planner's tests.
+
+use serde_json::Value as J;
+
+use super::{plan_access, Access, IndexInfo, Span};
+use crate::ast::{Expr, IndexKey, Select, Statement};
+use crate::error::Result;
+use crate::eval::Params;
+use crate::index_key::encode_key;
+use crate::value::Value;
+use crate::{parse, parse_expression};
+
+pub(crate) fn select(text: &str) -> Select {
+    match parse(text) {
+        Ok(Statement::Select(s)) => s,
+        other => panic!("{text:?} is not a SELECT: {other:?}"),
+    }
+}
+
+pub(crate) fn expr(text: &str) -> Expr {
+    parse_expression(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+}
+
+/// An online secondary index; a key ending in `!` is INCLUDE MISSING.
+pub(crate) fn index(name: &str, keys: &[&str]) -> IndexInfo {
+    IndexInfo {
+        keys: keys
+            .iter()
+            .map(|k| IndexKey {
+                expr: expr(k.trim_end_matches('!')),
+                descending: false,
+                include_missing: k.ends_with('!'),
+            })
+            .collect(),
+        ..IndexInfo::secondary(name, Vec::new())
+    }
+}
+
+pub(crate) fn partial(name: &str, keys: &[&str], condition: &str) -> IndexInfo {
+    IndexInfo {
+        condition: Some(expr(condition)),
+        ..index(name, keys)
+    }
+}
+
+pub(crate) fn offline(ix: IndexInfo) -> IndexInfo {
+    IndexInfo {
+        online: false,
+        ..ix
+    }
+}
+
+pub(crate) fn try_plan(text: &str, indexes: &[IndexInfo], params: &Params) -> Result<Access> {
+    plan_access(&select(text), indexes, params)
+}
+
+pub(crate) fn plan(text: &str, indexes: &[IndexInfo]) -> Access {
+    try_plan(text, indexes, &Params::new()).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// The chosen index and its spans, for a scan of either kind.
+pub(crate) fn scan(access: &Access) -> (&str, &[Span]) {
+    match access {
+        Access::IndexScan { index, spans, .. } | Access::PrimaryScan { index, spans, .. } => {
+            (index, spans)
+        }
+        other => panic!("not a scan: {other:?}"),
+    }
+}
+
+/// The entry a document with these index key values and key would have.
+pub(crate) fn entry(values: &[J], doc_key: &str) -> Vec<u8> {
+    let values: Vec<Value> = values.iter().cloned().map(Value::Json).collect();
+    encode_key(&values, doc_key.as_bytes()).expect("small keys encode")
+}
+
+pub(crate) fn covered(spans: &[Span], entry: &[u8]) -> bool {
+    spans.iter().any(|s| s.contains(entry))
+}
+
+/// Checks the spans are sorted, non-empty, and neither overlap nor touch.
+pub(crate) fn assert_well_formed(spans: &[Span]) {
+    for s in spans {
+        assert!(s.start < s.end, "empty span {s:?}");
+    }
+    for w in spans.windows(2) {
+        if let [a, b] = w {
+            assert!(
+                a.end < b.start,
+                "spans out of order or overlapping: {a:?} {b:?}"
+            );
+        }
+    }
+}

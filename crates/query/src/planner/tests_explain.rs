@@ -1,0 +1,120 @@
+//! EXPLAIN's shape.
+
+use serde_json::json;
+
+use super::test_util::*;
+use super::{explain, IndexInfo};
+
+fn explained(text: &str, indexes: &[IndexInfo]) -> serde_json::Value {
+    let s = select(text);
+    explain(&s, &plan(text, indexes))
+}
+
+#[test]
+fn an_index_scan_then_fetch_then_filter_and_project() {
+    let got = explained(
+        "SELECT * FROM default WHERE status = 'open'",
+        &[index("ix_status", &["status"])],
+    );
+    assert_eq!(
+        got,
+        json!({
+            "plan": {"#operator": "Sequence", "~children": [
+                {
+                    "#operator": "IndexScan3",
+                    "index": "ix_status",
+                    "keyspace": "default",
+                    "namespace": "default",
+                    "spans": [{"range": [{
+                        "index_key": "`status`",
+                        "low": "\"open\"",
+                        "high": "\"open\"",
+                        "inclusion": 3
+                    }]}],
+                    "using": "gsi"
+                },
+                {"#operator": "Fetch", "keyspace": "default", "namespace": "default"},
+                {"#operator": "Parallel", "~child": {"#operator": "Sequence", "~children": [
+                    {"#operator": "Filter", "condition": "(`status` = \"open\")"},
+                    {"#operator": "InitialProject", "result_terms": [{"expr": "self", "star": true}]}
+                ]}},
+                {"#operator": "FinalProject"}
+            ]},
+            "text": "SELECT * FROM `default` WHERE (`status` = \"open\")"
+        })
+    );
+}
+
+#[test]
+fn ranges_show_only_the_bounds_they_have() {
+    let got = explained(
+        "SELECT a FROM default:b.s.c WHERE a > 5 AND a IS NOT NULL",
+        &[index("ia", &["a"])],
+    );
+    let scan = &got["plan"]["~children"][0];
+    assert_eq!(scan["bucket"], "b");
+    assert_eq!(scan["scope"], "s");
+    assert_eq!(scan["keyspace"], "c");
+    assert_eq!(
+        scan["spans"],
+        json!([{"range": [{"index_key": "`a`", "low": "5", "inclusion": 0}]}])
+    );
+}
+
+#[test]
+fn key_scans_primary_scans_and_the_tail_of_the_pipeline() {
+    let got = explained(
+        "SELECT DISTINCT name FROM default USE KEYS ['k1'] ORDER BY name DESC LIMIT 2 OFFSET 1",
+        &[],
+    );
+    let ops: Vec<&str> = got["plan"]["~children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .map(|op| op["#operator"].as_str().expect("operator"))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "KeyScan",
+            "Fetch",
+            "Parallel",
+            "Order",
+            "Offset",
+            "Limit",
+            "FinalProject"
+        ]
+    );
+    assert_eq!(got["plan"]["~children"][0]["keys"], "[\"k1\"]");
+    assert_eq!(
+        got["plan"]["~children"][3]["sort_terms"],
+        json!([{"expr": "`name`", "desc": true}])
+    );
+
+    let primary = [IndexInfo::primary("#primary")];
+    let full = explained(
+        "SELECT COUNT(*) FROM default GROUP BY a HAVING COUNT(*) > 1",
+        &primary,
+    );
+    let kids = &full["plan"]["~children"];
+    assert_eq!(kids[0]["#operator"], "PrimaryScan3");
+    assert_eq!(kids[3]["#operator"], "FinalGroup");
+    assert_eq!(kids[3]["aggregates"], json!(["COUNT(*)"]));
+    assert_eq!(kids[4]["#operator"], "Filter");
+    assert_eq!(kids[5]["#operator"], "InitialProject");
+
+    let narrowed = explained("SELECT * FROM default WHERE META().id LIKE 'u:%'", &primary);
+    let scan = &narrowed["plan"]["~children"][0];
+    assert_eq!(scan["#operator"], "IndexScan3");
+    assert_eq!(scan["index"], "#primary");
+    assert_eq!(
+        scan["spans"],
+        json!([{"range": [{
+            "index_key": "META().`id`", "low": "\"u:\"", "high": "\"u;\"", "inclusion": 1
+        }]}])
+    );
+
+    let none = explained("SELECT 1", &[]);
+    assert_eq!(none["plan"]["~children"][0]["#operator"], "DummyScan");
+    assert_eq!(none["plan"]["~children"][1]["#operator"], "Parallel");
+}
