@@ -252,8 +252,15 @@ impl ClusterMap {
     }
 
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
+        // The query service answers on the admin port. Its indexes are fed from the node's
+        // own vbuckets only, so it is listed only while the cluster is that one node.
+        let query = self.nodes.len() <= 1;
         let entry = |host: &str, kv: u16, mgmt: u16| {
-            let services = [(service::KV, kv), (service::MGMT, mgmt)]
+            let mut services = vec![(service::KV, kv), (service::MGMT, mgmt)];
+            if query {
+                services.push((service::QUERY, mgmt));
+            }
+            let services = services
                 .into_iter()
                 .map(|(s, p)| (s.to_string(), i64::from(p)))
                 .collect();
@@ -271,6 +278,9 @@ impl ClusterMap {
                 if let (Some(tls), Some(services)) = (n.tls, e.services.as_mut()) {
                     services.insert(service::KV_TLS.to_string(), i64::from(tls.kv));
                     services.insert(service::MGMT_TLS.to_string(), i64::from(tls.admin));
+                    if query {
+                        services.insert(service::QUERY_TLS.to_string(), i64::from(tls.admin));
+                    }
                 }
                 e
             })
@@ -431,7 +441,7 @@ mod tests {
                 "ports": {"direct": 12000},
             }],
             "nodesExt": [{
-                "services": {"kv": 12000, "mgmt": 8091},
+                "services": {"kv": 12000, "mgmt": 8091, "n1ql": 8091},
                 "thisNode": true,
                 "hostname": "127.0.0.1",
             }],
@@ -518,7 +528,7 @@ mod tests {
         assert!(doc["nodesExt"][0].get("thisNode").is_none());
         assert_eq!(
             doc["nodesExt"][1],
-            json!({"services": {"kv": 1, "mgmt": 8091}, "hostname": "elsewhere", "thisNode": true})
+            json!({"services": {"kv": 1, "mgmt": 8091, "n1ql": 8091}, "hostname": "elsewhere", "thisNode": true})
         );
     }
 
@@ -546,7 +556,8 @@ mod tests {
             doc["nodesExt"][0]["services"],
             json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091})
         );
-        // A node without TLS lists only its cleartext ports.
+        // A node without TLS lists only its cleartext ports. With two nodes, no query
+        // service is listed: its indexes hold only the node's own vbuckets.
         assert_eq!(
             doc["nodesExt"][1]["services"],
             json!({"kv": 11210, "mgmt": 8091})

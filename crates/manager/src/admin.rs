@@ -68,6 +68,9 @@ pub async fn serve(
     let janitor = crate::janitor::routes::router(control.clone());
     let buckets = crate::buckets_api::router(control.clone(), meta.clone());
     let collections = crate::collections_api::router(control.clone(), meta.clone());
+    let query = sluice_server::query_service::http::router(Arc::new(
+        sluice_server::query_service::QueryService::new(node.clone()),
+    ));
     let state = AppState { control, meta };
     let app = Router::new()
         .route("/api/v1/cluster", get(cluster_view))
@@ -79,6 +82,7 @@ pub async fn serve(
         .merge(buckets)
         .merge(collections)
         .merge(data)
+        .merge(query)
         .merge(users)
         .merge(internal)
         // Last, so it wraps every route above, and the fallback too.

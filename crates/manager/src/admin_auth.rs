@@ -5,6 +5,7 @@
 //! | route | needs |
 //! |---|---|
 //! | `/health` | nothing (probes, load balancers) |
+//! | `/query/service` | any user (each statement is checked against the roles: see `sluice_server::query_service`) |
 //! | `GET /api/v1/cluster...`, other GETs | reading the cluster (`ro_admin`, `cluster_admin`, `replication_admin`) |
 //! | `POST /api/v1/cluster/...`, `/internal/meta/join/*`, other non-GETs | changing the cluster (`cluster_admin`) |
 //! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
@@ -48,6 +49,9 @@ pub(crate) enum Rule {
     Cluster,
     /// A caller whose roles allow this.
     Needs(Need),
+    /// Any authenticated caller: the route checks the roles itself (the query service,
+    /// whose statements name the buckets they touch).
+    Authenticated,
 }
 
 /// A privilege a route needs (`Privilege`, owning its bucket name).
@@ -79,6 +83,8 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
     let changes = method != Method::GET && method != Method::HEAD;
     if path == "/health" {
         Rule::Open
+    } else if path == "/query/service" {
+        Rule::Authenticated
     } else if path.starts_with("/internal/meta/join/") {
         Rule::Needs(Need::ClusterWrite)
     } else if path == "/internal" || path.starts_with("/internal/") {
@@ -152,6 +158,7 @@ pub(crate) fn decide(
         (_, Err(why)) => Err(Refusal::Unauthenticated(*why)),
         (_, Ok(Caller::Cluster)) => Ok(()),
         (Rule::Cluster, Ok(Caller::User(_))) => Err(Refusal::Forbidden),
+        (Rule::Authenticated, Ok(Caller::User(_))) => Ok(()),
         (Rule::Needs(need), Ok(Caller::User(_))) => match allows(roles, need.privilege()) {
             true => Ok(()),
             false => Err(Refusal::Forbidden),
@@ -235,7 +242,14 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
             .into_response();
     }
     match decide(&rule, &caller, &roles) {
-        Ok(()) => next.run(req).await,
+        Ok(()) => {
+            let mut req = req;
+            if let Ok(who) = caller {
+                req.extensions_mut()
+                    .insert(sluice_server::query_service::Authenticated { caller: who, roles });
+            }
+            next.run(req).await
+        }
         Err(Refusal::Unauthenticated(why)) => {
             tracing::debug!(path = req.uri().path(), %why, "admin request refused: 401");
             (
@@ -252,7 +266,9 @@ pub(crate) async fn check(State(node): State<Arc<Node>>, req: Request, next: Nex
                     "only the cluster's own members may call /internal/ routes".to_string()
                 }
                 Rule::Needs(need) => format!("the user's roles do not allow this ({need:?})"),
-                Rule::Open => unreachable!("open routes are never refused"),
+                Rule::Open | Rule::Authenticated => {
+                    unreachable!("open routes and authenticated callers are never refused")
+                }
             };
             (
                 StatusCode::FORBIDDEN,

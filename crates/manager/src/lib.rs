@@ -165,6 +165,8 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         sluice_server::serve(node.clone(), listeners.kv, kv_tls, listeners.memcached)
             .map_err(NodeError::Serve)?,
     );
+    // Once the KV port serves: each feeder is a DCP stream of this node.
+    node.index.start_all(&node);
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.engine.config.name,
         node_id = %meta.id(), replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {
@@ -194,6 +196,7 @@ impl Running {
         for t in &self.tasks {
             t.abort();
         }
+        self.node.index.stop_all();
         for bc in self.control.buckets() {
             bc.stop().await;
         }

@@ -236,12 +236,19 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Guarded<Io> {
     }
 }
 
-/// Middleware: the request limit. Outermost, so that it bounds authentication too.
+/// Middleware: the request limit. Outermost, so that it bounds authentication too. A query
+/// (`/query/service`) is bounded by its own `timeout` instead (at most
+/// [`crate::query_service::TIMEOUT_MAX`]): the SDKs ask for 75 s by default.
 pub async fn time_limit(
     axum::extract::State(limit): axum::extract::State<Duration>,
     request: Request,
     next: Next,
 ) -> Response {
+    let limit = if request.uri().path() == "/query/service" {
+        crate::query_service::TIMEOUT_MAX + Duration::from_secs(5)
+    } else {
+        limit
+    };
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => (

@@ -45,6 +45,8 @@ pub struct Node {
     /// `lease`): checked against the clock on every request, so a node that was frozen
     /// does not serve on stale word.
     pub lease: crate::lease::Lease,
+    /// The index service: the index store under `data_dir/index` and its feeders.
+    pub index: Arc<crate::index_service::IndexService>,
 }
 
 impl Node {
@@ -95,6 +97,13 @@ impl Node {
             &BucketSpec::from_config(&config),
             &me,
         )?);
+        let index_dir = config.data_dir.join("index");
+        let index = crate::index_service::IndexService::open(&index_dir).map_err(|source| {
+            OpenError::Index {
+                dir: index_dir,
+                source,
+            }
+        })?;
         let buckets = Buckets::default();
         buckets.insert(bucket.clone());
         let placer =
@@ -119,6 +128,7 @@ impl Node {
             replication: Default::default(),
             fenced: std::sync::atomic::AtomicBool::new(false),
             lease: crate::lease::Lease::new(std::time::Instant::now()),
+            index: Arc::new(index),
         })
     }
 

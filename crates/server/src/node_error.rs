@@ -6,6 +6,12 @@ use std::path::PathBuf;
 pub enum OpenError {
     #[error("TLS: {0}")]
     Tls(#[source] crate::tls::TlsError),
+    #[error("opening the index store in {}: {source}", dir.display())]
+    Index {
+        dir: PathBuf,
+        #[source]
+        source: sluice_index::IndexError,
+    },
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,

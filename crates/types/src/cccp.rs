@@ -100,6 +100,9 @@ pub mod service {
     pub const MGMT: &str = "mgmt";
     pub const KV_TLS: &str = "kvSSL";
     pub const MGMT_TLS: &str = "mgmtSSL";
+    /// The query service (Sluice serves it on the admin port).
+    pub const QUERY: &str = "n1ql";
+    pub const QUERY_TLS: &str = "n1qlSSL";
 }
 
 /// `vBucketServerMap`: the KV nodes and one row of node indices per vbucket.

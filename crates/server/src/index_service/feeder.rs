@@ -1,0 +1,272 @@
+//! One index's feeder: a DCP stream of its bucket, applied to the store a snapshot at a
+//! time, each batch with the stream position it reaches.
+//!
+//! - It streams committed changes only (no SyncWrite prepares): an index never holds a
+//!   write that is later aborted.
+//! - It starts from the positions saved with the entries: after a restart it resumes, and
+//!   says so in the log and in `resumed_vbuckets`.
+//! - A rollback of a vbucket clears that vbucket's entries and streams it again from zero
+//!   (`rebuilt_vbuckets`); the other vbuckets are untouched.
+//! - A batch is applied when its snapshot is complete, or once it holds
+//!   [`BATCH_CHANGES_MAX`] changes or [`BATCH_BYTES_MAX`] bytes, so what a feeder holds
+//!   is bounded whatever the snapshot's size.
+//! - The connection failing, or the store refusing a batch, restarts the feeder from the
+//!   saved positions after a pause (what was not applied is streamed again).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_client::dcp::{
+    DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StartFrom, StreamPositions,
+};
+use sluice_client::ConnectOptions;
+use sluice_index::{Change, Doc, IndexId, IndexState, IndexStore, VbPosition};
+use sluice_types::{CollectionId, Seqno, VbId, VbState};
+use tokio::sync::Notify;
+
+use crate::node::Node;
+
+/// Most changes one batch holds before it is applied mid-snapshot.
+pub const BATCH_CHANGES_MAX: usize = 1024;
+/// Most value bytes one batch holds before it is applied mid-snapshot.
+pub const BATCH_BYTES_MAX: usize = 4 << 20;
+/// The pause before a failed feeder starts again.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Counted since the node started, over every feeder.
+#[derive(Debug, Default)]
+pub struct FeedStats {
+    pub batches_applied: AtomicU64,
+    pub changes_applied: AtomicU64,
+    /// Vbuckets a feeder took up again from a saved position (not from zero).
+    pub resumed_vbuckets: AtomicU64,
+    /// Vbuckets cleared and streamed again from zero after a rollback.
+    pub rebuilt_vbuckets: AtomicU64,
+    pub restarts: AtomicU64,
+}
+
+pub(super) struct Feeder {
+    pub node: Arc<Node>,
+    pub store: Arc<IndexStore>,
+    pub id: IndexId,
+    pub applied: Arc<Notify>,
+    pub stats: Arc<FeedStats>,
+}
+
+/// Why one run of the feeder ended.
+#[derive(Debug, thiserror::Error)]
+enum FeedError {
+    #[error("index store: {0}")]
+    Store(#[from] sluice_index::IndexError),
+    #[error("change stream: {0}")]
+    Dcp(#[from] sluice_client::dcp::DcpError),
+    #[error("bucket {0} is not on this node")]
+    NoBucket(String),
+    #[error("the store task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// A change held until its batch is applied.
+struct Held {
+    key: Vec<u8>,
+    body: Option<Option<serde_json::Value>>,
+    meta: sluice_query::DocMeta,
+}
+
+#[derive(Default)]
+struct Batch {
+    changes: Vec<Held>,
+    bytes: usize,
+}
+
+impl Feeder {
+    pub async fn run(self) {
+        loop {
+            match self.feed().await {
+                Ok(()) => return,
+                Err(FeedError::Store(sluice_index::IndexError::NoSuchIndex(_))) => return,
+                Err(e) => {
+                    self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(index = self.id.0, error = %e, "index feeder restarts");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+    }
+
+    async fn feed(&self) -> Result<(), FeedError> {
+        let def = self.store.definition(self.id)?;
+        let bucket = self
+            .node
+            .buckets
+            .get(&def.bucket)
+            .ok_or_else(|| FeedError::NoBucket(def.bucket.clone()))?;
+        let saved = self.store.positions(self.id)?;
+        let vbuckets = bucket.engine.num_vbuckets();
+        let positions = StreamPositions::from_positions((0..vbuckets).map(|vb| {
+            let vb = VbId(vb);
+            match saved.get(&vb) {
+                Some(p) => DcpPosition {
+                    vb,
+                    vb_uuid: p.vb_uuid,
+                    seqno: p.seqno,
+                    snap_start: p.snap_start,
+                    snap_end: p.snap_end,
+                },
+                None => DcpPosition::zero(vb),
+            }
+        }));
+        let resumed = saved.values().filter(|p| p.seqno > Seqno::ZERO).count();
+        self.stats
+            .resumed_vbuckets
+            .fetch_add(resumed as u64, Ordering::Relaxed);
+        tracing::info!(index = %def.name, bucket = %def.bucket, resumed_vbuckets = resumed,
+            from_zero = usize::from(vbuckets) - resumed, "index feeder starts");
+        // Online once every vbucket reaches what was visible when the build started.
+        let mut build_targets: Option<BTreeMap<VbId, Seqno>> = (def.state == IndexState::Building)
+            .then(|| {
+                bucket
+                    .engine
+                    .vb_visible_seqnos(Some(VbState::Active))
+                    .into_iter()
+                    .collect()
+            });
+        let creds = self.node.peer_credentials();
+        let mut opts = DcpOptions::new(ConnectOptions::sluice(
+            &creds.username,
+            &creds.password,
+            &def.bucket,
+        ));
+        opts.name = format!("sluice-index:{}:{}", def.bucket, def.name);
+        opts.rollback = RollbackMode::Report;
+        let addr = format!(
+            "{}:{}",
+            self.node.config.advertise_host,
+            self.node.kv_port()
+        );
+        let mut stream = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)).await?;
+        let mut batches: BTreeMap<VbId, Batch> = BTreeMap::new();
+        loop {
+            let event = stream.next().await?;
+            let vb = event.vb();
+            tracing::trace!(index = self.id.0, ?event, "index feed event");
+            match &event {
+                DcpEvent::Mutation(item) => hold(&mut batches, item, true),
+                DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => {
+                    hold(&mut batches, item, false)
+                }
+                DcpEvent::Rollback { vb, to } => {
+                    batches.remove(vb);
+                    let (store, id, v) = (self.store.clone(), self.id, *vb);
+                    let removed =
+                        tokio::task::spawn_blocking(move || store.clear_vb(id, v)).await??;
+                    self.stats.rebuilt_vbuckets.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(index = %def.name, vb = vb.0, rollback_to = to.0, removed,
+                        "index vbucket rolled back: cleared and streamed again from zero");
+                    stream.restart(DcpPosition::zero(*vb));
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(pos) = stream.positions().get(vb).copied() else {
+                continue;
+            };
+            let batch = batches.entry(vb).or_default();
+            let complete = pos.seqno == pos.snap_end;
+            let full = batch.changes.len() >= BATCH_CHANGES_MAX || batch.bytes >= BATCH_BYTES_MAX;
+            let moved = self
+                .store
+                .positions(self.id)?
+                .get(&vb)
+                .is_none_or(|p| p.seqno != pos.seqno);
+            if (complete && moved) || full {
+                let batch = batches.remove(&vb).unwrap_or_default();
+                self.apply(vb, batch, pos).await?;
+                if let Some(targets) = &build_targets {
+                    if self.caught_up(targets)? {
+                        self.store.set_state(self.id, IndexState::Online)?;
+                        tracing::info!(index = %def.name, "index online");
+                        build_targets = None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn apply(&self, vb: VbId, batch: Batch, pos: DcpPosition) -> Result<(), FeedError> {
+        let (store, id) = (self.store.clone(), self.id);
+        let n = batch.changes.len() as u64;
+        tracing::trace!(
+            index = id.0,
+            vb = vb.0,
+            changes = n,
+            seqno = pos.seqno.0,
+            "index batch"
+        );
+        tokio::task::spawn_blocking(move || {
+            let changes: Vec<Change<'_>> = batch
+                .changes
+                .iter()
+                .map(|h| match &h.body {
+                    Some(body) => Change::Upsert(Doc {
+                        key: &h.key,
+                        body: body.as_ref(),
+                        meta: h.meta,
+                    }),
+                    None => Change::Delete { key: &h.key },
+                })
+                .collect();
+            let to = VbPosition {
+                vb_uuid: pos.vb_uuid,
+                seqno: pos.seqno,
+                snap_start: pos.snap_start,
+                snap_end: pos.snap_end,
+            };
+            store.apply(id, vb, &changes, to)
+        })
+        .await??;
+        self.stats.batches_applied.fetch_add(1, Ordering::Relaxed);
+        self.stats.changes_applied.fetch_add(n, Ordering::Relaxed);
+        self.applied.notify_waiters();
+        Ok(())
+    }
+
+    /// Whether every vbucket reached its build target (an empty vbucket has nothing to
+    /// reach).
+    fn caught_up(&self, targets: &BTreeMap<VbId, Seqno>) -> Result<bool, FeedError> {
+        let at = self.store.positions(self.id)?;
+        Ok(targets
+            .iter()
+            .all(|(vb, want)| *want == Seqno::ZERO || at.get(vb).is_some_and(|p| p.seqno >= *want)))
+    }
+}
+
+/// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
+/// carry their collection's id): only the default collection is indexed so far, so the
+/// others' changes only move the position.
+fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) {
+    let key = match sluice_types::collection::split_key(&item.key) {
+        Ok((CollectionId::DEFAULT, key)) => key,
+        _ => return,
+    };
+    let batch = batches.entry(item.vb).or_default();
+    let body = live.then(|| {
+        item.datatype
+            .is_json()
+            .then(|| serde_json::from_slice(&item.value).ok())
+            .flatten()
+    });
+    batch.bytes += key.len() + item.value.len();
+    batch.changes.push(Held {
+        key: key.to_vec(),
+        body,
+        meta: sluice_query::DocMeta {
+            cas: item.cas.0,
+            expiration: item.expiry,
+            flags: item.flags,
+            is_json: item.datatype.is_json(),
+        },
+    });
+}

@@ -1,0 +1,139 @@
+//! The index service of a node: its index store, and one feeder per index that is being
+//! built or is online, each a DCP stream of the index's bucket applied to the store.
+//!
+//! What is built so far serves one node: a feeder streams the vbuckets of this node's own
+//! KV port, so on a cluster of several nodes an index holds only the documents of the
+//! vbuckets active here. Feeding from every node of the cluster map is still to come.
+
+mod feeder;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_index::{IndexDef, IndexError, IndexId, IndexState, IndexStore};
+use sluice_types::{Seqno, VbId};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::node::Node;
+
+/// The block cache of the index store. Index pages are small and scans mostly sequential.
+pub const INDEX_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
+pub struct IndexService {
+    pub store: Arc<IndexStore>,
+    feeders: Mutex<HashMap<IndexId, JoinHandle<()>>>,
+    /// Woken after every batch any feeder applies (consistency waits watch positions).
+    applied: Arc<Notify>,
+    stats: Arc<feeder::FeedStats>,
+}
+
+/// Why a wait for an index to catch up ended without it.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error("index timed out waiting to catch up with the requested consistency")]
+    Timeout,
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+impl IndexService {
+    /// Opens the store under `dir` (blocking).
+    pub fn open(dir: &Path) -> Result<IndexService, IndexError> {
+        Ok(IndexService {
+            store: Arc::new(IndexStore::open(dir, INDEX_CACHE_BYTES)?),
+            feeders: Mutex::new(HashMap::new()),
+            applied: Arc::new(Notify::new()),
+            stats: Arc::default(),
+        })
+    }
+
+    /// Starts a feeder for every index that is building or online (after a restart, each
+    /// resumes from its saved positions).
+    pub fn start_all(self: &Arc<Self>, node: &Arc<Node>) {
+        for def in self.store.definitions() {
+            if def.state != IndexState::Deferred {
+                self.start_feeder(node, def.id);
+            }
+        }
+    }
+
+    /// Starts feeding index `id` (no-op if a feeder runs already).
+    pub fn start_feeder(self: &Arc<Self>, node: &Arc<Node>, id: IndexId) {
+        let mut feeders = self.feeders.lock();
+        if feeders.get(&id).is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let task = feeder::Feeder {
+            node: node.clone(),
+            store: self.store.clone(),
+            id,
+            applied: self.applied.clone(),
+            stats: self.stats.clone(),
+        };
+        feeders.insert(id, tokio::spawn(task.run()));
+    }
+
+    /// Stops the feeder of `id` and drops the index.
+    pub async fn drop_index(&self, id: IndexId) -> Result<(), IndexError> {
+        let handle = self.feeders.lock().remove(&id);
+        if let Some(h) = handle {
+            h.abort();
+            let _ = h.await;
+        }
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.drop_index(id))
+            .await
+            .unwrap_or_else(|e| Err(IndexError::Corrupt(format!("drop task failed: {e}"))))
+    }
+
+    /// Stops every feeder (the node is shutting down).
+    pub fn stop_all(&self) {
+        for (_, h) in self.feeders.lock().drain() {
+            h.abort();
+        }
+    }
+
+    /// Waits until index `id` has applied every vbucket of `targets` up to its seqno, or
+    /// `timeout` passes.
+    pub async fn wait_for(
+        &self,
+        id: IndexId,
+        targets: &BTreeMap<VbId, Seqno>,
+        timeout: Duration,
+    ) -> Result<(), WaitError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            // Registered before the check, so an apply between the check and the wait
+            // still wakes it.
+            let woken = self.applied.notified();
+            let positions = self.store.positions(id)?;
+            let behind = targets.iter().any(|(vb, want)| {
+                *want > Seqno::ZERO && positions.get(vb).is_none_or(|p| p.seqno < *want)
+            });
+            if !behind {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return Err(WaitError::Timeout);
+            }
+        }
+    }
+
+    /// Feed counters, for STAT and `/metrics`.
+    pub fn feed_stats(&self) -> &feeder::FeedStats {
+        &self.stats
+    }
+
+    /// The definitions of `bucket`'s indexes.
+    pub fn definitions_of(&self, bucket: &str) -> Vec<IndexDef> {
+        self.store
+            .definitions()
+            .into_iter()
+            .filter(|d| d.bucket == bucket)
+            .collect()
+    }
+}

@@ -1,0 +1,77 @@
+//! What a statement can fail with, each with the code Couchbase's query service answers
+//! (`errors/codes.go` in couchbase/query) so the SDKs map it to the same exception.
+
+use super::request::RequestError;
+use sluice_index::IndexError;
+use sluice_query::QueryError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    #[error("Keyspace not found in CB datastore: {0}")]
+    KeyspaceNotFound(String),
+    #[error("The index {0} already exists.")]
+    IndexExists(String),
+    #[error("GSI index {0} not found.")]
+    IndexNotFound(String),
+    #[error(
+        "User does not have credentials to run {what} queries on {keyspace}. Add role \
+         {role} on {keyspace} to allow the statement to run."
+    )]
+    NotAllowed {
+        what: &'static str,
+        keyspace: String,
+        role: &'static str,
+    },
+    #[error("Timeout {0} exceeded")]
+    Timeout(String),
+    #[error(
+        "Index scan timed out waiting for index {0} to catch up with the requested consistency"
+    )]
+    ScanWait(String),
+    /// What Sluice's query service does not do (yet); the message says what.
+    #[error("{0}")]
+    NotSupported(String),
+    #[error("The statement is not readonly and the request is: {0}")]
+    NotReadonly(&'static str),
+    #[error("Index service error: {0}")]
+    Index(#[from] IndexError),
+    #[error("Error fetching documents through KV: {0}")]
+    Fetch(String),
+    #[error("DML error on key {key}: {why}")]
+    Dml { key: String, why: String },
+}
+
+impl ServiceError {
+    pub fn code(&self) -> u32 {
+        match self {
+            ServiceError::Request(e) => e.code(),
+            ServiceError::Query(e) => e.code(),
+            ServiceError::KeyspaceNotFound(_) => 12003,
+            ServiceError::IndexExists(_) => 4300,
+            ServiceError::IndexNotFound(_) => 12004,
+            ServiceError::NotAllowed { .. } => 13014,
+            ServiceError::Timeout(_) => 1080,
+            ServiceError::ScanWait(_) => 12015,
+            ServiceError::NotSupported(_) => 1020,
+            ServiceError::NotReadonly(_) => 1000,
+            ServiceError::Index(_) => 12000,
+            ServiceError::Fetch(_) => 12008,
+            ServiceError::Dml { .. } => 12009,
+        }
+    }
+
+    /// The HTTP status Couchbase answers with this error.
+    pub fn http_status(&self) -> u16 {
+        match self.code() {
+            1080 | 12015 => 500,
+            1000..=1999 | 3000..=4999 => 400,
+            13014 => 401,
+            12003 | 12004 => 404,
+            _ => 500,
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The query service: Couchbase's `POST /query/service`, served on the admin port and
+//! listed as `n1ql` in the cluster map's `nodesExt` (Couchbase serves it on its own port,
+//! 8093; an SDK dials whatever port the map lists).
+//!
+//! - `request`: the request's parameters (JSON or form).
+//! - `keyspace`: which data a statement names.
+//! - `select`: SELECT and EXPLAIN: the planner's access path, the index scan, the documents
+//!   fetched through KV, and the row pipeline.
+//! - `ddl`: CREATE / DROP / BUILD INDEX on the node's index service.
+//! - `system_indexes`: the rows of `system:indexes`.
+//! - `http`: the route and the response envelope.
+//!
+//! Who may do what: the caller's roles, read from the admin port's authentication:
+//! reading a bucket needs a role that reads it (`data_reader` and above), index DDL needs
+//! `bucket_admin` on it (Couchbase's `query_manage_index`), and `system:indexes` shows the
+//! indexes of the buckets the caller has any role on.
+
+mod ddl;
+pub mod error;
+pub mod http;
+mod keyspace;
+pub mod request;
+mod select;
+mod system_indexes;
+
+pub use select::{Outcome, DEFAULT_TIMEOUT, TIMEOUT_MAX};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sluice_client::{ClusterClient, ClusterOptions};
+use sluice_cluster::rbac::{allows, Privilege, Role};
+
+use crate::credentials::Caller;
+use crate::node::Node;
+use error::ServiceError;
+
+/// Who is asking, as the admin port authenticated them (its middleware adds this to
+/// every request it lets through).
+#[derive(Clone)]
+pub struct Authenticated {
+    pub caller: Caller,
+    pub roles: Arc<[Role]>,
+}
+
+impl Authenticated {
+    pub fn allows(&self, p: Privilege<'_>) -> bool {
+        matches!(self.caller, Caller::Cluster) || allows(&self.roles, p)
+    }
+}
+
+pub struct QueryService {
+    node: Arc<Node>,
+    /// A KV client per bucket (as the cluster identity), made on first use.
+    clients: Mutex<HashMap<String, ClusterClient>>,
+}
+
+impl QueryService {
+    pub fn new(node: Arc<Node>) -> QueryService {
+        QueryService {
+            node,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The KV client of `bucket`: what the service fetches and writes documents with.
+    async fn client(&self, bucket: &str) -> Result<ClusterClient, ServiceError> {
+        if let Some(c) = self.clients.lock().get(bucket) {
+            return Ok(c.clone());
+        }
+        let creds = self.node.peer_credentials();
+        let opts = ClusterOptions::sluice(&creds.username, &creds.password, bucket);
+        let seed = format!(
+            "{}:{}",
+            self.node.config.advertise_host,
+            self.node.kv_port()
+        );
+        let client = ClusterClient::connect(&[seed], opts)
+            .await
+            .map_err(|e| ServiceError::Fetch(e.to_string()))?;
+        self.clients
+            .lock()
+            .insert(bucket.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Refuses a caller whose roles do not allow `p` on `bucket`.
+    fn check(
+        who: &Authenticated,
+        p: Privilege<'_>,
+        bucket: &str,
+        what: &'static str,
+        role: &'static str,
+    ) -> Result<(), ServiceError> {
+        if who.allows(p) {
+            Ok(())
+        } else {
+            Err(ServiceError::NotAllowed {
+                what,
+                keyspace: format!("default:{bucket}"),
+                role,
+            })
+        }
+    }
+
+    /// Whether `bucket` exists on this node.
+    fn bucket_exists(&self, bucket: &str) -> Result<(), ServiceError> {
+        match self.node.buckets.get(bucket) {
+            Some(_) => Ok(()),
+            None => Err(ServiceError::KeyspaceNotFound(format!("default:{bucket}"))),
+        }
+    }
+}
