@@ -9,7 +9,7 @@
 //! - `parse/`: the recursive-descent parser, one file per statement family (`select`,
 //!   `dml`, `ddl`, `keyspace`), `expr` (operator precedence) and `primary`; errors worded as
 //!   Couchbase words them. `ast/`: the typed tree it builds (`ident`: names and keyspaces,
-//!   `expr`, `stmt`).
+//!   `expr`, `stmt`; `walk`: one level of a tree walk with the variables in scope).
 //! - `render/`: `Display` for the tree, text that parses back to the same tree.
 //! - `value`, `collate`: values with MISSING, the collation order, and the comparison and
 //!   equality operators' MISSING/NULL rules.

@@ -6,6 +6,9 @@
 mod expr;
 mod ident;
 mod stmt;
+mod walk;
+#[cfg(test)]
+mod walk_tests;
 
 pub use expr::{BinaryOp, Expr, IsTest, Literal, Param, Quantifier, UnaryOp, WhenThen};
 pub use ident::{Ident, KeyspaceRef, Namespace};

@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 
 use super::budget::Budget;
 use crate::ast::{Expr, Ident, Param};
@@ -226,20 +227,12 @@ fn offending<'a>(expr: &'a Expr, keys: &[Expr], bound: &[Ident]) -> Option<&'a E
                 .map(|_| expr)
                 .or_else(|| offending(index, keys, bound))
         }
-        Expr::Collection {
-            var,
-            source,
-            satisfies,
-            ..
-        } => {
-            let mut inner = bound.to_vec();
-            inner.push(var.clone());
-            offending(source, keys, bound).or_else(|| offending(satisfies, keys, &inner))
-        }
         _ => expr
-            .children()
-            .into_iter()
-            .find_map(|c| offending(c, keys, bound)),
+            .try_for_each_child(bound, |child, scope| match offending(child, keys, scope) {
+                Some(e) => ControlFlow::Break(e),
+                None => ControlFlow::Continue(()),
+            })
+            .break_value(),
     }
 }
 

@@ -9,7 +9,9 @@
 //! whole document, META of another keyspace, a path that would be captured by a variable)
 //! has no canonical form, so it matches no index key.
 
-use crate::ast::{Expr, Ident, Literal, WhenThen};
+use std::ops::ControlFlow;
+
+use crate::ast::{Expr, Ident, Literal};
 
 /// The canonical form of `expr` where rows are bound to `alias`, or None.
 pub(crate) fn canonical(expr: &Expr, alias: &Ident) -> Option<Expr> {
@@ -46,17 +48,15 @@ fn constant_in(expr: &Expr, bound: &[Ident]) -> bool {
     match expr {
         Expr::Ident(name) => bound.contains(name),
         Expr::Meta { .. } | Expr::Aggregate { .. } => false,
-        Expr::Collection {
-            var,
-            source,
-            satisfies,
-            ..
-        } => {
-            let mut inner = bound.to_vec();
-            inner.push(var.clone());
-            constant_in(source, bound) && constant_in(satisfies, &inner)
-        }
-        _ => expr.children().into_iter().all(|c| constant_in(c, bound)),
+        _ => expr
+            .try_for_each_child(bound, |child, scope| {
+                if constant_in(child, scope) {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
+                }
+            })
+            .is_continue(),
     }
 }
 
@@ -72,15 +72,10 @@ fn document_field(name: &str, bound: &[Ident]) -> Option<Expr> {
 }
 
 fn canon(expr: &Expr, alias: &Ident, bound: &[Ident]) -> Option<Expr> {
-    let c = |e: &Expr| canon(e, alias, bound);
-    let bx = |e: &Expr| c(e).map(Box::new);
     Some(match expr {
         Expr::Ident(name) if bound.contains(name) => expr.clone(),
         // The whole document: no index key is written this way.
         Expr::Ident(name) if name == alias => return None,
-        Expr::Literal(_) | Expr::Ident(_) | Expr::Param(_) | Expr::Meta { keyspace: None } => {
-            expr.clone()
-        }
         // META's argument names a keyspace, never a variable.
         Expr::Meta { keyspace: Some(k) } if k == alias => Expr::Meta { keyspace: None },
         Expr::Meta { keyspace: Some(_) } => return None,
@@ -91,101 +86,10 @@ fn canon(expr: &Expr, alias: &Ident, bound: &[Ident]) -> Option<Expr> {
             Expr::Literal(Literal::String(s)) => document_field(s, bound)?,
             _ => return None,
         },
-        Expr::Field { base, name } => Expr::Field {
-            base: bx(base)?,
-            name: name.clone(),
-        },
-        Expr::DynamicField { base, name } => Expr::DynamicField {
-            base: bx(base)?,
-            name: bx(name)?,
-        },
-        Expr::Element { base, index } => Expr::Element {
-            base: bx(base)?,
-            index: bx(index)?,
-        },
-        Expr::Array(items) => Expr::Array(items.iter().map(c).collect::<Option<_>>()?),
-        Expr::Object(pairs) => Expr::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| Some((c(k)?, c(v)?)))
-                .collect::<Option<_>>()?,
-        ),
-        Expr::Unary { op, operand } => Expr::Unary {
-            op: *op,
-            operand: bx(operand)?,
-        },
-        Expr::Binary { op, left, right } => Expr::Binary {
-            op: *op,
-            left: bx(left)?,
-            right: bx(right)?,
-        },
-        Expr::Between {
-            expr: e,
-            low,
-            high,
-            negated,
-        } => Expr::Between {
-            expr: bx(e)?,
-            low: bx(low)?,
-            high: bx(high)?,
-            negated: *negated,
-        },
-        Expr::Is { expr: e, test } => Expr::Is {
-            expr: bx(e)?,
-            test: *test,
-        },
-        Expr::Case {
-            operand,
-            whens,
-            otherwise,
-        } => Expr::Case {
-            operand: optional(operand.as_deref(), bx)?,
-            whens: whens
-                .iter()
-                .map(|w| {
-                    Some(WhenThen {
-                        when: c(&w.when)?,
-                        then: c(&w.then)?,
-                    })
-                })
-                .collect::<Option<_>>()?,
-            otherwise: optional(otherwise.as_deref(), bx)?,
-        },
-        Expr::Call { func, args } => Expr::Call {
-            func: *func,
-            args: args.iter().map(c).collect::<Option<_>>()?,
-        },
-        Expr::Aggregate {
-            func,
-            distinct,
-            arg,
-        } => Expr::Aggregate {
-            func: *func,
-            distinct: *distinct,
-            arg: optional(arg.as_deref(), bx)?,
-        },
-        Expr::Collection {
-            quantifier,
-            var,
-            source,
-            satisfies,
-        } => {
-            let mut inner = bound.to_vec();
-            inner.push(var.clone());
-            Expr::Collection {
-                quantifier: *quantifier,
-                var: var.clone(),
-                source: bx(source)?,
-                satisfies: Box::new(canon(satisfies, alias, &inner)?),
-            }
-        }
+        // Any other name, literal, parameter or META() stays; the rest keeps its shape with
+        // canonical children, and has no canonical form if one of them has none.
+        _ => expr
+            .try_map_children(bound, |child, scope| canon(child, alias, scope).ok_or(()))
+            .ok()?,
     })
-}
-
-/// An optional operand's canonical form: Some(None) when absent, None when it has none.
-fn optional(e: Option<&Expr>, f: impl Fn(&Expr) -> Option<Box<Expr>>) -> Option<Option<Box<Expr>>> {
-    match e {
-        None => Some(None),
-        Some(e) => f(e).map(Some),
-    }
 }
