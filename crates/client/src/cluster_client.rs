@@ -168,18 +168,27 @@ impl ClusterClient {
         value: &[u8],
         options: StoreOptions,
     ) -> Result<MutationResult, ClusterError> {
-        self.inner
-            .run(OpRef::Set(key, value, options))
-            .await
-            .map(into_mutation)
+        self.write(OpRef::Set(key, value, options)).await
+    }
+
+    /// Stores a new document: KEY_EEXISTS (see [`ClusterError::status`]) if the key holds
+    /// one already.
+    pub async fn add(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        options: StoreOptions,
+    ) -> Result<MutationResult, ClusterError> {
+        self.write(OpRef::Add(key, value, options)).await
     }
 
     /// Deletes a document; a non-zero `cas` must match the current one.
     pub async fn delete(&self, key: &[u8], cas: Cas) -> Result<MutationResult, ClusterError> {
-        self.inner
-            .run(OpRef::Delete(key, cas))
-            .await
-            .map(into_mutation)
+        self.write(OpRef::Delete(key, cas)).await
+    }
+
+    async fn write(&self, op: OpRef<'_>) -> Result<MutationResult, ClusterError> {
+        self.inner.run(op).await.map(into_mutation)
     }
 
     /// Runs `ops` concurrently (pipelined per node, nodes in parallel), each with its own
@@ -365,7 +374,7 @@ impl Inner {
             OpRef::Get(key) | OpRef::GetReplica(key, _) => {
                 Packet::request(op.opcode().byte(), vb.0, 0).key(key)
             }
-            OpRef::Set(key, value, options) => {
+            OpRef::Set(key, value, options) | OpRef::Add(key, value, options) => {
                 extras = store_extras(&options);
                 framing = options.durability.map(|d| d.framing_extras());
                 let p = Packet::request(op.opcode().byte(), vb.0, 0)
@@ -457,11 +466,9 @@ impl Inner {
             OpRef::Get(_) | OpRef::GetReplica(..) => get_result(resp)
                 .map(OpResult::Document)
                 .map_err(|e| Failure::Final(ClusterError::Client(e))),
-            OpRef::Set(..) | OpRef::Delete(..) => Ok(OpResult::Mutation(mutation_result(
-                vb,
-                &resp,
-                conn.seqno_tokens(),
-            ))),
+            OpRef::Set(..) | OpRef::Add(..) | OpRef::Delete(..) => Ok(OpResult::Mutation(
+                mutation_result(vb, &resp, conn.seqno_tokens()),
+            )),
         }
     }
 

@@ -74,6 +74,12 @@ pub enum Op {
         value: Bytes,
         options: StoreOptions,
     },
+    /// Stores only if the key holds no document (KEY_EEXISTS otherwise).
+    Add {
+        key: Bytes,
+        value: Bytes,
+        options: StoreOptions,
+    },
     /// A non-zero `cas` must match.
     Delete {
         key: Bytes,
@@ -136,6 +142,7 @@ pub(crate) enum OpRef<'a> {
     Get(&'a [u8]),
     GetReplica(&'a [u8], u8),
     Set(&'a [u8], &'a [u8], StoreOptions),
+    Add(&'a [u8], &'a [u8], StoreOptions),
     Delete(&'a [u8], Cas),
 }
 
@@ -149,6 +156,11 @@ impl Op {
                 value,
                 options,
             } => OpRef::Set(key, value, *options),
+            Op::Add {
+                key,
+                value,
+                options,
+            } => OpRef::Add(key, value, *options),
             Op::Delete { key, cas } => OpRef::Delete(key, *cas),
         }
     }
@@ -157,9 +169,11 @@ impl Op {
 impl OpRef<'_> {
     pub(crate) fn key(&self) -> &[u8] {
         match self {
-            OpRef::Get(k) | OpRef::GetReplica(k, _) | OpRef::Set(k, _, _) | OpRef::Delete(k, _) => {
-                k
-            }
+            OpRef::Get(k)
+            | OpRef::GetReplica(k, _)
+            | OpRef::Set(k, _, _)
+            | OpRef::Add(k, _, _)
+            | OpRef::Delete(k, _) => k,
         }
     }
 
@@ -168,6 +182,7 @@ impl OpRef<'_> {
             OpRef::Get(_) => Opcode::Get,
             OpRef::GetReplica(..) => Opcode::GetReplica,
             OpRef::Set(..) => Opcode::Set,
+            OpRef::Add(..) => Opcode::Add,
             OpRef::Delete(..) => Opcode::Delete,
         }
     }

@@ -43,6 +43,7 @@ impl Collector for NodeCollector {
         encode_dcp(node, &mut encoder)?;
         encode_collections(node, &mut encoder)?;
         encode_replication(node, &mut encoder)?;
+        encode_index(node, &mut encoder)?;
         let m = encoder.encode_descriptor(
             "uptime_seconds",
             "seconds since start",
@@ -221,6 +222,65 @@ fn encode_replication(node: &Node, encoder: &mut DescriptorEncoder) -> Result<()
         let h = node.replication.stages.snapshot(stage);
         let labels = [("stage", stage.name())];
         encode_us_histogram(&h, family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// The index service: per index (labelled `bucket`, `index`) its entries, what it has yet
+/// to apply, its disk use and changes applied, and its write-to-index lag; the feeders'
+/// totals unlabelled.
+fn encode_index(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    for (name, v) in node.index.counters() {
+        let m = encoder.encode_descriptor(name, name, None, MetricType::Counter)?;
+        ConstCounter::new(v).encode(m)?;
+    }
+    let reports = node.index.reports(node);
+    type Get = fn(&crate::index_service::IndexReport) -> u64;
+    let gauges: [(&str, &str, Get); 5] = [
+        ("index_items", "entries of the index (approximate)", |r| {
+            r.items
+        }),
+        (
+            "index_items_remaining",
+            "seqnos of this node's active vbuckets the index has yet to apply",
+            |r| r.items_remaining,
+        ),
+        ("index_disk_bytes", "the index's bytes on disk", |r| {
+            r.disk_bytes
+        }),
+        (
+            "index_changes_applied",
+            "document changes applied since the node started",
+            |r| r.changes_applied,
+        ),
+        (
+            "index_docs_skipped",
+            "documents left out: their keys do not fit an entry",
+            |r| r.docs_skipped,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for r in &reports {
+            let labels = [
+                ("bucket", r.def.bucket.as_str()),
+                ("index", r.def.name.as_str()),
+            ];
+            ConstGauge::new(get(r) as i64).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "index_lag_seconds",
+        "from a write to its apply in the index (once the index is online)",
+        None,
+        MetricType::Histogram,
+    )?;
+    for r in &reports {
+        let labels = [
+            ("bucket", r.def.bucket.as_str()),
+            ("index", r.def.name.as_str()),
+        ];
+        encode_us_histogram(&r.lag.latency(), family.encode_family(&labels)?)?;
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ pub struct FeedStats {
 }
 
 impl FeedStats {
-    fn new() -> FeedStats {
+    pub(crate) fn new() -> FeedStats {
         FeedStats {
             items: AtomicU64::new(0),
             bytes: AtomicU64::new(0),

@@ -1,7 +1,8 @@
 //! STAT: one response per statistic, then an empty terminator with the same opaque.
 //!
 //! Groups: "" (general), "memory", "vbucket", "vbucket-seqno [vb]", "failovers [vb]",
-//! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals),
+//! "connections", "dcp" (per DCP connection and stream), "dcpagg" (DCP totals), "index"
+//! (the node's indexes on the bucket: state, items, items remaining, lag; feeder totals),
 //! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles;
 //! the summed high seqnos of the active and of the replica vbuckets; and per stage of a
 //! replicated write, its count, percentiles and histogram, see `dcp/stages.rs`).
@@ -261,6 +262,39 @@ pub fn collect(
                 }
                 put(&format!("{p}:max_us"), h.max().to_string());
                 put(&format!("{p}:hist"), encode_histogram(&h));
+            }
+        }
+        "index" => {
+            // The node's indexes on this bucket, and the feeders' totals.
+            for (name, v) in node.index.counters() {
+                put(name, v.to_string());
+            }
+            for r in node.index.reports(node) {
+                if r.def.bucket != handle.name {
+                    continue;
+                }
+                let p = format!("index:{}", r.def.name);
+                put(&format!("{p}:state"), r.def.state.as_str().to_string());
+                put(&format!("{p}:items"), r.items.to_string());
+                put(
+                    &format!("{p}:items_remaining"),
+                    r.items_remaining.to_string(),
+                );
+                put(&format!("{p}:disk_bytes"), r.disk_bytes.to_string());
+                put(
+                    &format!("{p}:changes_applied"),
+                    r.changes_applied.to_string(),
+                );
+                put(&format!("{p}:docs_skipped"), r.docs_skipped.to_string());
+                let h = r.lag.latency();
+                put(&format!("{p}:lag_count"), h.len().to_string());
+                for (q, label) in [(0.5, "p50"), (0.99, "p99")] {
+                    put(
+                        &format!("{p}:lag_{label}_us"),
+                        h.value_at_quantile(q).to_string(),
+                    );
+                }
+                put(&format!("{p}:lag_max_us"), h.max().to_string());
             }
         }
         "dcpagg" => {

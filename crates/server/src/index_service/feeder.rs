@@ -37,7 +37,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// Counted since the node started, over every feeder.
 #[derive(Debug, Default)]
-pub struct FeedStats {
+pub struct FeederCounters {
     pub batches_applied: AtomicU64,
     pub changes_applied: AtomicU64,
     /// Vbuckets a feeder took up again from a saved position (not from zero).
@@ -52,7 +52,9 @@ pub(super) struct Feeder {
     pub store: Arc<IndexStore>,
     pub id: IndexId,
     pub applied: Arc<Notify>,
-    pub stats: Arc<FeedStats>,
+    pub stats: Arc<FeederCounters>,
+    /// Write-to-index lag of this index, recorded once it is online.
+    pub lag: Arc<crate::dcp::replication_stats::FeedStats>,
 }
 
 /// Why one run of the feeder ended.
@@ -183,7 +185,7 @@ impl Feeder {
                 .is_none_or(|p| p.seqno != pos.seqno);
             if (complete && moved) || full {
                 let batch = batches.remove(&vb).unwrap_or_default();
-                self.apply(vb, batch, pos).await?;
+                self.apply(vb, batch, pos, build_targets.is_none()).await?;
                 if let Some(targets) = &build_targets {
                     if self.caught_up(targets)? {
                         self.store.set_state(self.id, IndexState::Online)?;
@@ -195,7 +197,23 @@ impl Feeder {
         }
     }
 
-    async fn apply(&self, vb: VbId, batch: Batch, pos: DcpPosition) -> Result<(), FeedError> {
+    async fn apply(
+        &self,
+        vb: VbId,
+        batch: Batch,
+        pos: DcpPosition,
+        online: bool,
+    ) -> Result<(), FeedError> {
+        // What each change waited, from its write (its CAS is the writer's clock) to here.
+        let stamps: Vec<(usize, u64)> = if online {
+            batch
+                .changes
+                .iter()
+                .map(|h| (h.key.len(), h.meta.cas))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (store, id) = (self.store.clone(), self.id);
         let n = batch.changes.len() as u64;
         tracing::trace!(
@@ -227,6 +245,10 @@ impl Feeder {
             store.apply(id, vb, &changes, to)
         })
         .await??;
+        let now = crate::dcp::replication_stats::now_unix_ns();
+        for (bytes, cas) in stamps {
+            self.lag.record(bytes, cas, now);
+        }
         self.stats.batches_applied.fetch_add(1, Ordering::Relaxed);
         self.stats.changes_applied.fetch_add(n, Ordering::Relaxed);
         self.applied.notify_waiters();

@@ -6,6 +6,10 @@
 //! vbuckets active here. Feeding from every node of the cluster map is still to come.
 
 mod feeder;
+mod report;
+
+pub use feeder::FeederCounters;
+pub use report::IndexReport;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -28,7 +32,9 @@ pub struct IndexService {
     feeders: Mutex<HashMap<IndexId, JoinHandle<()>>>,
     /// Woken after every batch any feeder applies (consistency waits watch positions).
     applied: Arc<Notify>,
-    stats: Arc<feeder::FeedStats>,
+    stats: Arc<feeder::FeederCounters>,
+    /// Write-to-index lag, per index (feeders of a restarted index keep counting).
+    lag: Mutex<BTreeMap<IndexId, Arc<crate::dcp::replication_stats::FeedStats>>>,
 }
 
 /// Why a wait for an index to catch up ended without it.
@@ -48,6 +54,7 @@ impl IndexService {
             feeders: Mutex::new(HashMap::new()),
             applied: Arc::new(Notify::new()),
             stats: Arc::default(),
+            lag: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -73,6 +80,7 @@ impl IndexService {
             id,
             applied: self.applied.clone(),
             stats: self.stats.clone(),
+            lag: self.lag(id),
         };
         feeders.insert(id, tokio::spawn(task.run()));
     }
@@ -123,9 +131,13 @@ impl IndexService {
         }
     }
 
-    /// Feed counters, for STAT and `/metrics`.
-    pub fn feed_stats(&self) -> &feeder::FeedStats {
-        &self.stats
+    /// The write-to-index lag of index `id`.
+    pub fn lag(&self, id: IndexId) -> Arc<crate::dcp::replication_stats::FeedStats> {
+        self.lag
+            .lock()
+            .entry(id)
+            .or_insert_with(|| Arc::new(crate::dcp::replication_stats::FeedStats::new()))
+            .clone()
     }
 
     /// The definitions of `bucket`'s indexes.

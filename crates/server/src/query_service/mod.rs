@@ -4,9 +4,10 @@
 //!
 //! - `request`: the request's parameters (JSON or form).
 //! - `keyspace`: which data a statement names.
-//! - `select`: SELECT and EXPLAIN: the planner's access path, the index scan, the documents
-//!   fetched through KV, and the row pipeline.
+//! - `select`: SELECT and EXPLAIN through the planner and the row pipeline; `rows`: the
+//!   documents an access path reads (index pages, fetched through KV).
 //! - `ddl`: CREATE / DROP / BUILD INDEX on the node's index service.
+//! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
 //! - `system_indexes`: the rows of `system:indexes`.
 //! - `http`: the route and the response envelope.
 //!
@@ -16,10 +17,13 @@
 //! indexes of the buckets the caller has any role on.
 
 mod ddl;
+mod dml;
 pub mod error;
 pub mod http;
+mod json_path;
 mod keyspace;
 pub mod request;
+mod rows;
 mod select;
 mod system_indexes;
 

@@ -12,22 +12,17 @@
 //!    spans may hold more than the matches), then grouping, projection, ORDER BY, LIMIT.
 //!    Without ORDER BY or grouping, the scan stops as soon as LIMIT is met.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use base64::Engine as _;
 use sluice_cluster::rbac::Privilege;
 use sluice_index::{IndexDef, IndexState};
 use sluice_query::ast::Select;
-use sluice_query::{
-    plan_access, Access, DocMeta, Flow, IndexInfo, Limits, Pipeline, Row, Statement,
-};
-use sluice_types::{Seqno, VbId, VbState};
+use sluice_query::{plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::keyspace::{resolve, Target};
-use super::request::{Consistency, QueryRequest};
+use super::request::QueryRequest;
 use super::{system_indexes, Authenticated, QueryService};
 
 /// What a statement gives back.
@@ -41,8 +36,6 @@ pub struct Outcome {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(75);
 /// The longest `timeout` a request gets, whatever it asks.
 pub const TIMEOUT_MAX: Duration = Duration::from_secs(600);
-/// Entries read from the index per page; their documents are fetched as one batch.
-const PAGE_ENTRIES: usize = 256;
 
 impl QueryService {
     /// Parses and runs `req`'s statement as `who`, within its timeout.
@@ -91,13 +84,9 @@ impl QueryService {
             Statement::DropIndex(d) => self.drop_index(who, d, qc).await.and(none),
             Statement::DropPrimaryIndex(d) => self.drop_primary_index(who, d, qc).await.and(none),
             Statement::BuildIndex(b) => self.build_indexes(who, b, qc).await.and(none),
-            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                Err(ServiceError::NotSupported(
-                    "INSERT, UPSERT, UPDATE and DELETE are not built in Sluice's query service \
-                     yet: write through the KV API"
-                        .into(),
-                ))
-            }
+            Statement::Insert(i) => self.insert(who, i, req).await,
+            Statement::Update(u) => self.update(who, u, req, deadline).await,
+            Statement::Delete(d) => self.delete(who, d, req, deadline).await,
         }
     }
 
@@ -122,7 +111,7 @@ impl QueryService {
         }
     }
 
-    fn indexes(&self, bucket: &str) -> (Vec<IndexDef>, Vec<IndexInfo>) {
+    pub(super) fn indexes(&self, bucket: &str) -> (Vec<IndexDef>, Vec<IndexInfo>) {
         let defs = self.node.index.definitions_of(bucket);
         let infos = defs
             .iter()
@@ -198,51 +187,11 @@ impl QueryService {
         };
         let (defs, infos) = self.indexes(&bucket);
         let access = plan_access(s, &infos, &req.params)?;
-        let client = self.client(&bucket).await?;
-        match access {
-            Access::None => {}
-            Access::KeyLookup { keys } => {
-                for chunk in keys.chunks(PAGE_ENTRIES) {
-                    let keys: Vec<Vec<u8>> = chunk.iter().map(|k| k.as_bytes().to_vec()).collect();
-                    if self
-                        .feed(&client, &keys, &mut pipeline, &mut results)
-                        .await?
-                        == Flow::Done
-                    {
-                        break;
-                    }
-                }
-            }
-            Access::IndexScan { index, spans, .. } | Access::PrimaryScan { index, spans, .. } => {
-                let def = defs
-                    .iter()
-                    .find(|d| d.name == index)
-                    .ok_or_else(|| ServiceError::IndexNotFound(index.clone()))?;
-                self.wait_consistent(def, &bucket, req, deadline).await?;
-                'spans: for span in spans {
-                    let mut start = span.start;
-                    loop {
-                        let store = self.node.index.store.clone();
-                        let (id, end) = (def.id, span.end.clone());
-                        let page = tokio::task::spawn_blocking(move || {
-                            store.scan(id, &start, &end, PAGE_ENTRIES)
-                        })
-                        .await
-                        .map_err(|e| ServiceError::Fetch(e.to_string()))??;
-                        let keys: Vec<Vec<u8>> =
-                            page.entries.into_iter().map(|e| e.doc_key).collect();
-                        if self
-                            .feed(&client, &keys, &mut pipeline, &mut results)
-                            .await?
-                            == Flow::Done
-                        {
-                            break 'spans;
-                        }
-                        match page.resume {
-                            Some(next) => start = next,
-                            None => break,
-                        }
-                    }
+        let mut rows = self.rows(&bucket, access, &defs, req, deadline).await?;
+        'pages: while let Some(page) = rows.next_page().await? {
+            for row in &page {
+                if pipeline.push(row, &mut results)? == Flow::Done {
+                    break 'pages;
                 }
             }
         }
@@ -251,91 +200,5 @@ impl QueryService {
             results,
             mutations: 0,
         })
-    }
-
-    /// Fetches `keys` through KV and pushes the documents that exist into the pipeline.
-    async fn feed(
-        &self,
-        client: &sluice_client::ClusterClient,
-        keys: &[Vec<u8>],
-        pipeline: &mut Pipeline<'_>,
-        results: &mut Vec<serde_json::Value>,
-    ) -> Result<Flow, ServiceError> {
-        if keys.is_empty() {
-            return Ok(Flow::More);
-        }
-        let docs = client.get_many(keys).await;
-        for (key, doc) in keys.iter().zip(docs) {
-            let doc = match doc {
-                Ok(d) => d,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(ServiceError::Fetch(e.to_string())),
-            };
-            let is_json = doc.datatype & sluice_types::Datatype::JSON != 0;
-            let body = if is_json {
-                serde_json::from_slice(&doc.value).ok()
-            } else {
-                None
-            };
-            let is_json = body.is_some();
-            let body = body.unwrap_or_else(|| {
-                serde_json::Value::String(
-                    base64::engine::general_purpose::STANDARD.encode(&doc.value),
-                )
-            });
-            let row = Row {
-                key: String::from_utf8_lossy(key).into_owned(),
-                meta: DocMeta {
-                    cas: doc.cas.0,
-                    expiration: 0,
-                    flags: doc.flags,
-                    is_json,
-                },
-                doc: body,
-            };
-            if pipeline.push(&row, results)? == Flow::Done {
-                return Ok(Flow::Done);
-            }
-        }
-        Ok(Flow::More)
-    }
-
-    /// Waits until `def` holds what the request's consistency asks for.
-    async fn wait_consistent(
-        &self,
-        def: &IndexDef,
-        bucket: &str,
-        req: &QueryRequest,
-        deadline: Instant,
-    ) -> Result<(), ServiceError> {
-        let targets: BTreeMap<VbId, Seqno> = match &req.consistency {
-            Consistency::NotBounded => return Ok(()),
-            Consistency::RequestPlus => {
-                let b =
-                    self.node.buckets.get(bucket).ok_or_else(|| {
-                        ServiceError::KeyspaceNotFound(format!("default:{bucket}"))
-                    })?;
-                b.engine
-                    .vb_visible_seqnos(Some(VbState::Active))
-                    .into_iter()
-                    .collect()
-            }
-            Consistency::AtPlus(vectors) => vectors
-                .get(bucket)
-                .or_else(|| vectors.get(""))
-                .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
-                .unwrap_or_default(),
-        };
-        let mut wait = deadline.saturating_duration_since(Instant::now());
-        if let Some(scan_wait) = req.scan_wait {
-            wait = wait.min(scan_wait);
-        }
-        match self.node.index.wait_for(def.id, &targets, wait).await {
-            Ok(()) => Ok(()),
-            Err(super::super::index_service::WaitError::Timeout) => {
-                Err(ServiceError::ScanWait(def.name.clone()))
-            }
-            Err(super::super::index_service::WaitError::Index(e)) => Err(e.into()),
-        }
     }
 }

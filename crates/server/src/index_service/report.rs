@@ -1,0 +1,84 @@
+//! What the index service reports about each index, for STAT `index` and `/metrics`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sluice_index::IndexDef;
+use sluice_types::{Seqno, VbState};
+
+use super::IndexService;
+use crate::dcp::replication_stats::FeedStats;
+use crate::node::Node;
+
+/// One index's figures.
+pub struct IndexReport {
+    pub def: IndexDef,
+    /// Entries, approximately (the store counts deletions until compaction).
+    pub items: u64,
+    pub disk_bytes: u64,
+    /// Seqnos of this node's active vbuckets the index has yet to apply (the seeds'
+    /// "items remaining": per vbucket, high visible seqno minus the applied one).
+    pub items_remaining: u64,
+    /// Document changes applied since the node started.
+    pub changes_applied: u64,
+    pub docs_skipped: u64,
+    /// From the write (its CAS) to its apply in the index, once the index is online.
+    pub lag: Arc<FeedStats>,
+}
+
+impl IndexService {
+    /// The report of every index.
+    pub fn reports(&self, node: &Node) -> Vec<IndexReport> {
+        self.store
+            .definitions()
+            .into_iter()
+            .filter_map(|def| {
+                let stats = self.store.stats(def.id).ok()?;
+                let applied = self.store.positions(def.id).ok()?;
+                let items_remaining = node.buckets.get(&def.bucket).map_or(0, |b| {
+                    b.engine
+                        .vb_visible_seqnos(Some(VbState::Active))
+                        .into_iter()
+                        .map(|(vb, high)| {
+                            let at = applied.get(&vb).map_or(Seqno::ZERO, |p| p.seqno);
+                            high.0.saturating_sub(at.0)
+                        })
+                        .sum()
+                });
+                Some(IndexReport {
+                    lag: self.lag(def.id),
+                    items: stats.items_approx,
+                    disk_bytes: stats.disk_bytes,
+                    items_remaining,
+                    changes_applied: stats.changes_applied,
+                    docs_skipped: stats.docs_skipped,
+                    def,
+                })
+            })
+            .collect()
+    }
+
+    /// The node-wide feeder counters as (name, value).
+    pub fn counters(&self) -> [(&'static str, u64); 5] {
+        let s = &self.stats;
+        [
+            (
+                "index_resumed_vbuckets",
+                s.resumed_vbuckets.load(Ordering::Relaxed),
+            ),
+            (
+                "index_rebuilt_vbuckets",
+                s.rebuilt_vbuckets.load(Ordering::Relaxed),
+            ),
+            ("index_feeder_restarts", s.restarts.load(Ordering::Relaxed)),
+            (
+                "index_batches_applied",
+                s.batches_applied.load(Ordering::Relaxed),
+            ),
+            (
+                "index_changes_applied",
+                s.changes_applied.load(Ordering::Relaxed),
+            ),
+        ]
+    }
+}

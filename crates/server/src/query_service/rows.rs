@@ -1,0 +1,178 @@
+//! Where a statement's documents come from: the planner's access path, read a page at a
+//! time. A page is the documents of up to [`PAGE_ENTRIES`] index entries (or USE KEYS
+//! keys), fetched through KV in one batch; a document deleted since its entry was read is
+//! skipped.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use base64::Engine as _;
+use sluice_client::ClusterClient;
+use sluice_index::{IndexDef, IndexId};
+use sluice_query::{Access, DocMeta, Row, Span};
+use sluice_types::{Seqno, VbId, VbState};
+use tokio::time::Instant;
+
+use super::error::ServiceError;
+use super::request::{Consistency, QueryRequest};
+use super::QueryService;
+use crate::index_service::WaitError;
+
+/// Entries read from the index per page.
+pub const PAGE_ENTRIES: usize = 256;
+
+pub(super) struct RowSource<'a> {
+    service: &'a QueryService,
+    client: ClusterClient,
+    from: From,
+}
+
+enum From {
+    Keys(VecDeque<String>),
+    Scan { id: IndexId, spans: VecDeque<Span> },
+}
+
+impl QueryService {
+    /// The rows `access` reads from `bucket`, after waiting for the consistency `req` asks.
+    pub(super) async fn rows(
+        &self,
+        bucket: &str,
+        access: Access,
+        defs: &[IndexDef],
+        req: &QueryRequest,
+        deadline: Instant,
+    ) -> Result<RowSource<'_>, ServiceError> {
+        let from = match access {
+            Access::None => From::Keys(VecDeque::new()),
+            Access::KeyLookup { keys } => From::Keys(keys.into()),
+            Access::IndexScan { index, spans, .. } | Access::PrimaryScan { index, spans, .. } => {
+                let def = defs
+                    .iter()
+                    .find(|d| d.name == index)
+                    .ok_or_else(|| ServiceError::IndexNotFound(index.clone()))?;
+                self.wait_consistent(def, bucket, req, deadline).await?;
+                From::Scan {
+                    id: def.id,
+                    spans: spans.into(),
+                }
+            }
+        };
+        Ok(RowSource {
+            service: self,
+            client: self.client(bucket).await?,
+            from,
+        })
+    }
+
+    /// Waits until `def` holds what the request's consistency asks for.
+    async fn wait_consistent(
+        &self,
+        def: &IndexDef,
+        bucket: &str,
+        req: &QueryRequest,
+        deadline: Instant,
+    ) -> Result<(), ServiceError> {
+        let targets: BTreeMap<VbId, Seqno> = match &req.consistency {
+            Consistency::NotBounded => return Ok(()),
+            Consistency::RequestPlus => {
+                let b =
+                    self.node.buckets.get(bucket).ok_or_else(|| {
+                        ServiceError::KeyspaceNotFound(format!("default:{bucket}"))
+                    })?;
+                b.engine
+                    .vb_visible_seqnos(Some(VbState::Active))
+                    .into_iter()
+                    .collect()
+            }
+            Consistency::AtPlus(vectors) => vectors
+                .get(bucket)
+                .or_else(|| vectors.get(""))
+                .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
+                .unwrap_or_default(),
+        };
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(scan_wait) = req.scan_wait {
+            wait = wait.min(scan_wait);
+        }
+        match self.node.index.wait_for(def.id, &targets, wait).await {
+            Ok(()) => Ok(()),
+            Err(WaitError::Timeout) => Err(ServiceError::ScanWait(def.name.clone())),
+            Err(WaitError::Index(e)) => Err(e.into()),
+        }
+    }
+}
+
+impl RowSource<'_> {
+    /// The next page of documents (possibly empty), or `None` once everything was read.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, ServiceError> {
+        let keys: Vec<Vec<u8>> = match &mut self.from {
+            From::Keys(keys) => {
+                if keys.is_empty() {
+                    return Ok(None);
+                }
+                let n = keys.len().min(PAGE_ENTRIES);
+                keys.drain(..n).map(String::into_bytes).collect()
+            }
+            From::Scan { id, spans } => {
+                let Some(span) = spans.pop_front() else {
+                    return Ok(None);
+                };
+                let store = self.service.node.index.store.clone();
+                let (id, s) = (*id, span.clone());
+                let page = tokio::task::spawn_blocking(move || {
+                    store.scan(id, &s.start, &s.end, PAGE_ENTRIES)
+                })
+                .await
+                .map_err(|e| ServiceError::Fetch(e.to_string()))??;
+                if let Some(next) = page.resume {
+                    spans.push_front(Span {
+                        start: next,
+                        end: span.end,
+                    });
+                }
+                page.entries.into_iter().map(|e| e.doc_key).collect()
+            }
+        };
+        self.fetch(&keys).await.map(Some)
+    }
+
+    async fn fetch(&self, keys: &[Vec<u8>]) -> Result<Vec<Row>, ServiceError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs = self.client.get_many(keys).await;
+        let mut rows = Vec::with_capacity(keys.len());
+        for (key, doc) in keys.iter().zip(docs) {
+            let doc = match doc {
+                Ok(d) => d,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(ServiceError::Fetch(e.to_string())),
+            };
+            let parsed = (doc.datatype & sluice_types::Datatype::JSON != 0)
+                .then(|| serde_json::from_slice(&doc.value).ok())
+                .flatten();
+            let is_json = parsed.is_some();
+            // Couchbase shows a binary document as its bytes in base64.
+            let body = parsed.unwrap_or_else(|| {
+                serde_json::Value::String(
+                    base64::engine::general_purpose::STANDARD.encode(&doc.value),
+                )
+            });
+            rows.push(Row {
+                key: String::from_utf8_lossy(key).into_owned(),
+                meta: DocMeta {
+                    cas: doc.cas.0,
+                    expiration: 0,
+                    flags: doc.flags,
+                    is_json,
+                },
+                doc: body,
+            });
+        }
+        Ok(rows)
+    }
+
+    /// The KV client the rows came through (DML writes with it).
+    pub fn client(&self) -> &ClusterClient {
+        &self.client
+    }
+}
