@@ -45,6 +45,7 @@ mod parse;
 pub mod pipeline;
 pub mod planner;
 mod render;
+pub mod request;
 mod value;
 
 /// The JSON types this crate's API speaks, re-exported so callers use the same version.

@@ -53,6 +53,11 @@ pub(super) struct Feeder {
     pub id: IndexId,
     pub applied: Arc<Notify>,
     pub stats: Arc<FeederCounters>,
+    /// The vbuckets the producer accepted this feeder's position for, by index (see
+    /// `IndexService::confirmed`).
+    pub confirmed: Arc<
+        parking_lot::Mutex<std::collections::HashMap<IndexId, std::collections::HashSet<VbId>>>,
+    >,
     /// Write-to-index lag of this index, recorded once it is online.
     pub lag: Arc<crate::dcp::replication_stats::FeedStats>,
 }
@@ -155,12 +160,23 @@ impl Feeder {
             let vb = event.vb();
             tracing::trace!(index = self.id.0, ?event, "index feed event");
             match &event {
+                DcpEvent::StreamOpened { vb, .. } => {
+                    self.confirmed
+                        .lock()
+                        .entry(self.id)
+                        .or_default()
+                        .insert(*vb);
+                    self.applied.notify_waiters();
+                }
                 DcpEvent::Mutation(item) => hold(&mut batches, item, true),
                 DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => {
                     hold(&mut batches, item, false)
                 }
                 DcpEvent::Rollback { vb, to } => {
                     batches.remove(vb);
+                    if let Some(c) = self.confirmed.lock().get_mut(&self.id) {
+                        c.remove(vb);
+                    }
                     let (store, id, v) = (self.store.clone(), self.id, *vb);
                     let removed =
                         tokio::task::spawn_blocking(move || store.clear_vb(id, v)).await??;

@@ -11,7 +11,7 @@ mod report;
 pub use feeder::FeederCounters;
 pub use report::IndexReport;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,11 @@ pub struct IndexService {
     /// Woken after every batch any feeder applies (consistency waits watch positions).
     applied: Arc<Notify>,
     stats: Arc<feeder::FeederCounters>,
+    /// Per index, the vbuckets whose saved position the producer accepted since its feeder
+    /// (re)connected: only those count as caught up. A position saved before a crash may be
+    /// on a branch the producer no longer has (it answers ROLLBACK), and what it covers is
+    /// not the data until the feeder has cleared and rebuilt it.
+    confirmed: Arc<Mutex<HashMap<IndexId, HashSet<VbId>>>>,
     /// Write-to-index lag, per index (feeders of a restarted index keep counting).
     lag: Mutex<BTreeMap<IndexId, Arc<crate::dcp::replication_stats::FeedStats>>>,
 }
@@ -55,6 +60,7 @@ impl IndexService {
             applied: Arc::new(Notify::new()),
             stats: Arc::default(),
             lag: Mutex::new(BTreeMap::new()),
+            confirmed: Arc::default(),
         })
     }
 
@@ -81,6 +87,7 @@ impl IndexService {
             applied: self.applied.clone(),
             stats: self.stats.clone(),
             lag: self.lag(id),
+            confirmed: self.confirmed.clone(),
         };
         feeders.insert(id, tokio::spawn(task.run()));
     }
@@ -92,6 +99,8 @@ impl IndexService {
             h.abort();
             let _ = h.await;
         }
+        self.confirmed.lock().remove(&id);
+        self.lag.lock().remove(&id);
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.drop_index(id))
             .await
@@ -119,9 +128,15 @@ impl IndexService {
             // still wakes it.
             let woken = self.applied.notified();
             let positions = self.store.positions(id)?;
-            let behind = targets.iter().any(|(vb, want)| {
-                *want > Seqno::ZERO && positions.get(vb).is_none_or(|p| p.seqno < *want)
-            });
+            let behind = {
+                let confirmed = self.confirmed.lock();
+                let confirmed = confirmed.get(&id);
+                targets.iter().any(|(vb, want)| {
+                    *want > Seqno::ZERO
+                        && (positions.get(vb).is_none_or(|p| p.seqno < *want)
+                            || confirmed.is_none_or(|c| !c.contains(vb)))
+                })
+            };
             if !behind {
                 return Ok(());
             }

@@ -27,9 +27,9 @@ use tokio::time::Instant;
 use super::error::ServiceError;
 use super::json_path::{path_of, set, unset};
 use super::keyspace::{resolve, Target};
-use super::request::QueryRequest;
 use super::select::Outcome;
 use super::{Authenticated, QueryService};
+use sluice_query::request::QueryRequest;
 
 /// Most documents one statement writes.
 pub const DML_DOCS_MAX: usize = 100_000;

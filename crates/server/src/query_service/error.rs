@@ -1,8 +1,8 @@
 //! What a statement can fail with, each with the code Couchbase's query service answers
 //! (`errors/codes.go` in couchbase/query) so the SDKs map it to the same exception.
 
-use super::request::RequestError;
 use sluice_index::IndexError;
+use sluice_query::request::RequestError;
 use sluice_query::QueryError;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +43,9 @@ pub enum ServiceError {
     Fetch(String),
     #[error("DML error on key {key}: {why}")]
     Dml { key: String, why: String },
+    /// The client closed the connection while results were streaming.
+    #[error("Request cancelled: the client went away")]
+    Cancelled,
 }
 
 impl ServiceError {
@@ -61,6 +64,7 @@ impl ServiceError {
             ServiceError::Index(_) => 12000,
             ServiceError::Fetch(_) => 12008,
             ServiceError::Dml { .. } => 12009,
+            ServiceError::Cancelled => 1081,
         }
     }
 

@@ -4,8 +4,8 @@
 //! The envelope: `requestID`, `clientContextID`, `signature`, `results`, `errors` (each
 //! `{code, msg}`), `status` (`success`, `errors` or `timeout`), and `metrics`
 //! (`elapsedTime`, `executionTime`, `resultCount`, `resultSize`, `mutationCount`,
-//! `errorCount`). The results are written into the body as they are serialized, not as one
-//! document tree.
+//! `errorCount`). Results stream (see `sink`): a statement whose results fill a chunk
+//! before it ends is answered 200 as it goes, any error after its results.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,9 +19,10 @@ use axum::{Extension, Router};
 use rand::RngCore;
 
 use super::error::ServiceError;
-use super::request::{self, QueryRequest};
-use super::select::Outcome;
+use super::sink::{Sink, Written, CHUNKS_QUEUED};
 use super::{Authenticated, QueryService};
+use sluice_query::request::{self, QueryRequest};
+use tokio::sync::mpsc;
 
 /// The largest request body taken (a statement is at most 1 MiB; parameters ride along).
 pub const REQUEST_BYTES_MAX: usize = 4 << 20;
@@ -72,17 +73,146 @@ async fn run(
         // The admin port's middleware always adds it; without it nobody is known.
         return (StatusCode::UNAUTHORIZED, "no authenticated caller").into_response();
     };
-    let (client_context, outcome) = match parsed {
-        Ok(req) => {
-            let outcome = service.execute(&who, &req).await;
-            (req.client_context_id.clone(), outcome)
+    let req = match parsed {
+        Ok(req) => req,
+        Err(e) => {
+            let head = Head::new(&request_id, None);
+            return whole(
+                head,
+                Err(ServiceError::Request(e)),
+                Written::default(),
+                started,
+            );
         }
-        Err(e) => (None, Err(ServiceError::Request(e))),
     };
-    if let Err(e) = &outcome {
-        tracing::debug!(code = e.code(), error = %e, "query failed");
+    let head = Head::new(&request_id, req.client_context_id.as_deref());
+    let (tx, mut rx) = mpsc::channel::<String>(CHUNKS_QUEUED);
+    let task = tokio::spawn(async move {
+        let mut sink = Sink::new(tx);
+        let outcome = service.execute(&who, &req, &mut sink).await;
+        if let Err(e) = &outcome {
+            tracing::debug!(code = e.code(), error = %e, "query failed");
+        }
+        (outcome, sink.finish())
+    });
+    // A statement that ends before its first chunk is answered whole, with the HTTP status
+    // its outcome calls for; a larger one streams, under 200, and an error met on the way
+    // comes after its results, as Couchbase sends it.
+    let first = rx.recv().await;
+    let Some(first) = first else {
+        return match task.await {
+            Ok((outcome, written)) => whole(head, outcome, written, started),
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        };
+    };
+    let prefix = head.prefix();
+    let body = futures_util::stream::unfold(
+        (Some(prefix + &first), Some(rx), Some(task)),
+        move |(pending, rx, task)| async move {
+            if let Some(chunk) = pending {
+                return Some((Ok::<_, std::convert::Infallible>(chunk), (None, rx, task)));
+            }
+            let mut rx = rx?;
+            if let Some(chunk) = rx.recv().await {
+                return Some((Ok(chunk), (None, Some(rx), task)));
+            }
+            let (outcome, written) = match task?.await {
+                Ok(done) => done,
+                Err(_) => (Err(ServiceError::Cancelled), Written::default()),
+            };
+            let tail = suffix(outcome, &written, started);
+            Some((Ok(written.rest + &tail), (None, None, None)))
+        },
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
+}
+
+const CONTENT_TYPE: &str = "application/json; version=7.6.0";
+
+/// The fields before the results.
+struct Head {
+    text: String,
+}
+
+impl Head {
+    fn new(request_id: &str, client_context: Option<&str>) -> Head {
+        let mut text = String::from("{\"requestID\":");
+        text.push_str(&serde_json::Value::from(request_id).to_string());
+        if let Some(ctx) = client_context {
+            text.push_str(",\"clientContextID\":");
+            text.push_str(&serde_json::Value::from(ctx).to_string());
+        }
+        text.push_str(",\"signature\":{\"*\":\"*\"},\"results\":[");
+        Head { text }
     }
-    envelope(&request_id, client_context.as_deref(), outcome, started)
+
+    fn prefix(self) -> String {
+        self.text
+    }
+}
+
+/// The whole response of a statement that ended before streaming began.
+fn whole(
+    head: Head,
+    outcome: Result<u64, ServiceError>,
+    written: Written,
+    started: Instant,
+) -> Response {
+    let http = match &outcome {
+        Ok(_) => StatusCode::OK,
+        Err(e) => {
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    };
+    let tail = suffix(outcome, &written, started);
+    let body = head.prefix() + &written.rest + &tail;
+    (http, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
+}
+
+/// `]`, then `errors`, `status` and `metrics` (the sizes of every result, streamed or not).
+fn suffix(outcome: Result<u64, ServiceError>, written: &Written, started: Instant) -> String {
+    let (status, mutations, errors) = match outcome {
+        Ok(m) => ("success", m, Vec::new()),
+        Err(e) => {
+            let status = if e.code() == 1080 {
+                "timeout"
+            } else {
+                "errors"
+            };
+            let err = serde_json::json!({"code": e.code(), "msg": e.to_string()});
+            (status, 0, vec![err])
+        }
+    };
+    let mut out = String::from("]");
+    if !errors.is_empty() {
+        out.push_str(",\"errors\":");
+        out.push_str(&serde_json::Value::Array(errors.clone()).to_string());
+    }
+    out.push_str(",\"status\":");
+    out.push_str(&serde_json::Value::from(status).to_string());
+    let elapsed = format!("{:?}", started.elapsed());
+    let mut metrics = serde_json::json!({
+        "elapsedTime": elapsed,
+        "executionTime": elapsed,
+        "resultCount": written.count,
+        "resultSize": written.bytes,
+        "serviceLoad": 1,
+    });
+    if mutations > 0 {
+        metrics["mutationCount"] = mutations.into();
+    }
+    if !errors.is_empty() {
+        metrics["errorCount"] = errors.len().into();
+    }
+    out.push_str(",\"metrics\":");
+    out.push_str(&metrics.to_string());
+    out.push('}');
+    out
 }
 
 fn request_id() -> String {
@@ -99,80 +229,4 @@ fn request_id() -> String {
         &h[16..20],
         &h[20..32]
     )
-}
-
-/// Writes the response body field by field (results are serialized one at a time).
-fn envelope(
-    request_id: &str,
-    client_context: Option<&str>,
-    outcome: Result<Outcome, ServiceError>,
-    started: Instant,
-) -> Response {
-    let json = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_else(|_| "null".into());
-    let mut body = String::with_capacity(256);
-    body.push_str("{\"requestID\":");
-    body.push_str(&json(&request_id.into()));
-    if let Some(ctx) = client_context {
-        body.push_str(",\"clientContextID\":");
-        body.push_str(&json(&ctx.into()));
-    }
-    let (status, http, results, mutations, errors) = match outcome {
-        Ok(o) => (
-            "success",
-            StatusCode::OK,
-            o.results,
-            o.mutations,
-            Vec::new(),
-        ),
-        Err(e) => {
-            let status = if e.code() == 1080 {
-                "timeout"
-            } else {
-                "errors"
-            };
-            let http =
-                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let err = serde_json::json!({"code": e.code(), "msg": e.to_string()});
-            (status, http, Vec::new(), 0, vec![err])
-        }
-    };
-    body.push_str(",\"signature\":{\"*\":\"*\"},\"results\":[");
-    let results_start = body.len();
-    for (i, r) in results.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(&json(r));
-    }
-    let result_size = body.len() - results_start;
-    body.push(']');
-    if !errors.is_empty() {
-        body.push_str(",\"errors\":");
-        body.push_str(&json(&serde_json::Value::Array(errors.clone())));
-    }
-    body.push_str(",\"status\":");
-    body.push_str(&json(&status.into()));
-    let elapsed = format!("{:?}", started.elapsed());
-    let mut metrics = serde_json::json!({
-        "elapsedTime": elapsed,
-        "executionTime": elapsed,
-        "resultCount": results.len(),
-        "resultSize": result_size,
-        "serviceLoad": 1,
-    });
-    if mutations > 0 {
-        metrics["mutationCount"] = mutations.into();
-    }
-    if !errors.is_empty() {
-        metrics["errorCount"] = errors.len().into();
-    }
-    body.push_str(",\"metrics\":");
-    body.push_str(&json(&metrics));
-    body.push('}');
-    (
-        http,
-        [(header::CONTENT_TYPE, "application/json; version=7.6.0")],
-        body,
-    )
-        .into_response()
 }

@@ -2,14 +2,14 @@
 //! listed as `n1ql` in the cluster map's `nodesExt` (Couchbase serves it on its own port,
 //! 8093; an SDK dials whatever port the map lists).
 //!
-//! - `request`: the request's parameters (JSON or form).
+//! - `sluice_query::request`: the request's parameters (JSON or form).
 //! - `keyspace`: which data a statement names.
 //! - `select`: SELECT and EXPLAIN through the planner and the row pipeline; `rows`: the
 //!   documents an access path reads (index pages, fetched through KV).
 //! - `ddl`: CREATE / DROP / BUILD INDEX on the node's index service.
 //! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
 //! - `system_indexes`: the rows of `system:indexes`.
-//! - `http`: the route and the response envelope.
+//! - `http`: the route and the response envelope; `sink`: results streamed in chunks.
 //!
 //! Who may do what: the caller's roles, read from the admin port's authentication:
 //! reading a bucket needs a role that reads it (`data_reader` and above), index DDL needs
@@ -22,9 +22,9 @@ pub mod error;
 pub mod http;
 mod json_path;
 mod keyspace;
-pub mod request;
 mod rows;
 mod select;
+pub mod sink;
 mod system_indexes;
 
 pub use select::{Outcome, DEFAULT_TIMEOUT, TIMEOUT_MAX};

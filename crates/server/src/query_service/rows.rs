@@ -13,9 +13,9 @@ use sluice_types::{Seqno, VbId, VbState};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
-use super::request::{Consistency, QueryRequest};
 use super::QueryService;
 use crate::index_service::WaitError;
+use sluice_query::request::{Consistency, QueryRequest};
 
 /// Entries read from the index per page.
 pub const PAGE_ENTRIES: usize = 256;

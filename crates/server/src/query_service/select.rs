@@ -22,8 +22,9 @@ use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::keyspace::{resolve, Target};
-use super::request::QueryRequest;
+use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
+use sluice_query::request::QueryRequest;
 
 /// What a statement gives back.
 #[derive(Debug, Default)]
@@ -39,15 +40,23 @@ pub const TIMEOUT_MAX: Duration = Duration::from_secs(600);
 
 impl QueryService {
     /// Parses and runs `req`'s statement as `who`, within its timeout.
+    /// Results go to `sink` (a SELECT's as its pages are read); the mutation count is
+    /// returned.
     pub async fn execute(
         &self,
         who: &Authenticated,
         req: &QueryRequest,
-    ) -> Result<Outcome, ServiceError> {
+        sink: &mut Sink,
+    ) -> Result<u64, ServiceError> {
         let stmt = sluice_query::parse(&req.statement)?;
         let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT).min(TIMEOUT_MAX);
         let deadline = Instant::now() + timeout;
-        match tokio::time::timeout_at(deadline, self.run(who, &stmt, req, deadline)).await {
+        let run = async {
+            let mut outcome = self.run(who, &stmt, req, deadline, sink).await?;
+            sink.extend(&mut outcome.results).await?;
+            Ok(outcome.mutations)
+        };
+        match tokio::time::timeout_at(deadline, run).await {
             Ok(outcome) => outcome,
             Err(_) => Err(ServiceError::Timeout(format!("{timeout:?}"))),
         }
@@ -59,6 +68,7 @@ impl QueryService {
         stmt: &Statement,
         req: &QueryRequest,
         deadline: Instant,
+        sink: &mut Sink,
     ) -> Result<Outcome, ServiceError> {
         let qc = req.query_context.as_deref();
         let readonly = matches!(stmt, Statement::Select(_) | Statement::Explain(_));
@@ -69,7 +79,7 @@ impl QueryService {
         }
         let none = Ok(Outcome::default());
         match stmt {
-            Statement::Select(s) => self.select(who, s, req, deadline).await,
+            Statement::Select(s) => self.select(who, s, req, deadline, sink).await,
             Statement::Explain(inner) => match inner.as_ref() {
                 Statement::Select(s) => self.explain(who, s, req),
                 _ => Err(ServiceError::NotSupported(
@@ -149,6 +159,7 @@ impl QueryService {
         s: &Select,
         req: &QueryRequest,
         deadline: Instant,
+        sink: &mut Sink,
     ) -> Result<Outcome, ServiceError> {
         let limits = Limits::default();
         let mut pipeline = Pipeline::new(s, &req.params, limits)?;
@@ -194,6 +205,8 @@ impl QueryService {
                     break 'pages;
                 }
             }
+            // What the pipeline let out (no ORDER BY or grouping) streams now.
+            sink.extend(&mut results).await?;
         }
         pipeline.finish(&mut results)?;
         Ok(Outcome {

@@ -97,6 +97,9 @@ fn go_durations() {
     assert_eq!(d("75s").unwrap(), Duration::from_secs(75));
     assert_eq!(d("1m30s").unwrap(), Duration::from_secs(90));
     assert_eq!(d("2.5ms").unwrap(), Duration::from_micros(2500));
+    assert_eq!(d("1.5h").unwrap(), Duration::from_secs(5400));
+    assert_eq!(d("75000000000ns").unwrap(), Duration::from_secs(75));
+    assert!(d("1..5s").is_err() && d(".s").is_err() && d("99999999999999999999999h").is_err());
     assert_eq!(d("0").unwrap(), Duration::ZERO);
     assert!(d("").is_err() && d("10").is_err() && d("1x").is_err() && d("-1s").is_err());
 }

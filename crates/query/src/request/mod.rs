@@ -1,6 +1,6 @@
 //! A `POST /query/service` request as Couchbase's query service takes it: a JSON object, or
 //! a form whose values are strings (JSON text for `args` and the named parameters). Pure:
-//! the handler hands it the body and its content type.
+//! the HTTP handler hands it the body and whether it is a form.
 //!
 //! Parameters this service acts on: `statement`, `args`, `$name`, `client_context_id`,
 //! `timeout`, `readonly`, `scan_consistency`, `scan_vectors` / `scan_vector`, `scan_wait`,
@@ -12,11 +12,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice_query::Params;
 use sluice_types::{Seqno, VbId};
 
+use crate::eval::Params;
+
 /// The longest statement text taken; the parser has its own bound too.
-pub const STATEMENT_BYTES_MAX: usize = sluice_query::MAX_STATEMENT_BYTES;
+pub const STATEMENT_BYTES_MAX: usize = crate::parse::MAX_STATEMENT_BYTES;
 
 /// Parameters Couchbase defines that change nothing here: output formatting, tuning knobs
 /// of its executor, and options of features this service does not have.
@@ -286,41 +287,64 @@ fn boolean(name: &str, v: serde_json::Value) -> Result<bool, RequestError> {
     }
 }
 
-/// A Go duration, as Couchbase takes it: `75s`, `1m30s`, `2500ms`, `10us`, `1h`.
+/// A Go duration, as Couchbase takes it: `75s`, `1m30s`, `2500ms`, `1.5s`, `10us`, `1h`.
+/// Counted in whole nanoseconds (a fraction below a nanosecond is dropped), so the same
+/// text always gives the same duration.
 pub fn duration(name: &str, text: &str) -> Result<Duration, RequestError> {
-    let mut rest = text.trim();
-    if rest.is_empty() {
+    let whole = text.trim();
+    let bad_text = |why: &str| bad(name, format!("{text}: {why}"));
+    if whole.is_empty() {
         return Err(bad(name, "empty duration"));
     }
-    if rest == "0" {
+    if whole == "0" {
         return Ok(Duration::ZERO);
     }
-    let mut total = 0f64;
+    let mut rest = whole;
+    let mut nanos: u128 = 0;
     while !rest.is_empty() {
-        let digits = rest
+        let num_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| bad(name, format!("{text}: a number without a unit")))?;
-        let (num, after) = rest.split_at(digits);
-        let n: f64 = num
-            .parse()
-            .map_err(|_| bad(name, format!("{text}: not a duration")))?;
+            .ok_or_else(|| bad_text("a number without a unit"))?;
+        let (num, after) = rest.split_at(num_len);
         let unit_len = after
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
-        let secs = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad(name, format!("{text}: unknown unit {unit:?}"))),
+        let unit_ns: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(bad_text(&format!("unknown unit {unit:?}"))),
         };
-        total += n * secs;
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        if (int.is_empty() && frac.is_empty()) || frac.contains('.') || int.len() > 20 {
+            return Err(bad_text("not a duration"));
+        }
+        let int: u128 = if int.is_empty() {
+            0
+        } else {
+            int.parse().map_err(|_| bad_text("not a duration"))?
+        };
+        // The fraction's digits beyond a nanosecond of this unit cannot count.
+        let frac = &frac[..frac.len().min(18)];
+        let frac_ns = if frac.is_empty() {
+            0
+        } else {
+            let digits: u128 = frac.parse().map_err(|_| bad_text("not a duration"))?;
+            digits * unit_ns / 10u128.pow(frac.len() as u32)
+        };
+        nanos = int
+            .checked_mul(unit_ns)
+            .and_then(|n| n.checked_add(frac_ns))
+            .and_then(|n| n.checked_add(nanos))
+            .ok_or_else(|| bad_text("out of range"))?;
         rest = next;
     }
-    Duration::try_from_secs_f64(total).map_err(|_| bad(name, format!("{text}: out of range")))
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad_text("out of range"))?;
+    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 /// `{"bucket": {"vb": [seqno, "uuid"], ...}}` (`scan_vectors`), or one bucket's map alone

@@ -1,0 +1,80 @@
+//! Where a statement's results go: serialized as they are made, and handed to the HTTP
+//! response in chunks of about [`CHUNK_BYTES`] through a channel of [`CHUNKS_QUEUED`], so a
+//! large result streams to the client instead of being held whole, and what the service
+//! holds for one request is bounded (a row larger than a chunk is one chunk). A client that
+//! goes away closes the channel, which stops the statement at its next chunk.
+
+use tokio::sync::mpsc;
+
+use super::error::ServiceError;
+
+/// A chunk is sent once it holds this many bytes of serialized results.
+pub const CHUNK_BYTES: usize = 64 * 1024;
+/// Chunks waiting for the client; the statement waits while the queue is full.
+pub const CHUNKS_QUEUED: usize = 4;
+
+pub struct Sink {
+    tx: mpsc::Sender<String>,
+    buf: String,
+    count: usize,
+    bytes: usize,
+}
+
+/// What a sink wrote, once the statement is done.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Results not sent as chunks yet (JSON text, comma-separated).
+    pub rest: String,
+    pub count: usize,
+    /// Bytes of results, separators included.
+    pub bytes: usize,
+}
+
+impl Sink {
+    pub fn new(tx: mpsc::Sender<String>) -> Sink {
+        Sink {
+            tx,
+            buf: String::new(),
+            count: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Adds one result.
+    pub fn push(&mut self, v: &serde_json::Value) {
+        let before = self.buf.len();
+        if self.count > 0 {
+            self.buf.push(',');
+        }
+        // Serializing a serde_json value to a string cannot fail.
+        self.buf.push_str(&v.to_string());
+        self.bytes += self.buf.len() - before;
+        self.count += 1;
+    }
+
+    /// Adds results and sends a chunk if there is one's worth.
+    pub async fn extend(
+        &mut self,
+        results: &mut Vec<serde_json::Value>,
+    ) -> Result<(), ServiceError> {
+        for v in results.drain(..) {
+            self.push(&v);
+        }
+        if self.buf.len() >= CHUNK_BYTES {
+            let chunk = std::mem::take(&mut self.buf);
+            self.tx
+                .send(chunk)
+                .await
+                .map_err(|_| ServiceError::Cancelled)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Written {
+        Written {
+            rest: self.buf,
+            count: self.count,
+            bytes: self.bytes,
+        }
+    }
+}
