@@ -102,10 +102,16 @@ def node(sluice_factory):
     return sluice_factory(vbuckets=VBUCKETS, memcached=False)
 
 
+@pytest.fixture(params=["couchbase", "ephemeral"])
+def any_node(request, sluice_factory):
+    """A node of each bucket type: the index feeds from DCP either way."""
+    return sluice_factory(vbuckets=VBUCKETS, memcached=False, bucket_type=request.param)
+
+
 # ------------------------------------------------------------------ index manager, queries
 
-def test_index_manager_and_queries_match_a_model(node):
-    cluster = connect(node)
+def test_index_manager_and_queries_match_a_model(any_node):
+    cluster = connect(any_node)
     coll = cluster.bucket(BUCKET).default_collection()
     mgr = cluster.query_indexes()
     mgr.create_primary_index(BUCKET)
@@ -321,7 +327,8 @@ def random_predicate(rng: random.Random, depth: int = 0):
     return f"s {form} '{c}'", lambda d: None if "s" not in d else ops[form](d["s"], c)
 
 
-def test_random_queries_match_a_model_with_writes_deletes_and_expirations(node):
+def test_random_queries_match_a_model_with_writes_deletes_and_expirations(any_node):
+    node = any_node
     seed = int(os.environ.get("QUERY_SEED", random.randrange(1 << 30)))
     print(f"QUERY_SEED={seed}")
     rng = random.Random(seed)

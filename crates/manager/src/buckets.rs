@@ -186,6 +186,13 @@ async fn delete(control: &Control, bc: &Arc<BucketControl>) {
     bc.stop().await;
     control.node.buckets.remove(&name);
     bc.bucket.mark_deleted();
+    // Its indexes go with it (a bucket created later under the name starts without them).
+    for def in control.node.index.definitions_of(&name) {
+        if let Err(e) = control.node.index.drop_index(def.id).await {
+            tracing::warn!(bucket = %name, index = %def.name, error = %e,
+                "dropping a deleted bucket's index");
+        }
+    }
     let engine = bc.bucket.engine.clone();
     let dir = control.node.config.data_dir.join(&name);
     let removed = tokio::task::spawn_blocking(move || {

@@ -32,8 +32,10 @@ use crate::node::Node;
 pub const BATCH_CHANGES_MAX: usize = 1024;
 /// Most value bytes one batch holds before it is applied mid-snapshot.
 pub const BATCH_BYTES_MAX: usize = 4 << 20;
-/// The pause before a failed feeder starts again.
-const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// The pause before a failed feeder starts again, doubled after each failure in a row up to
+/// [`RETRY_PAUSE_MAX`] (a bucket not opened yet after a restart is one such failure).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
 
 /// Counted since the node started, over every feeder.
 #[derive(Debug, Default)]
@@ -90,14 +92,22 @@ struct Batch {
 
 impl Feeder {
     pub async fn run(self) {
+        let mut pause = RETRY_PAUSE;
         loop {
+            let started = tokio::time::Instant::now();
             match self.feed().await {
                 Ok(()) => return,
                 Err(FeedError::Store(sluice_index::IndexError::NoSuchIndex(_))) => return,
                 Err(e) => {
                     self.stats.restarts.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(index = self.id.0, error = %e, "index feeder restarts");
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    // A run that went on for a while was no failure in a row.
+                    if started.elapsed() > RETRY_PAUSE_MAX {
+                        pause = RETRY_PAUSE;
+                    }
+                    tracing::warn!(index = self.id.0, error = %e, retry_in = ?pause,
+                        "index feeder restarts");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RETRY_PAUSE_MAX);
                 }
             }
         }
