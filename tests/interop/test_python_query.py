@@ -83,7 +83,11 @@ def raw_query(srv, body: dict, user: str = USERNAME, password: str = PASSWORD) -
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+        body = e.read()
+        try:
+            return e.code, json.loads(body or b"{}")
+        except ValueError:
+            return e.code, {"text": body.decode(errors="replace")}
 
 
 def index_stats(srv) -> dict:
@@ -247,6 +251,23 @@ def test_errors_carry_couchbases_codes(node):
     # The syntax error says where.
     _, answer = raw_query(node, {"statement": "SELECT * FROM default WHERE WHERE"})
     assert "line 1, column" in answer["errors"][0]["msg"], answer
+    # Hostile bodies: too deep, too large, not JSON, empty; the node answers and stays up.
+    status, answer = raw_query(node, {"statement": "SELECT " + "(" * 5000 + "1" + ")" * 5000})
+    assert status == 400 and answer["errors"][0]["code"] == 3000, answer
+    try:
+        status, _ = raw_query(node, {"statement": "SELECT 1", "pad": "x" * (5 << 20)})
+        assert status == 413, status
+    except (ConnectionError, urllib.error.URLError):
+        pass  # refused before the whole body was sent: a clean disconnect
+    req = urllib.request.Request(f"{node.admin_url}/query/service", data=b"{not json",
+                                 method="POST", headers={"Content-Type": "application/json"})
+    req.add_header("Authorization", "Basic " + base64.b64encode(
+        f"{USERNAME}:{PASSWORD}".encode()).decode())
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(req, timeout=10)
+    assert json.loads(bad.value.read())["errors"][0]["code"] == 1100
+    assert raw_query(node, {})[1]["errors"][0]["code"] == 1050
+    assert node.health() == 200
     # Wrong password: 401 and nothing runs; a reader may not create an index.
     status, _ = raw_query(node, {"statement": "CREATE PRIMARY INDEX ON default"},
                           password="wrong")

@@ -8,8 +8,9 @@
 //! - A rollback of a vbucket clears that vbucket's entries and streams it again from zero
 //!   (`rebuilt_vbuckets`); the other vbuckets are untouched.
 //! - A batch is applied when its snapshot is complete, or once it holds
-//!   [`BATCH_CHANGES_MAX`] changes or [`BATCH_BYTES_MAX`] bytes, so what a feeder holds
-//!   is bounded whatever the snapshot's size.
+//!   [`BATCH_CHANGES_MAX`] changes or [`BATCH_BYTES_MAX`] bytes; and every vbucket's
+//!   batch is applied once they hold [`FEEDER_HELD_BYTES_MAX`] together, so what a feeder
+//!   holds is bounded whatever the snapshots' sizes and the number of vbuckets.
 //! - The connection failing, or the store refusing a batch, restarts the feeder from the
 //!   saved positions after a pause (what was not applied is streamed again).
 
@@ -30,8 +31,10 @@ use crate::node::Node;
 
 /// Most changes one batch holds before it is applied mid-snapshot.
 pub const BATCH_CHANGES_MAX: usize = 1024;
-/// Most value bytes one batch holds before it is applied mid-snapshot.
+/// Most key and value bytes one batch holds before it is applied mid-snapshot.
 pub const BATCH_BYTES_MAX: usize = 4 << 20;
+/// Most bytes one feeder holds over all its vbuckets' batches.
+pub const FEEDER_HELD_BYTES_MAX: usize = 8 << 20;
 /// The pause before a failed feeder starts again, doubled after each failure in a row up to
 /// [`RETRY_PAUSE_MAX`] (a bucket not opened yet after a restart is one such failure).
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -165,6 +168,11 @@ impl Feeder {
         );
         let mut stream = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)).await?;
         let mut batches: BTreeMap<VbId, Batch> = BTreeMap::new();
+        // Bytes held in `batches`, all vbuckets together.
+        let mut held = 0usize;
+        // The seqno each vbucket's last applied batch reached (as saved in the store).
+        let mut applied: BTreeMap<VbId, Seqno> =
+            saved.iter().map(|(vb, p)| (*vb, p.seqno)).collect();
         loop {
             let event = stream.next().await?;
             let vb = event.vb();
@@ -178,12 +186,13 @@ impl Feeder {
                         .insert(*vb);
                     self.applied.notify_waiters();
                 }
-                DcpEvent::Mutation(item) => hold(&mut batches, item, true),
+                DcpEvent::Mutation(item) => held += hold(&mut batches, item, true),
                 DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => {
-                    hold(&mut batches, item, false)
+                    held += hold(&mut batches, item, false)
                 }
                 DcpEvent::Rollback { vb, to } => {
-                    batches.remove(vb);
+                    held -= batches.remove(vb).map_or(0, |b| b.bytes);
+                    applied.remove(vb);
                     if let Some(c) = self.confirmed.lock().get_mut(&self.id) {
                         c.remove(vb);
                     }
@@ -204,20 +213,31 @@ impl Feeder {
             let batch = batches.entry(vb).or_default();
             let complete = pos.seqno == pos.snap_end;
             let full = batch.changes.len() >= BATCH_CHANGES_MAX || batch.bytes >= BATCH_BYTES_MAX;
-            let moved = self
-                .store
-                .positions(self.id)?
-                .get(&vb)
-                .is_none_or(|p| p.seqno != pos.seqno);
+            let moved = applied.get(&vb) != Some(&pos.seqno);
+            let mut due: Vec<VbId> = Vec::new();
             if (complete && moved) || full {
-                let batch = batches.remove(&vb).unwrap_or_default();
-                self.apply(vb, batch, pos, build_targets.is_none()).await?;
-                if let Some(targets) = &build_targets {
-                    if self.caught_up(targets)? {
-                        self.store.set_state(self.id, IndexState::Online)?;
-                        tracing::info!(index = %def.name, "index online");
-                        build_targets = None;
-                    }
+                due.push(vb);
+            }
+            // Bounded across vbuckets too: past the feeder's bound, every vbucket's batch
+            // goes in, each with the position its stream reached (a valid resume point
+            // inside a snapshot).
+            if held >= FEEDER_HELD_BYTES_MAX {
+                due = batches.keys().copied().collect();
+            }
+            for v in due {
+                let Some(at) = stream.positions().get(v).copied() else {
+                    continue;
+                };
+                let batch = batches.remove(&v).unwrap_or_default();
+                held -= batch.bytes;
+                self.apply(v, batch, at, build_targets.is_none()).await?;
+                applied.insert(v, at.seqno);
+            }
+            if let Some(targets) = &build_targets {
+                if self.caught_up(targets)? {
+                    self.store.set_state(self.id, IndexState::Online)?;
+                    tracing::info!(index = %def.name, "index online");
+                    build_targets = None;
                 }
             }
         }
@@ -294,10 +314,11 @@ impl Feeder {
 /// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
 /// carry their collection's id): only the default collection is indexed so far, so the
 /// others' changes only move the position.
-fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) {
+/// Returns the bytes it now holds for it.
+fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) -> usize {
     let key = match sluice_types::collection::split_key(&item.key) {
         Ok((CollectionId::DEFAULT, key)) => key,
-        _ => return,
+        _ => return 0,
     };
     let batch = batches.entry(item.vb).or_default();
     let body = live.then(|| {
@@ -306,7 +327,8 @@ fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) {
             .then(|| serde_json::from_slice(&item.value).ok())
             .flatten()
     });
-    batch.bytes += key.len() + item.value.len();
+    let bytes = key.len() + item.value.len();
+    batch.bytes += bytes;
     batch.changes.push(Held {
         key: key.to_vec(),
         body,
@@ -317,4 +339,5 @@ fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) {
             is_json: item.datatype.is_json(),
         },
     });
+    bytes
 }

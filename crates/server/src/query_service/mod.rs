@@ -54,10 +54,16 @@ impl Authenticated {
     }
 }
 
+/// Statements that run at once; others wait (within their timeout) for one to finish. With
+/// each statement's pipeline bounded in bytes (`sluice_query::Limits`), this bounds what the
+/// service holds.
+pub const SERVICERS: usize = 8;
+
 pub struct QueryService {
     node: Arc<Node>,
     /// A KV client per bucket (as the cluster identity), made on first use.
     clients: Mutex<HashMap<String, ClusterClient>>,
+    servicers: tokio::sync::Semaphore,
 }
 
 impl QueryService {
@@ -65,6 +71,7 @@ impl QueryService {
         QueryService {
             node,
             clients: Mutex::new(HashMap::new()),
+            servicers: tokio::sync::Semaphore::new(SERVICERS),
         }
     }
 

@@ -52,6 +52,11 @@ impl QueryService {
         let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT).min(TIMEOUT_MAX);
         let deadline = Instant::now() + timeout;
         let run = async {
+            let _servicer = self
+                .servicers
+                .acquire()
+                .await
+                .map_err(|_| ServiceError::Cancelled)?;
             let mut outcome = self.run(who, &stmt, req, deadline, sink).await?;
             sink.extend(&mut outcome.results).await?;
             Ok(outcome.mutations)
