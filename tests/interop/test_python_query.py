@@ -101,6 +101,22 @@ def index_stats(srv) -> dict:
         c.close()
 
 
+def wait_persisted(srv, timeout: float) -> None:
+    """Until every vbucket's persisted seqno reached its high seqno (STAT vbucket-seqno)."""
+    with mcbin.Conn(srv.kv_port) as c:
+        c.auth_plain(USERNAME, PASSWORD)
+        c.select_bucket(BUCKET)
+        deadline = time.time() + timeout
+        while True:
+            seqnos = c.stat("vbucket-seqno")
+            behind = [k for k, v in seqnos.items() if k.endswith(":high_seqno")
+                      and seqnos[k.replace(":high_seqno", ":last_persisted_seqno")] != v]
+            if not behind:
+                return
+            assert time.time() < deadline, behind
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def node(sluice_factory):
     return sluice_factory(vbuckets=VBUCKETS, memcached=False)
@@ -421,7 +437,7 @@ def test_kill9_restart_resumes_from_saved_positions(node):
         coll.upsert(f"d{i}", {"v": i % 17})
     assert len(rows(cluster, "SELECT RAW META().id FROM default WHERE v = 3")) == \
         len([i for i in range(300) if i % 17 == 3])
-    time.sleep(1.0)  # the writes reach the disk (the flusher runs every few ms)
+    wait_persisted(node, 20)  # so nothing is lost to the kill: no vbucket rolls back
     cluster.close()
     node.kill9()
     node.start()
@@ -460,18 +476,10 @@ def test_a_lost_tail_rolls_back_only_the_vbuckets_that_lost_it(sluice_factory):
         coll.upsert(k, {"v": 1})
     # Wait until a commit has persisted the first batch (at most one interval away); the
     # next commit is then an interval away, time enough to lose the second batch.
+    wait_persisted(srv, 45)
     c = mcbin.Conn(srv.kv_port)
     c.auth_plain(USERNAME, PASSWORD)
     c.select_bucket(BUCKET)
-    deadline = time.time() + 45
-    while True:
-        seqnos = c.stat("vbucket-seqno")
-        behind = [k for k, v in seqnos.items() if k.endswith(":high_seqno")
-                  and seqnos[k.replace(":high_seqno", ":last_persisted_seqno")] != v]
-        if not behind:
-            break
-        assert time.time() < deadline, behind
-        time.sleep(0.1)
     lost = ["lost1", "lost2", "lost3"]
     for k in lost:
         coll.upsert(k, {"v": 1})
