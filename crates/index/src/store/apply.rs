@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 use fjall::PersistMode;
 use sluice_types::VbId;
@@ -60,11 +59,7 @@ impl IndexStore {
         to: VbPosition,
     ) -> Result<Applied> {
         let open = self.index(id)?;
-        let def = open
-            .def
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let def = open.def();
         let _write = lock(&open.write);
         let mut applied = Applied::default();
         let mut order: Vec<&[u8]> = Vec::new();

@@ -71,6 +71,16 @@ pub struct IndexStats {
     pub docs_skipped: u64,
 }
 
+impl OpenIndex {
+    /// The definition as it is now (its state changes).
+    fn def(&self) -> IndexDef {
+        self.def
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves nothing half-written in memory that
     // a later reader could misread (the store is written in whole batches).
@@ -214,18 +224,12 @@ impl IndexStore {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .map(|i| i.def.read().unwrap_or_else(PoisonError::into_inner).clone())
+            .map(|i| i.def())
             .collect()
     }
 
     pub fn definition(&self, id: IndexId) -> Result<IndexDef> {
-        let open = self.index(id)?;
-        let def = open
-            .def
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        Ok(def)
+        Ok(self.index(id)?.def())
     }
 
     /// Moves an index to `state` (durably: "online" is what lets queries use it).

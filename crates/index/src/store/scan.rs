@@ -29,11 +29,7 @@ impl IndexStore {
     /// resume point during the scan is not seen, one written ahead of it is.
     pub fn scan(&self, id: IndexId, start: &[u8], end: &[u8], max: usize) -> Result<ScanPage> {
         let open = self.index(id)?;
-        let primary = open
-            .def
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .primary;
+        let primary = open.def().primary;
         let max = max.max(1);
         let mut entries = Vec::new();
         let mut last = None;

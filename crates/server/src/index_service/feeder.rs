@@ -224,6 +224,7 @@ impl Feeder {
             if held >= FEEDER_HELD_BYTES_MAX {
                 due = batches.keys().copied().collect();
             }
+            let any_applied = !due.is_empty();
             for v in due {
                 let Some(at) = stream.positions().get(v).copied() else {
                     continue;
@@ -233,8 +234,8 @@ impl Feeder {
                 self.apply(v, batch, at, build_targets.is_none()).await?;
                 applied.insert(v, at.seqno);
             }
-            if let Some(targets) = &build_targets {
-                if self.caught_up(targets)? {
+            if let (true, Some(targets)) = (any_applied, &build_targets) {
+                if caught_up(targets, &applied) {
                     self.store.set_state(self.id, IndexState::Online)?;
                     tracing::info!(index = %def.name, "index online");
                     build_targets = None;
@@ -300,15 +301,14 @@ impl Feeder {
         self.applied.notify_waiters();
         Ok(())
     }
+}
 
-    /// Whether every vbucket reached its build target (an empty vbucket has nothing to
-    /// reach).
-    fn caught_up(&self, targets: &BTreeMap<VbId, Seqno>) -> Result<bool, FeedError> {
-        let at = self.store.positions(self.id)?;
-        Ok(targets
-            .iter()
-            .all(|(vb, want)| *want == Seqno::ZERO || at.get(vb).is_some_and(|p| p.seqno >= *want)))
-    }
+/// Whether every vbucket reached its build target (an empty vbucket has nothing to reach),
+/// by the seqnos the feeder's batches reached.
+fn caught_up(targets: &BTreeMap<VbId, Seqno>, applied: &BTreeMap<VbId, Seqno>) -> bool {
+    targets
+        .iter()
+        .all(|(vb, want)| *want == Seqno::ZERO || applied.get(vb).is_some_and(|at| at >= want))
 }
 
 /// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys

@@ -76,7 +76,7 @@ async fn run(
     let req = match parsed {
         Ok(req) => req,
         Err(e) => {
-            let head = Head::new(&request_id, None);
+            let head = head(&request_id, None);
             return whole(
                 head,
                 Err(ServiceError::Request(e)),
@@ -85,7 +85,7 @@ async fn run(
             );
         }
     };
-    let head = Head::new(&request_id, req.client_context_id.as_deref());
+    let head = head(&request_id, req.client_context_id.as_deref());
     let (tx, mut rx) = mpsc::channel::<String>(CHUNKS_QUEUED);
     let task = tokio::spawn(async move {
         let mut sink = Sink::new(tx);
@@ -105,9 +105,8 @@ async fn run(
             Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         };
     };
-    let prefix = head.prefix();
     let body = futures_util::stream::unfold(
-        (Some(prefix + &first), Some(rx), Some(task)),
+        (Some(head + &first), Some(rx), Some(task)),
         move |(pending, rx, task)| async move {
             if let Some(chunk) = pending {
                 return Some((Ok::<_, std::convert::Infallible>(chunk), (None, rx, task)));
@@ -134,31 +133,21 @@ async fn run(
 
 const CONTENT_TYPE: &str = "application/json; version=7.6.0";
 
-/// The fields before the results.
-struct Head {
-    text: String,
-}
-
-impl Head {
-    fn new(request_id: &str, client_context: Option<&str>) -> Head {
-        let mut text = String::from("{\"requestID\":");
-        text.push_str(&serde_json::Value::from(request_id).to_string());
-        if let Some(ctx) = client_context {
-            text.push_str(",\"clientContextID\":");
-            text.push_str(&serde_json::Value::from(ctx).to_string());
-        }
-        text.push_str(",\"signature\":{\"*\":\"*\"},\"results\":[");
-        Head { text }
+/// The fields before the results, up to the results' opening bracket.
+fn head(request_id: &str, client_context: Option<&str>) -> String {
+    let mut text = String::from("{\"requestID\":");
+    text.push_str(&serde_json::Value::from(request_id).to_string());
+    if let Some(ctx) = client_context {
+        text.push_str(",\"clientContextID\":");
+        text.push_str(&serde_json::Value::from(ctx).to_string());
     }
-
-    fn prefix(self) -> String {
-        self.text
-    }
+    text.push_str(",\"signature\":{\"*\":\"*\"},\"results\":[");
+    text
 }
 
 /// The whole response of a statement that ended before streaming began.
 fn whole(
-    head: Head,
+    head: String,
     outcome: Result<u64, ServiceError>,
     written: Written,
     started: Instant,
@@ -170,7 +159,7 @@ fn whole(
         }
     };
     let tail = suffix(outcome, &written, started);
-    let body = head.prefix() + &written.rest + &tail;
+    let body = head + &written.rest + &tail;
     (http, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 

@@ -33,6 +33,16 @@ pub struct Outcome {
     pub mutations: u64,
 }
 
+impl Outcome {
+    /// Results of a statement that changed nothing.
+    fn read(results: Vec<serde_json::Value>) -> Outcome {
+        Outcome {
+            results,
+            mutations: 0,
+        }
+    }
+}
+
 /// A request without `timeout` gets this long (what the SDKs send by default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(75);
 /// The longest `timeout` a request gets, whatever it asks.
@@ -152,10 +162,7 @@ impl QueryService {
             Some(bucket) => plan_access(s, &self.indexes(&bucket).1, &req.params)?,
             None => Access::None,
         };
-        Ok(Outcome {
-            results: vec![sluice_query::explain(s, &access)],
-            mutations: 0,
-        })
+        Ok(Outcome::read(vec![sluice_query::explain(s, &access)]))
     }
 
     async fn select(
@@ -188,17 +195,11 @@ impl QueryService {
                     }
                 }
                 pipeline.finish(&mut results)?;
-                return Ok(Outcome {
-                    results,
-                    mutations: 0,
-                });
+                return Ok(Outcome::read(results));
             }
             (None, None) => {
                 pipeline.finish(&mut results)?;
-                return Ok(Outcome {
-                    results,
-                    mutations: 0,
-                });
+                return Ok(Outcome::read(results));
             }
         };
         let (defs, infos) = self.indexes(&bucket);
@@ -214,9 +215,6 @@ impl QueryService {
             sink.extend(&mut results).await?;
         }
         pipeline.finish(&mut results)?;
-        Ok(Outcome {
-            results,
-            mutations: 0,
-        })
+        Ok(Outcome::read(results))
     }
 }

@@ -46,8 +46,8 @@ impl Sink {
         if self.count > 0 {
             self.buf.push(',');
         }
-        // Serializing a serde_json value to a string cannot fail.
-        self.buf.push_str(&v.to_string());
+        // Straight into the buffer; writing a serde_json value to a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut self.buf, format_args!("{v}"));
         self.bytes += self.buf.len() - before;
         self.count += 1;
     }
