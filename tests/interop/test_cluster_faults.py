@@ -75,6 +75,16 @@ def wait_failed_over(admin_port: int, node: int, timeout_s: float = 40,
         time.sleep(0.2)
 
 
+def fail_over_by_hand(admin_port: int, node: int) -> dict:
+    """`sluice failover NODE`, then waits until the cluster shows it failed over."""
+    out = subprocess.run([str(sluice_binary()), "failover", str(node), "--admin",
+                          f"127.0.0.1:{admin_port}"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"node {node} failed over" in out.stdout, out.stdout
+    return wait_failed_over(admin_port, node)
+
+
 class SdkWriter(threading.Thread):
     """Upserts new keys one after another until stopped, recording what was acknowledged
     and every error by type. Errors are expected while a node is down (timeouts, ambiguous
@@ -156,6 +166,17 @@ def wait_stopped(pid: int) -> None:
         time.sleep(0.01)
 
 
+def keys_in(vbuckets, prefix: str, count: int) -> List[str]:
+    """The first `count` keys `<prefix><n>` that hash to one of `vbuckets`."""
+    keys, n = [], 0
+    while len(keys) < count:
+        k = f"{prefix}{n}"
+        n += 1
+        if vbucket_of(k.encode(), VBS) in vbuckets:
+            keys.append(k)
+    return keys
+
+
 def pid_of(info: dict, node: int) -> int:
     return next(n["pid"] for n in info["nodes"] if n["id"] == node)
 
@@ -222,12 +243,7 @@ def durable_writes_that_wait(col, vbuckets: List[int], count: int) -> List[str]:
     """Durable (majority) upserts of `count` new keys in `vbuckets`, all at once, each with
     a 2 s timeout; for vbuckets whose replica is frozen they wait as prepares and are
     aborted. Returns the keys; fails if any was acknowledged."""
-    keys, n = [], 0
-    while len(keys) < count:
-        k = f"p{n}"
-        n += 1
-        if vbucket_of(k.encode(), VBS) in vbuckets:
-            keys.append(k)
+    keys = keys_in(vbuckets, "p", count)
     opts = UpsertOptions(durability=ServerDurability(DurabilityLevel.MAJORITY),
                          timeout=timedelta(seconds=2))
     outcomes: Dict[str, str] = {}
@@ -283,12 +299,7 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
         node1, node2 = base + 10, base + 20
         behind = [vb for vb, c in enumerate(chains) if c == [node1, node2]]
         assert behind, chains
-        keys, n = [], 0
-        while len(keys) < 600:
-            k = f"x{n}"
-            n += 1
-            if vbucket_of(k.encode(), VBS) in behind:
-                keys.append(k)
+        keys = keys_in(behind, "x", 600)
         # The client connects to every node and takes the preload; then node 2 freezes
         # (after its replicas caught up), and the client gets node 1's new writes alone.
         client = Client(tmp_path / "client", base)
@@ -319,12 +330,7 @@ def test_gocbcore_dcp_client_rolls_back_across_failover(tmp_path):
         os.kill(pid_of(info, 1), signal.SIGKILL)
         os.kill(frozen, signal.SIGCONT)
         frozen = None
-        out = subprocess.run([str(sluice_binary()), "failover", "1", "--admin",
-                              f"127.0.0.1:{base + 1}"], capture_output=True, text=True,
-                             timeout=60)
-        assert out.returncode == 0, out.stderr
-        assert "node 1 failed over" in out.stdout, out.stdout
-        view = wait_failed_over(base + 1, 1)
+        view = fail_over_by_hand(base + 1, 1)
         col.upsert_multi({f"b{i}": {"b": i} for i in range(500)})
         # (Its vbuckets have no replica left now: durable writes to them are impossible.)
         writer.finish()

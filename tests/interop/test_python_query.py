@@ -14,7 +14,8 @@ one-node Sluice cluster: the SDK finds `n1ql` in the cluster map and POSTs to
 - A lost tail of writes (kill -9 before the flusher persisted it) makes the KV vbuckets roll
   back on restart: the index clears and rebuilds only the vbuckets that rolled back.
 
-Not covered here (not built): clusters of more than one node, index replicas, covering scans.
+Clusters of three nodes: test_python_query_cluster.py. Not covered (not built): index
+replicas, covering scans.
 """
 
 from __future__ import annotations
@@ -38,13 +39,12 @@ from couchbase.exceptions import (CouchbaseException, DocumentNotFoundException,
                                   ParsingFailedException,
                                   QueryIndexAlreadyExistsException,
                                   QueryIndexNotFoundException)
-from couchbase.management.options import (CreatePrimaryQueryIndexOptions,
-                                          CreateQueryIndexOptions)
+from couchbase.management.options import CreateQueryIndexOptions
 from couchbase.n1ql import QueryScanConsistency
 from couchbase.options import (ClusterOptions, ClusterTimeoutOptions, QueryOptions,
                                UpsertOptions)
 
-from conftest import BUCKET, HOST, PASSWORD, USERNAME
+from conftest import BUCKET, PASSWORD, USERNAME
 import mcbin
 
 pytestmark = pytest.mark.timeout(240)
@@ -364,6 +364,57 @@ def random_predicate(rng: random.Random, depth: int = 0):
     return f"s {form} '{c}'", lambda d: None if "s" not in d else ops[form](d["s"], c)
 
 
+def random_writes(rng: random.Random, coll, model: dict, expiring: dict, writes: int,
+                  keys: int) -> None:
+    """`writes` random upserts, deletes and upserts that expire in 1 s, over keys k0..k<keys>,
+    applied to `model` too (`expiring`: key -> when it expires)."""
+    for _ in range(writes):
+        key = f"k{rng.randrange(keys)}"
+        r = rng.random()
+        if r < 0.15:
+            if key in model:
+                try:
+                    coll.remove(key)
+                except DocumentNotFoundException:
+                    assert key in expiring, key  # only one written to expire may be gone
+                model.pop(key)
+                expiring.pop(key, None)
+        elif r < 0.22:
+            doc = random_doc(rng)
+            coll.upsert(key, doc, UpsertOptions(expiry=timedelta(seconds=1)))
+            model[key] = doc
+            expiring[key] = time.time() + 1
+        else:
+            doc = random_doc(rng)
+            coll.upsert(key, doc)
+            model[key] = doc
+            expiring.pop(key, None)
+
+
+def drop_expired(model: dict, expiring: dict) -> None:
+    """Waits until what expired is gone (fetched or paged away), and drops it from `model`."""
+    time.sleep(2.2)
+    for k in [k for k, t in expiring.items() if t < time.time() - 0.5]:
+        model.pop(k, None)
+        expiring.pop(k)
+
+
+def check_random_queries(cluster: Cluster, rng: random.Random, model: dict, expiring: dict,
+                         where: str, n: int = 8) -> set:
+    """`n` random REQUEST_PLUS queries, each answered as the model says. Documents written
+    to expire and not yet gone are uncertain: the checks ask only about the others, which
+    are returned."""
+    uncertain = set(expiring)
+    for _ in range(n):
+        text, pred = random_predicate(rng)
+        statement = f"SELECT RAW META().id FROM default WHERE {text}"
+        got = set(rows(cluster, statement)) - uncertain
+        want = {k for k, d in model.items() if pred(d) is True} - uncertain
+        assert got == want, f"{where}: {statement}\n" \
+                            f"extra {sorted(got - want)[:20]} missing {sorted(want - got)[:20]}"
+    return uncertain
+
+
 def test_random_queries_match_a_model_with_writes_deletes_and_expirations(any_node):
     node = any_node
     seed = int(os.environ.get("QUERY_SEED", random.randrange(1 << 30)))
@@ -379,42 +430,11 @@ def test_random_queries_match_a_model_with_writes_deletes_and_expirations(any_no
     model = {}
     expiring = {}
     for round_ in range(12):
-        for _ in range(60):
-            key = f"k{rng.randrange(150)}"
-            r = rng.random()
-            if r < 0.15:
-                if key in model:
-                    try:
-                        coll.remove(key)
-                    except DocumentNotFoundException:
-                        assert key in expiring, key  # only one written to expire may be gone
-                    model.pop(key)
-                    expiring.pop(key, None)
-            elif r < 0.22:
-                doc = random_doc(rng)
-                coll.upsert(key, doc, UpsertOptions(expiry=timedelta(seconds=1)))
-                model[key] = doc
-                expiring[key] = time.time() + 1
-            else:
-                doc = random_doc(rng)
-                coll.upsert(key, doc)
-                model[key] = doc
-                expiring.pop(key, None)
+        random_writes(rng, coll, model, expiring, writes=60, keys=150)
         if round_ % 4 == 3:
-            time.sleep(2.2)  # what expired is gone (fetched or paged away)
-            for k in [k for k, t in expiring.items() if t < time.time() - 0.5]:
-                model.pop(k, None)
-                expiring.pop(k)
-        # Documents written to expire and not yet gone are uncertain: keep them out of
-        # the checks by asking only about the others.
-        uncertain = set(expiring)
-        for _ in range(8):
-            text, pred = random_predicate(rng)
-            statement = f"SELECT RAW META().id FROM default WHERE {text}"
-            got = set(rows(cluster, statement)) - uncertain
-            want = {k for k, d in model.items() if pred(d) is True} - uncertain
-            assert got == want, f"QUERY_SEED={seed} round {round_}: {statement}\n" \
-                                f"extra {sorted(got - want)} missing {sorted(want - got)}"
+            drop_expired(model, expiring)
+        uncertain = check_random_queries(cluster, rng, model, expiring, f"QUERY_SEED={seed} "
+                                         f"round {round_}")
         # A grouped query over the partial index's keyspace slice.
         got = rows(cluster, "SELECT g, COUNT(*) AS c FROM default WHERE n > 0 AND g IS VALUED "
                             "GROUP BY g ORDER BY g")

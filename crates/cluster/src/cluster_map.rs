@@ -252,10 +252,11 @@ impl ClusterMap {
     }
 
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
-        // The query service answers on the admin port. Its indexes are fed from the node's
-        // own vbuckets only, so it is listed only while the cluster is that one node.
-        let query = self.nodes.len() <= 1;
-        let entry = |host: &str, kv: u16, mgmt: u16| {
+        // The query service answers on the admin port of every node, but an index lives on
+        // the node that created it (placement across nodes is not built yet): clients are
+        // sent to one node, the lowest id of the map, so their DDL and their queries meet.
+        let query_node = self.nodes.iter().map(|n| n.id).min();
+        let entry = |host: &str, kv: u16, mgmt: u16, query: bool| {
             let mut services = vec![(service::KV, kv), (service::MGMT, mgmt)];
             if query {
                 services.push((service::QUERY, mgmt));
@@ -274,7 +275,8 @@ impl ClusterMap {
             .nodes
             .iter()
             .map(|n| {
-                let mut e = entry(&n.host, n.kv_port, n.admin_port);
+                let query = Some(n.id) == query_node;
+                let mut e = entry(&n.host, n.kv_port, n.admin_port, query);
                 if let (Some(tls), Some(services)) = (n.tls, e.services.as_mut()) {
                     services.insert(service::KV_TLS.to_string(), i64::from(tls.kv));
                     services.insert(service::MGMT_TLS.to_string(), i64::from(tls.admin));
@@ -289,7 +291,13 @@ impl ClusterMap {
         // the bucket: it lists itself, serving no vbucket. SDKs look for the entry marked
         // `thisNode` in every config they are sent (the C++ SDK aborts without one).
         if !nodes.iter().any(|n| n.this_node) {
-            nodes.push(entry(serving.host, serving.kv_port, serving.admin_port));
+            let query = query_node.is_none();
+            nodes.push(entry(
+                serving.host,
+                serving.kv_port,
+                serving.admin_port,
+                query,
+            ));
         }
         nodes
     }
@@ -524,11 +532,12 @@ mod tests {
                 "subdoc.ReplicaRead"
             ])
         );
-        // The serving node is not in the map: it lists itself after the map's nodes.
+        // The serving node is not in the map: it lists itself after the map's nodes, without
+        // the query service (the map's lowest node lists it).
         assert!(doc["nodesExt"][0].get("thisNode").is_none());
         assert_eq!(
             doc["nodesExt"][1],
-            json!({"services": {"kv": 1, "mgmt": 8091, "n1ql": 8091}, "hostname": "elsewhere", "thisNode": true})
+            json!({"services": {"kv": 1, "mgmt": 8091}, "hostname": "elsewhere", "thisNode": true})
         );
     }
 
@@ -554,10 +563,11 @@ mod tests {
         let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         assert_eq!(
             doc["nodesExt"][0]["services"],
-            json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091})
+            json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091,
+                "n1ql": 8091, "n1qlSSL": 18091})
         );
-        // A node without TLS lists only its cleartext ports. With two nodes, no query
-        // service is listed: its indexes hold only the node's own vbuckets.
+        // A node without TLS lists only its cleartext ports. Only the node with the lowest
+        // id (node 0) lists the query service.
         assert_eq!(
             doc["nodesExt"][1]["services"],
             json!({"kv": 11210, "mgmt": 8091})

@@ -56,6 +56,30 @@ impl Node {
         peer.kv_addr(self.config.cluster_encryption.data())
     }
 
+    /// How this node dials a member's KV port `addr` (as [`Node::peer_kv_addr`] gave it) for
+    /// `bucket`, authenticated as `username`: from the configured source address, and over
+    /// TLS when `tls` (the cluster encrypts its data). A TLS setup that fails is logged and
+    /// the options are left without TLS: the handshake-less connection to a TLS port then
+    /// fails and is retried by the caller, never the data in the clear by mistake.
+    pub fn member_connect_options(
+        &self,
+        addr: &str,
+        bucket: &str,
+        (username, password): (&str, &str),
+        tls: bool,
+    ) -> sluice_client::ConnectOptions {
+        let mut connect = sluice_client::ConnectOptions::sluice(username, password, bucket);
+        connect.source_ip = self.config.source_ip;
+        if let (true, Some(config)) = (tls, &self.member_tls) {
+            let host = sluice_client::net::host_of(addr);
+            match sluice_client::TlsConnect::for_host(config.clone(), host) {
+                Ok(t) => connect.tls = Some(Arc::new(t)),
+                Err(e) => tracing::error!(%addr, error = %e, "no TLS to the member"),
+            }
+        }
+        connect
+    }
+
     /// What this node authenticates to its peers' KV ports as: the cluster identity. The
     /// secret is set before the node serves a cluster map, so before any replication starts;
     /// without it the password is empty, which no peer accepts.

@@ -4,7 +4,7 @@
 use sluice_proto::body::{failover_log, vb_seqnos};
 use sluice_proto::encode::Packet;
 use sluice_proto::Opcode;
-use sluice_types::{FailoverEntry, Seqno, VbId};
+use sluice_types::{FailoverEntry, Seqno, VbId, VbState};
 
 use super::error::DcpError;
 use super::position::{DcpPosition, StreamPositions};
@@ -15,6 +15,20 @@ impl Client {
     /// The high seqno of every vbucket alive on the node, sorted by vbucket.
     pub async fn get_all_vb_seqnos(&mut self) -> Result<Vec<(VbId, Seqno)>, ClientError> {
         let req = Packet::request(Opcode::GetAllVbSeqnos.byte(), 0, 0);
+        let resp = self.call(req).await?.into_success()?;
+        vb_seqnos::decode(&resp.value).ok_or(ClientError::Unexpected(
+            "GET_ALL_VB_SEQNOS answer is not a list of (u16, u64)",
+        ))
+    }
+
+    /// The high seqno of every vbucket in `state` on the node, sorted by vbucket (the
+    /// 4-byte state filter of GET_ALL_VB_SEQNOS).
+    pub async fn get_vb_seqnos_in(
+        &mut self,
+        state: VbState,
+    ) -> Result<Vec<(VbId, Seqno)>, ClientError> {
+        let filter = (state as u32).to_be_bytes();
+        let req = Packet::request(Opcode::GetAllVbSeqnos.byte(), 0, 0).extras(&filter);
         let resp = self.call(req).await?.into_success()?;
         vb_seqnos::decode(&resp.value).ok_or(ClientError::Unexpected(
             "GET_ALL_VB_SEQNOS answer is not a list of (u16, u64)",

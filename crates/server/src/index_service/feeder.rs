@@ -1,343 +1,230 @@
-//! One index's feeder: a DCP stream of its bucket, applied to the store a snapshot at a
-//! time, each batch with the stream position it reaches.
+//! One index's feeder: it follows the bucket's cluster map and runs a [`SourceFeed`] per
+//! member holding active vbuckets, each streaming those vbuckets into the index store.
 //!
-//! - It streams committed changes only (no SyncWrite prepares): an index never holds a
-//!   write that is later aborted.
-//! - It starts from the positions saved with the entries: after a restart it resumes, and
-//!   says so in the log and in `resumed_vbuckets`.
-//! - A rollback of a vbucket clears that vbucket's entries and streams it again from zero
-//!   (`rebuilt_vbuckets`); the other vbuckets are untouched.
-//! - A batch is applied when its snapshot is complete, or once it holds
-//!   [`BATCH_CHANGES_MAX`] changes or [`BATCH_BYTES_MAX`] bytes; and every vbucket's
-//!   batch is applied once they hold [`FEEDER_HELD_BYTES_MAX`] together, so what a feeder
-//!   holds is bounded whatever the snapshots' sizes and the number of vbuckets.
-//! - The connection failing, or the store refusing a batch, restarts the feeder from the
-//!   saved positions after a pause (what was not applied is streamed again).
+//! - A map change that moves active vbuckets stops the sources whose vbuckets changed and
+//!   starts them again with their new sets, from the positions saved with the entries. A
+//!   stopped source finishes the batch it is applying first, so an old stream's batch can
+//!   never land after the new stream's.
+//! - The vbuckets of a stopped source are no longer *confirmed*: a `request_plus` query
+//!   does not count them caught up until their new source accepts their positions (after a
+//!   failover the new active may answer ROLLBACK instead; see [`SourceFeed`]).
+//! - While the index builds, the feeder reads every active vbucket's seqno across the
+//!   cluster once, and turns the index online when the store holds every one of them.
+//!
+//! [`SourceFeed`]: super::source_feed::SourceFeed
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_client::dcp::{
-    DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StartFrom, StreamPositions,
-};
-use sluice_client::ConnectOptions;
-use sluice_index::{Change, Doc, IndexId, IndexState, IndexStore, VbPosition};
-use sluice_types::{CollectionId, Seqno, VbId, VbState};
+use sluice_cluster::NodeId;
+use sluice_index::{IndexError, IndexId, IndexState, IndexStore};
+use sluice_types::{Seqno, VbId};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
+use super::seqnos::SeqnoReader;
+use super::source_feed::{FeedError, SourceFeed};
+use super::sources::{sources, Source};
+use super::FeederCounters;
 use crate::node::Node;
 
-/// Most changes one batch holds before it is applied mid-snapshot.
-pub const BATCH_CHANGES_MAX: usize = 1024;
-/// Most key and value bytes one batch holds before it is applied mid-snapshot.
-pub const BATCH_BYTES_MAX: usize = 4 << 20;
-/// Most bytes one feeder holds over all its vbuckets' batches.
-pub const FEEDER_HELD_BYTES_MAX: usize = 8 << 20;
-/// The pause before a failed feeder starts again, doubled after each failure in a row up to
-/// [`RETRY_PAUSE_MAX`] (a bucket not opened yet after a restart is one such failure).
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
-const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
+/// The pause before reading the cluster's seqnos again when a member could not answer.
+const SEQNO_RETRY: Duration = Duration::from_millis(200);
 
-/// Counted since the node started, over every feeder.
-#[derive(Debug, Default)]
-pub struct FeederCounters {
-    pub batches_applied: AtomicU64,
-    pub changes_applied: AtomicU64,
-    /// Vbuckets a feeder took up again from a saved position (not from zero).
-    pub resumed_vbuckets: AtomicU64,
-    /// Vbuckets cleared and streamed again from zero after a rollback.
-    pub rebuilt_vbuckets: AtomicU64,
-    pub restarts: AtomicU64,
-}
+/// Vbuckets whose saved position a producer accepted since their source (re)connected, by
+/// index (see `IndexService::confirmed`).
+pub(super) type Confirmed = Arc<parking_lot::Mutex<HashMap<IndexId, HashSet<VbId>>>>;
 
-pub(super) struct Feeder {
+/// What every source of one index shares.
+pub(super) struct Shared {
     pub node: Arc<Node>,
     pub store: Arc<IndexStore>,
     pub id: IndexId,
     pub applied: Arc<Notify>,
     pub stats: Arc<FeederCounters>,
-    /// The vbuckets the producer accepted this feeder's position for, by index (see
-    /// `IndexService::confirmed`).
-    pub confirmed: Arc<
-        parking_lot::Mutex<std::collections::HashMap<IndexId, std::collections::HashSet<VbId>>>,
-    >,
+    pub confirmed: Confirmed,
     /// Write-to-index lag of this index, recorded once it is online.
     pub lag: Arc<crate::dcp::replication_stats::FeedStats>,
+    pub seqnos: Arc<SeqnoReader>,
+    /// Whether the index is online (its sources record lag only then).
+    pub online: AtomicBool,
 }
 
-/// Why one run of the feeder ended.
-#[derive(Debug, thiserror::Error)]
-enum FeedError {
-    #[error("index store: {0}")]
-    Store(#[from] sluice_index::IndexError),
-    #[error("change stream: {0}")]
-    Dcp(#[from] sluice_client::dcp::DcpError),
-    #[error("bucket {0} is not on this node")]
-    NoBucket(String),
-    #[error("the store task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
+pub(super) struct Feeder {
+    pub shared: Arc<Shared>,
 }
 
-/// A change held until its batch is applied.
-struct Held {
-    key: Vec<u8>,
-    body: Option<Option<serde_json::Value>>,
-    meta: sluice_query::DocMeta,
+/// A running source, stopped when dropped (the feeder ended or was aborted).
+struct Running {
+    source: Source,
+    stop: Arc<Notify>,
+    task: JoinHandle<Result<(), FeedError>>,
 }
 
-#[derive(Default)]
-struct Batch {
-    changes: Vec<Held>,
-    bytes: usize,
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Feeder {
+    /// Feeds the index until it is dropped (its definition is gone) or the task is aborted.
     pub async fn run(self) {
-        let mut pause = RETRY_PAUSE;
-        loop {
-            let started = tokio::time::Instant::now();
-            match self.feed().await {
-                Ok(()) => return,
-                Err(FeedError::Store(sluice_index::IndexError::NoSuchIndex(_))) => return,
-                Err(e) => {
-                    self.stats.restarts.fetch_add(1, Ordering::Relaxed);
-                    // A run that went on for a while was no failure in a row.
-                    if started.elapsed() > RETRY_PAUSE_MAX {
-                        pause = RETRY_PAUSE;
-                    }
-                    tracing::warn!(index = self.id.0, error = %e, retry_in = ?pause,
-                        "index feeder restarts");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(RETRY_PAUSE_MAX);
-                }
+        let s = &self.shared;
+        let result = self.follow().await;
+        match result {
+            Ok(()) | Err(FeedError::Store(IndexError::NoSuchIndex(_))) => {
+                tracing::info!(index = s.id.0, "index feeder ends");
             }
+            Err(e) => tracing::error!(index = s.id.0, error = %e, "index feeder stopped"),
         }
     }
 
-    async fn feed(&self) -> Result<(), FeedError> {
-        let def = self.store.definition(self.id)?;
-        let bucket = self
-            .node
-            .buckets
-            .get(&def.bucket)
-            .ok_or_else(|| FeedError::NoBucket(def.bucket.clone()))?;
-        let saved = self.store.positions(self.id)?;
-        let vbuckets = bucket.engine.num_vbuckets();
-        let positions = StreamPositions::from_positions((0..vbuckets).map(|vb| {
-            let vb = VbId(vb);
-            match saved.get(&vb) {
-                Some(p) => DcpPosition {
-                    vb,
-                    vb_uuid: p.vb_uuid,
-                    seqno: p.seqno,
-                    snap_start: p.snap_start,
-                    snap_end: p.snap_end,
-                },
-                None => DcpPosition::zero(vb),
+    async fn follow(&self) -> Result<(), FeedError> {
+        let s = &self.shared;
+        let def = s.store.definition(s.id)?;
+        s.online
+            .store(def.state == IndexState::Online, Ordering::Relaxed);
+        // The bucket may not be open yet after a restart: wait for it.
+        let bucket = loop {
+            if let Some(b) = s.node.buckets.get(&def.bucket) {
+                break b;
             }
-        }));
+            tokio::time::sleep(SEQNO_RETRY).await;
+            s.store.definition(s.id)?;
+        };
+        let saved = s.store.positions(s.id)?;
         let resumed = saved.values().filter(|p| p.seqno > Seqno::ZERO).count();
-        self.stats
+        s.stats
             .resumed_vbuckets
             .fetch_add(resumed as u64, Ordering::Relaxed);
         tracing::info!(index = %def.name, bucket = %def.bucket, resumed_vbuckets = resumed,
-            from_zero = usize::from(vbuckets) - resumed, "index feeder starts");
-        // Online once every vbucket reaches what was visible when the build started.
-        let mut build_targets: Option<BTreeMap<VbId, Seqno>> = (def.state == IndexState::Building)
-            .then(|| {
-                bucket
-                    .engine
-                    .vb_visible_seqnos(Some(VbState::Active))
-                    .into_iter()
-                    .collect()
-            });
-        let creds = self.node.peer_credentials();
-        let mut opts = DcpOptions::new(ConnectOptions::sluice(
-            &creds.username,
-            &creds.password,
-            &def.bucket,
-        ));
-        opts.name = format!("sluice-index:{}:{}", def.bucket, def.name);
-        opts.rollback = RollbackMode::Report;
-        let addr = format!(
-            "{}:{}",
-            self.node.config.advertise_host,
-            self.node.kv_port()
-        );
-        let mut stream = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)).await?;
-        let mut batches: BTreeMap<VbId, Batch> = BTreeMap::new();
-        // Bytes held in `batches`, all vbuckets together.
-        let mut held = 0usize;
-        // The seqno each vbucket's last applied batch reached (as saved in the store).
-        let mut applied: BTreeMap<VbId, Seqno> =
-            saved.iter().map(|(vb, p)| (*vb, p.seqno)).collect();
+            from_zero = usize::from(bucket.engine.num_vbuckets()).saturating_sub(resumed),
+            "index feeder starts");
+        s.confirmed.lock().remove(&s.id);
+        let mut maps = bucket.watch_cluster_map();
+        let mut running: BTreeMap<NodeId, Running> = BTreeMap::new();
+        let mut building = def.state == IndexState::Building;
+        // Only for the stats, on its own: a member that does not answer must not hold up
+        // following the map.
+        let _refresher = AbortOnDrop(tokio::spawn({
+            let (s, bucket) = (s.clone(), bucket.clone());
+            async move {
+                let mut tick = tokio::time::interval(super::seqnos::REFRESH);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let _ = s.seqnos.active_seqnos(&s.node, &bucket).await;
+                }
+            }
+        }));
+        let build = self.build(&bucket);
+        tokio::pin!(build);
         loop {
-            let event = stream.next().await?;
-            let vb = event.vb();
-            tracing::trace!(index = self.id.0, ?event, "index feed event");
-            match &event {
-                DcpEvent::StreamOpened { vb, .. } => {
-                    self.confirmed
-                        .lock()
-                        .entry(self.id)
-                        .or_default()
-                        .insert(*vb);
-                    self.applied.notify_waiters();
+            let plan = sources(&maps.borrow_and_update().map);
+            self.replan(&mut running, plan).await;
+            let ended = async {
+                if running.is_empty() {
+                    return std::future::pending().await;
                 }
-                DcpEvent::Mutation(item) => held += hold(&mut batches, item, true),
-                DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => {
-                    held += hold(&mut batches, item, false)
-                }
-                DcpEvent::Rollback { vb, to } => {
-                    held -= batches.remove(vb).map_or(0, |b| b.bytes);
-                    applied.remove(vb);
-                    if let Some(c) = self.confirmed.lock().get_mut(&self.id) {
-                        c.remove(vb);
+                let (result, _, _) =
+                    futures_util::future::select_all(running.values_mut().map(|r| &mut r.task))
+                        .await;
+                result
+            };
+            tokio::select! {
+                changed = maps.changed() => {
+                    if changed.is_err() {
+                        // The bucket was deleted here: its indexes go with it.
+                        return Ok(());
                     }
-                    let (store, id, v) = (self.store.clone(), self.id, *vb);
-                    let removed =
-                        tokio::task::spawn_blocking(move || store.clear_vb(id, v)).await??;
-                    self.stats.rebuilt_vbuckets.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(index = %def.name, vb = vb.0, rollback_to = to.0, removed,
-                        "index vbucket rolled back: cleared and streamed again from zero");
-                    stream.restart(DcpPosition::zero(*vb));
-                    continue;
                 }
-                _ => {}
-            }
-            let Some(pos) = stream.positions().get(vb).copied() else {
-                continue;
-            };
-            let batch = batches.entry(vb).or_default();
-            let complete = pos.seqno == pos.snap_end;
-            let full = batch.changes.len() >= BATCH_CHANGES_MAX || batch.bytes >= BATCH_BYTES_MAX;
-            let moved = applied.get(&vb) != Some(&pos.seqno);
-            let mut due: Vec<VbId> = Vec::new();
-            if (complete && moved) || full {
-                due.push(vb);
-            }
-            // Bounded across vbuckets too: past the feeder's bound, every vbucket's batch
-            // goes in, each with the position its stream reached (a valid resume point
-            // inside a snapshot).
-            if held >= FEEDER_HELD_BYTES_MAX {
-                due = batches.keys().copied().collect();
-            }
-            let any_applied = !due.is_empty();
-            for v in due {
-                let Some(at) = stream.positions().get(v).copied() else {
-                    continue;
-                };
-                let batch = batches.remove(&v).unwrap_or_default();
-                held -= batch.bytes;
-                self.apply(v, batch, at, build_targets.is_none()).await?;
-                applied.insert(v, at.seqno);
-            }
-            if let (true, Some(targets)) = (any_applied, &build_targets) {
-                if caught_up(targets, &applied) {
-                    self.store.set_state(self.id, IndexState::Online)?;
+                result = ended => {
+                    // A source ends only when the index is gone (it retries everything else).
+                    return match result {
+                        Ok(r) => r,
+                        Err(e) => Err(FeedError::Task(e)),
+                    };
+                }
+                built = &mut build, if building => {
+                    built?;
+                    s.store.set_state(s.id, IndexState::Online)?;
+                    s.online.store(true, Ordering::Relaxed);
+                    building = false;
                     tracing::info!(index = %def.name, "index online");
-                    build_targets = None;
                 }
             }
         }
     }
 
-    async fn apply(
+    /// Stops the sources `plan` changes (each finishing its batch), then starts the new ones.
+    async fn replan(
         &self,
-        vb: VbId,
-        batch: Batch,
-        pos: DcpPosition,
-        online: bool,
-    ) -> Result<(), FeedError> {
-        // What each change waited, from its write (its CAS is the writer's clock) to here.
-        let stamps: Vec<(usize, u64)> = if online {
-            batch
-                .changes
-                .iter()
-                .map(|h| (h.key.len(), h.meta.cas))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let (store, id) = (self.store.clone(), self.id);
-        let n = batch.changes.len() as u64;
-        tracing::trace!(
-            index = id.0,
-            vb = vb.0,
-            changes = n,
-            seqno = pos.seqno.0,
-            "index batch"
-        );
-        tokio::task::spawn_blocking(move || {
-            let changes: Vec<Change<'_>> = batch
-                .changes
-                .iter()
-                .map(|h| match &h.body {
-                    Some(body) => Change::Upsert(Doc {
-                        key: &h.key,
-                        body: body.as_ref(),
-                        meta: h.meta,
-                    }),
-                    None => Change::Delete { key: &h.key },
-                })
-                .collect();
-            let to = VbPosition {
-                vb_uuid: pos.vb_uuid,
-                seqno: pos.seqno,
-                snap_start: pos.snap_start,
-                snap_end: pos.snap_end,
-            };
-            store.apply(id, vb, &changes, to)
-        })
-        .await??;
-        let now = crate::dcp::replication_stats::now_unix_ns();
-        for (bytes, cas) in stamps {
-            self.lag.record(bytes, cas, now);
+        running: &mut BTreeMap<NodeId, Running>,
+        mut plan: BTreeMap<NodeId, Source>,
+    ) {
+        let s = &self.shared;
+        let stale: Vec<NodeId> = running
+            .iter()
+            .filter(|(id, r)| plan.get(id) != Some(&r.source))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            let mut r = running.remove(&id).expect("listed above");
+            r.stop.notify_one();
+            let _ = (&mut r.task).await;
+            if let Some(c) = s.confirmed.lock().get_mut(&s.id) {
+                for vb in &r.source.vbuckets {
+                    c.remove(vb);
+                }
+            }
+            tracing::info!(index = s.id.0, node = %id, vbuckets = r.source.vbuckets.len(),
+                "index source stopped: the map moved its vbuckets");
         }
-        self.stats.batches_applied.fetch_add(1, Ordering::Relaxed);
-        self.stats.changes_applied.fetch_add(n, Ordering::Relaxed);
-        self.applied.notify_waiters();
-        Ok(())
+        plan.retain(|id, _| !running.contains_key(id));
+        for (id, source) in plan {
+            let stop = Arc::new(Notify::new());
+            let feed = SourceFeed {
+                shared: s.clone(),
+                source: source.clone(),
+                stop: stop.clone(),
+            };
+            let task = tokio::spawn(feed.run());
+            running.insert(id, Running { source, stop, task });
+        }
     }
-}
 
-/// Whether every vbucket reached its build target (an empty vbucket has nothing to reach),
-/// by the seqnos the feeder's batches reached.
-fn caught_up(targets: &BTreeMap<VbId, Seqno>, applied: &BTreeMap<VbId, Seqno>) -> bool {
-    targets
-        .iter()
-        .all(|(vb, want)| *want == Seqno::ZERO || applied.get(vb).is_some_and(|at| at >= want))
-}
-
-/// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
-/// carry their collection's id): only the default collection is indexed so far, so the
-/// others' changes only move the position.
-/// Returns the bytes it now holds for it.
-fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) -> usize {
-    let key = match sluice_types::collection::split_key(&item.key) {
-        Ok((CollectionId::DEFAULT, key)) => key,
-        _ => return 0,
-    };
-    let batch = batches.entry(item.vb).or_default();
-    let body = live.then(|| {
-        item.datatype
-            .is_json()
-            .then(|| serde_json::from_slice(&item.value).ok())
-            .flatten()
-    });
-    let bytes = key.len() + item.value.len();
-    batch.bytes += bytes;
-    batch.changes.push(Held {
-        key: key.to_vec(),
-        body,
-        meta: sluice_query::DocMeta {
-            cas: item.cas.0,
-            expiration: item.expiry,
-            flags: item.flags,
-            is_json: item.datatype.is_json(),
-        },
-    });
-    bytes
+    /// Waits until the store holds every active vbucket's seqno as it was when the build
+    /// started (read once, across the cluster).
+    async fn build(&self, bucket: &crate::bucket_handle::BucketHandle) -> Result<(), FeedError> {
+        let s = &self.shared;
+        let targets = loop {
+            match s.seqnos.active_seqnos(&s.node, bucket).await {
+                Ok(t) => break t,
+                Err(e) => {
+                    tracing::info!(index = s.id.0, error = %e, "index build: seqnos not read yet");
+                    tokio::time::sleep(SEQNO_RETRY).await;
+                }
+            }
+        };
+        loop {
+            // Registered before the check, so a batch applied in between still wakes it.
+            let woken = s.applied.notified();
+            if !super::behind(&s.store, &s.confirmed, s.id, &targets)? {
+                return Ok(());
+            }
+            woken.await;
+        }
+    }
 }

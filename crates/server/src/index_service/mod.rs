@@ -1,17 +1,25 @@
 //! The index service of a node: its index store, and one feeder per index that is being
 //! built or is online, each a DCP stream of the index's bucket applied to the store.
 //!
-//! What is built so far serves one node: a feeder streams the vbuckets of this node's own
-//! KV port, so on a cluster of several nodes an index holds only the documents of the
-//! vbuckets active here. Feeding from every node of the cluster map is still to come.
+//! An index holds the documents of the whole bucket: its feeder streams each vbucket from
+//! the member the cluster map makes its active (`sources`), and follows the map as
+//! failovers and rebalances move them. Every index lives on the node that created it
+//! (placement and index replicas are not built yet).
+//!
+//! - `feeder`: one per index, following the map; `source_feed`: one stream per member.
+//! - `seqnos`: every active vbucket's seqno across the cluster (builds, `request_plus`).
+//! - `report`: the stats.
 
 mod feeder;
 mod report;
+pub mod seqnos;
+mod source_feed;
+pub mod sources;
 
-pub use feeder::FeederCounters;
 pub use report::IndexReport;
+pub use source_feed::FeederCounters;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,14 +40,16 @@ pub struct IndexService {
     feeders: Mutex<HashMap<IndexId, JoinHandle<()>>>,
     /// Woken after every batch any feeder applies (consistency waits watch positions).
     applied: Arc<Notify>,
-    stats: Arc<feeder::FeederCounters>,
+    stats: Arc<FeederCounters>,
     /// Per index, the vbuckets whose saved position the producer accepted since its feeder
     /// (re)connected: only those count as caught up. A position saved before a crash may be
     /// on a branch the producer no longer has (it answers ROLLBACK), and what it covers is
     /// not the data until the feeder has cleared and rebuilt it.
-    confirmed: Arc<Mutex<HashMap<IndexId, HashSet<VbId>>>>,
+    confirmed: feeder::Confirmed,
     /// Write-to-index lag, per index (feeders of a restarted index keep counting).
     lag: Mutex<BTreeMap<IndexId, Arc<crate::dcp::replication_stats::FeedStats>>>,
+    /// Reads the cluster's active seqnos (builds and `request_plus`).
+    pub seqnos: Arc<seqnos::SeqnoReader>,
 }
 
 /// Why a wait for an index to catch up ended without it.
@@ -61,6 +71,7 @@ impl IndexService {
             stats: Arc::default(),
             lag: Mutex::new(BTreeMap::new()),
             confirmed: Arc::default(),
+            seqnos: Arc::default(),
         })
     }
 
@@ -81,13 +92,17 @@ impl IndexService {
             return;
         }
         let task = feeder::Feeder {
-            node: node.clone(),
-            store: self.store.clone(),
-            id,
-            applied: self.applied.clone(),
-            stats: self.stats.clone(),
-            lag: self.lag(id),
-            confirmed: self.confirmed.clone(),
+            shared: Arc::new(feeder::Shared {
+                node: node.clone(),
+                store: self.store.clone(),
+                id,
+                applied: self.applied.clone(),
+                stats: self.stats.clone(),
+                lag: self.lag(id),
+                confirmed: self.confirmed.clone(),
+                seqnos: self.seqnos.clone(),
+                online: Default::default(),
+            }),
         };
         feeders.insert(id, tokio::spawn(task.run()));
     }
@@ -127,17 +142,7 @@ impl IndexService {
             // Registered before the check, so an apply between the check and the wait
             // still wakes it.
             let woken = self.applied.notified();
-            let positions = self.store.positions(id)?;
-            let behind = {
-                let confirmed = self.confirmed.lock();
-                let confirmed = confirmed.get(&id);
-                targets.iter().any(|(vb, want)| {
-                    *want > Seqno::ZERO
-                        && (positions.get(vb).is_none_or(|p| p.seqno < *want)
-                            || confirmed.is_none_or(|c| !c.contains(vb)))
-                })
-            };
-            if !behind {
+            if !behind(&self.store, &self.confirmed, id, targets)? {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
@@ -163,4 +168,22 @@ impl IndexService {
             .filter(|d| d.bucket == bucket)
             .collect()
     }
+}
+
+/// Whether index `id` misses any of `targets`: a vbucket with a seqno above 0 it has not
+/// applied up to, or whose position no producer confirmed since its source (re)connected.
+fn behind(
+    store: &IndexStore,
+    confirmed: &feeder::Confirmed,
+    id: IndexId,
+    targets: &BTreeMap<VbId, Seqno>,
+) -> Result<bool, IndexError> {
+    let positions = store.positions(id)?;
+    let confirmed = confirmed.lock();
+    let confirmed = confirmed.get(&id);
+    Ok(targets.iter().any(|(vb, want)| {
+        *want > Seqno::ZERO
+            && (positions.get(vb).is_none_or(|p| p.seqno < *want)
+                || confirmed.is_none_or(|c| !c.contains(vb)))
+    }))
 }

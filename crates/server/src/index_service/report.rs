@@ -4,7 +4,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sluice_index::IndexDef;
-use sluice_types::{Seqno, VbState};
+use std::collections::BTreeMap;
+
+use sluice_types::{Seqno, VbId, VbState};
 
 use super::IndexService;
 use crate::dcp::replication_stats::FeedStats;
@@ -16,8 +18,8 @@ pub struct IndexReport {
     /// Entries, approximately (the store counts deletions until compaction).
     pub items: u64,
     pub disk_bytes: u64,
-    /// Seqnos of this node's active vbuckets the index has yet to apply (the seeds'
-    /// "items remaining": per vbucket, high visible seqno minus the applied one).
+    /// Seqnos the index has yet to apply, over every active vbucket of the cluster (the
+    /// seeds' "items remaining": per vbucket, high visible seqno minus the applied one).
     pub items_remaining: u64,
     /// Document changes applied since the node started.
     pub changes_applied: u64,
@@ -36,9 +38,11 @@ impl IndexService {
                 let stats = self.store.stats(def.id).ok()?;
                 let applied = self.store.positions(def.id).ok()?;
                 let items_remaining = node.buckets.get(&def.bucket).map_or(0, |b| {
-                    b.engine
-                        .vb_visible_seqnos(Some(VbState::Active))
-                        .into_iter()
+                    // This node's active vbuckets as they are now; the others as the
+                    // feeder's last read of the cluster found them (at most a second old).
+                    let mut high: BTreeMap<VbId, Seqno> = (*self.seqnos.last(&def.bucket)).clone();
+                    high.extend(b.engine.vb_visible_seqnos(Some(VbState::Active)));
+                    high.into_iter()
                         .map(|(vb, high)| {
                             let at = applied.get(&vb).map_or(Seqno::ZERO, |p| p.seqno);
                             high.0.saturating_sub(at.0)

@@ -32,6 +32,12 @@ pub enum ServiceError {
         "Index scan timed out waiting for index {0} to catch up with the requested consistency"
     )]
     ScanWait(String),
+    /// The cluster's seqnos could not be read before the deadline (a member down and not
+    /// failed over yet): the consistency wait timed out before it could start.
+    #[error(
+        "Index scan timed out reading the cluster's seqnos for the requested consistency: {0}"
+    )]
+    Seqnos(#[from] crate::index_service::seqnos::SeqnoError),
     /// What Sluice's query service does not do (yet); the message says what.
     #[error("{0}")]
     NotSupported(String),
@@ -58,7 +64,7 @@ impl ServiceError {
             ServiceError::IndexNotFound(_) => 12004,
             ServiceError::NotAllowed { .. } => 13014,
             ServiceError::Timeout(_) => 1080,
-            ServiceError::ScanWait(_) => 12015,
+            ServiceError::ScanWait(_) | ServiceError::Seqnos(_) => 12015,
             ServiceError::NotSupported(_) => 1020,
             ServiceError::NotReadonly(_) => 1000,
             ServiceError::Index(_) => 12000,

@@ -9,13 +9,16 @@ use base64::Engine as _;
 use sluice_client::ClusterClient;
 use sluice_index::{IndexDef, IndexId};
 use sluice_query::{Access, DocMeta, Row, Span};
-use sluice_types::{Seqno, VbId, VbState};
+use sluice_types::{Seqno, VbId};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::QueryService;
 use crate::index_service::WaitError;
 use sluice_query::request::{Consistency, QueryRequest};
+
+/// The pause before reading the cluster's seqnos again.
+const SEQNO_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Entries read from the index per page.
 pub const PAGE_ENTRIES: usize = 256;
@@ -78,10 +81,7 @@ impl QueryService {
                     self.node.buckets.get(bucket).ok_or_else(|| {
                         ServiceError::KeyspaceNotFound(format!("default:{bucket}"))
                     })?;
-                b.engine
-                    .vb_visible_seqnos(Some(VbState::Active))
-                    .into_iter()
-                    .collect()
+                self.cluster_seqnos(&b, deadline).await?
             }
             Consistency::AtPlus(vectors) => vectors
                 .get(bucket)
@@ -97,6 +97,33 @@ impl QueryService {
             Ok(()) => Ok(()),
             Err(WaitError::Timeout) => Err(ServiceError::ScanWait(def.name.clone())),
             Err(WaitError::Index(e)) => Err(e.into()),
+        }
+    }
+}
+
+impl QueryService {
+    /// Every active vbucket's seqno across the cluster, read again (briefly paused) while a
+    /// member cannot say (a takeover in flight), until `deadline`.
+    async fn cluster_seqnos(
+        &self,
+        bucket: &crate::bucket_handle::BucketHandle,
+        deadline: Instant,
+    ) -> Result<BTreeMap<VbId, Seqno>, ServiceError> {
+        loop {
+            match self
+                .node
+                .index
+                .seqnos
+                .active_seqnos(&self.node, bucket)
+                .await
+            {
+                Ok(seqnos) => return Ok(seqnos),
+                Err(e) if Instant::now() + SEQNO_RETRY < deadline => {
+                    tracing::debug!(error = %e, "request_plus: seqnos not read yet");
+                    tokio::time::sleep(SEQNO_RETRY).await;
+                }
+                Err(e) => return Err(ServiceError::Seqnos(e)),
+            }
         }
     }
 }

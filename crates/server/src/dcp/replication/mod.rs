@@ -36,7 +36,6 @@ use apply::{apply, complete};
 use sluice_client::dcp::{
     DcpError, DcpEvent, DcpOptions, DcpPosition, DcpStream, RollbackMode, StreamPositions,
 };
-use sluice_client::ConnectOptions;
 use sluice_dcp::passive::{
     rollback_plan, AllEnded, Applied, PassiveStreams, RollbackPlan, ACK_INTERVAL,
 };
@@ -160,19 +159,12 @@ async fn run(
 }
 
 fn options(node: &Node, bucket: &BucketHandle, spec: &ReplicationSpec) -> DcpOptions {
-    let mut connect = ConnectOptions::sluice(&spec.username, &spec.password, &spec.bucket);
-    connect.source_ip = node.config.source_ip;
-    if let (true, Some(config)) = (spec.tls, &node.member_tls) {
-        let host = sluice_client::net::host_of(&spec.source);
-        match sluice_client::TlsConnect::for_host(config.clone(), host) {
-            Ok(tls) => connect.tls = Some(Arc::new(tls)),
-            // Left without TLS, the handshake-less connection to a TLS port fails and is
-            // retried with backoff, logged: never the data in the clear by mistake.
-            Err(e) => {
-                tracing::error!(source = %spec.source, error = %e, "no TLS for the replication source")
-            }
-        }
-    }
+    let mut connect = node.member_connect_options(
+        &spec.source,
+        &spec.bucket,
+        (&spec.username, &spec.password),
+        spec.tls,
+    );
     // Every collection, keys as the engine holds them (with their collection prefix).
     connect.features.push(sluice_proto::Feature::Collections);
     let mut opts = DcpOptions::new(connect);

@@ -1,0 +1,154 @@
+//! The high seqno of every active vbucket of a bucket, across the cluster: what a
+//! `request_plus` query and an index build wait for. This node's own vbuckets are read
+//! from its engine; every other member's with GET_ALL_VB_SEQNOS (active only), over one
+//! kept connection per member and bucket, as the cluster identity.
+//!
+//! A vbucket the map places on a member that does not report it active (a takeover in
+//! flight, a member that just restarted) has no seqno to wait for yet: the read fails and
+//! the caller tries again, rather than waiting for a seqno read from an old copy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_client::{Client, ClientError};
+use sluice_types::{Seqno, VbId, VbState};
+
+use super::sources::{sources, Source};
+use crate::bucket_handle::BucketHandle;
+use crate::node::Node;
+
+/// How long one member may take to connect and answer.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeqnoError {
+    #[error("reading the seqnos of {addr}: {error}")]
+    Member { addr: String, error: ClientError },
+    #[error("{addr} did not answer its seqnos within {READ_TIMEOUT:?}")]
+    Timeout { addr: String },
+    #[error("vbucket {vb} is not active where the cluster map places it yet")]
+    NotActive { vb: u16 },
+}
+
+/// The kept connections, by (bucket, member address). Each is used by one read at a time;
+/// a connection that failed is dropped and made again by the next read.
+#[derive(Default)]
+pub struct SeqnoReader {
+    conns: parking_lot::Mutex<HashMap<(String, String), Slot>>,
+    /// What the last read of each bucket found (the stats' "items remaining" of vbuckets
+    /// active elsewhere; each feeder reads at least every [`REFRESH`]).
+    last: parking_lot::Mutex<HashMap<String, Arc<BTreeMap<VbId, Seqno>>>>,
+}
+
+/// How often a feeder refreshes what [`SeqnoReader::last`] knows.
+pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// One member's kept connection (none until the first read, or after one failed).
+type Slot = Arc<tokio::sync::Mutex<Option<Client>>>;
+
+impl SeqnoReader {
+    /// Every vbucket the map of `bucket` places somewhere, with its active copy's visible
+    /// seqno (what a stream without prepares reaches).
+    pub async fn active_seqnos(
+        &self,
+        node: &Node,
+        bucket: &BucketHandle,
+    ) -> Result<BTreeMap<VbId, Seqno>, SeqnoError> {
+        let view = bucket.cluster_map();
+        let reads = sources(&view.map)
+            .into_values()
+            .map(|source| self.read(node, bucket, source, view.this));
+        let mut out = BTreeMap::new();
+        for part in futures_util::future::join_all(reads).await {
+            out.extend(part?);
+        }
+        self.last
+            .lock()
+            .insert(bucket.name.clone(), Arc::new(out.clone()));
+        Ok(out)
+    }
+
+    /// What the last successful read of `bucket` found (empty before the first).
+    pub fn last(&self, bucket: &str) -> Arc<BTreeMap<VbId, Seqno>> {
+        self.last.lock().get(bucket).cloned().unwrap_or_default()
+    }
+
+    async fn read(
+        &self,
+        node: &Node,
+        bucket: &BucketHandle,
+        source: Source,
+        this: sluice_cluster::NodeId,
+    ) -> Result<Vec<(VbId, Seqno)>, SeqnoError> {
+        let reported: BTreeMap<VbId, Seqno> = if source.node.id == this {
+            bucket
+                .engine
+                .vb_visible_seqnos(Some(VbState::Active))
+                .into_iter()
+                .collect()
+        } else {
+            let addr = node.peer_kv_addr(&source.node);
+            match tokio::time::timeout(READ_TIMEOUT, self.remote(node, &bucket.name, &addr)).await {
+                Ok(r) => r?.into_iter().collect(),
+                Err(_) => {
+                    self.forget(&bucket.name, &addr);
+                    return Err(SeqnoError::Timeout { addr });
+                }
+            }
+        };
+        source
+            .vbuckets
+            .iter()
+            .map(|vb| {
+                reported
+                    .get(vb)
+                    .map(|s| (*vb, *s))
+                    .ok_or(SeqnoError::NotActive { vb: vb.0 })
+            })
+            .collect()
+    }
+
+    async fn remote(
+        &self,
+        node: &Node,
+        bucket: &str,
+        addr: &str,
+    ) -> Result<Vec<(VbId, Seqno)>, SeqnoError> {
+        let slot = self
+            .conns
+            .lock()
+            .entry((bucket.to_string(), addr.to_string()))
+            .or_default()
+            .clone();
+        let mut conn = slot.lock().await;
+        let failed = |error| SeqnoError::Member {
+            addr: addr.to_string(),
+            error,
+        };
+        if conn.is_none() {
+            let creds = node.peer_credentials();
+            let opts = node.member_connect_options(
+                addr,
+                bucket,
+                (&creds.username, &creds.password),
+                node.config.cluster_encryption.data(),
+            );
+            *conn = Some(Client::connect(addr, opts).await.map_err(failed)?);
+        }
+        let client = conn.as_mut().expect("connected above");
+        match client.get_vb_seqnos_in(VbState::Active).await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                *conn = None;
+                Err(failed(e))
+            }
+        }
+    }
+
+    fn forget(&self, bucket: &str, addr: &str) {
+        self.conns
+            .lock()
+            .remove(&(bucket.to_string(), addr.to_string()));
+    }
+}
