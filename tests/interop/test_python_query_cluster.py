@@ -1,18 +1,19 @@
 """The index and query services on a three-node cluster (`sluice cluster up`), through the
 Couchbase Python SDK.
 
-An index lives on the node that created it and streams every vbucket from the node the map
-makes its active. The map lists the query service (`n1ql`) on the node with the lowest id
-only, so the SDK's DDL and queries meet there; the other nodes' vbuckets reach its indexes
-over DCP.
+The cluster's index catalog is replicated metadata: every node holds a copy of every index,
+each streaming every vbucket from the node the map makes its active, and the map lists the
+query service (`n1ql`) on every node, so the SDK may send a statement to any of them.
 
 - test_three_nodes_indexes_hold_every_vbucket (1 and 2 replicas): the query index manager
   creates, lists and drops indexes; REQUEST_PLUS queries with named parameters answer
   exactly what a Python model of the data says, for random documents and random queries
-  with writes, deletes and expirations in between (`QUERY_SEED=<n>` replays).
+  with writes, deletes and expirations in between (`QUERY_SEED=<n>` replays); every node's
+  copy answers alike, and a dropped index leaves every node.
 - test_failover_rolls_back_only_the_vbuckets_that_need_it: node 2 is frozen while node 1
-  takes writes for vbuckets replicated to node 2, and the index (on node 0) applies them.
+  takes writes for vbuckets replicated to node 2, and node 0's copy of the index applies them.
   (An AT_PLUS query with the writes' mutation tokens shows it, while node 2 is frozen.)
+  Every node holds a copy of the index; node 2's, thawed, answers alike afterwards.
   Node 1 is killed while a writer goes on, node 2 thawed, and node 1 failed over by hand:
   node 2's replicas, which are shown to lack those writes, become active on a new branch.
   The index clears and rebuilds exactly the vbuckets whose new active does not have what
@@ -31,7 +32,9 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Dict, List
 
 import pytest
@@ -51,7 +54,7 @@ from test_cluster_rebalance import RETRYABLE, rebalance
 from test_cluster_up import free_base, stop, wait_up
 from test_dcp_gocbcore import all_vb_seqnos, fail_if
 from test_python_query import (check_random_queries, drop_expired, random_doc,
-                               random_writes, rows)
+                               random_writes, raw_query, rows)
 
 VBS = 64
 
@@ -77,9 +80,25 @@ def connect(base: int) -> Cluster:
     return c
 
 
+def query_at(admin_port: int, statement: str) -> list:
+    """A REQUEST_PLUS statement on one node's query service, by hand: its results."""
+    status, body = raw_query(SimpleNamespace(admin_url=f"http://127.0.0.1:{admin_port}"),
+                             {"statement": statement, "scan_consistency": "request_plus"})
+    assert status == 200 and body["status"] == "success", (admin_port, status, body)
+    return body["results"]
+
+
 def index_stats(kv_port: int) -> Dict[str, str]:
     with kv_connect(kv_port, USERNAME, PASSWORD) as c:
         return c.stat("index")
+
+
+def metric_lines(admin_port: int) -> List[str]:
+    """The node's /metrics lines about indexes."""
+    req = admin_http.request(f"http://127.0.0.1:{admin_port}/metrics")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return [line for line in r.read().decode().splitlines()
+                if line.startswith("sluice_index_")]
 
 
 def query_nodes(admin_port: int) -> List[str]:
@@ -99,11 +118,12 @@ def test_three_nodes_indexes_hold_every_vbucket(tmp_path, replicas):
     proc = cluster_up(tmp_path, base, replicas)
     try:
         wait_up(proc, tmp_path)
-        # Every node tells clients the same one query node, node 0, once it serves the
-        # cluster's map (a node serves its own one-node map until then).
-        for admin in (base + 1, base + 11, base + 21):
+        # Every node lists the query service on every node, once it serves the cluster's
+        # map (a node serves its own one-node map until then).
+        admins = [base + 1, base + 11, base + 21]
+        for admin in admins:
             deadline = time.monotonic() + 20
-            while (listed := query_nodes(admin)) != [f"127.0.0.1:{base + 1}"]:
+            while (listed := query_nodes(admin)) != [f"127.0.0.1:{a}" for a in admins]:
                 assert time.monotonic() < deadline, (admin, listed)
                 time.sleep(0.1)
         cluster = connect(base)
@@ -144,10 +164,21 @@ def test_three_nodes_indexes_hold_every_vbucket(tmp_path, replicas):
         # The stats count over the whole cluster: nothing is left to apply.
         stats = index_stats(base)
         assert int(stats["index:by_n:items_remaining"]) == 0, stats
+        # Every node holds a copy of every index and answers alike.
+        uncertain = set(expiring)
+        want = sorted(k for k, d in model.items() if d.get("n", -1) > 3)
+        for admin in admins:
+            got = query_at(admin, "SELECT RAW META().id FROM default WHERE n > 3 "
+                                  "ORDER BY META().id")
+            assert [k for k in got if k not in uncertain] == \
+                [k for k in want if k not in uncertain], admin
 
         mgr.drop_index("default", "by_s_n")
         assert {i.name for i in mgr.get_all_indexes("default")} == \
             {"#primary", "by_n", "by_g_partial"}
+        for admin in admins:
+            names = query_at(admin, "SELECT RAW name FROM system:indexes ORDER BY name")
+            assert names == ["#primary", "by_g_partial", "by_n"], (admin, names)
         cluster.close()
     finally:
         stop(proc)
@@ -203,13 +234,20 @@ def test_failover_rolls_back_only_the_vbuckets_that_need_it(tmp_path):
         written = coll.upsert_multi({k: {"x": 1000 + i, "pad": pad}
                                      for i, k in enumerate(keys)})
         assert written.all_ok, written.exceptions
-        # The index on node 0 has them, streamed from node 1: AT_PLUS with their mutation
-        # tokens (REQUEST_PLUS would wait for frozen node 2 to say its seqnos).
-        tokens = MutationState()
-        tokens.add_results(*written.results.values())
-        got = list(cluster.query("SELECT COUNT(*) AS c FROM default WHERE x >= 1000",
-                                 QueryOptions(consistent_with=tokens)).rows())
-        assert got == [{"c": len(keys)}], got
+        # Node 0's copy of the index has them, streamed from node 1: AT_PLUS with their
+        # mutation tokens, asked of node 0 by hand (the SDK may pick frozen node 2, and
+        # REQUEST_PLUS would wait for node 2 to say its seqnos).
+        vectors: Dict[str, list] = {}
+        for r in written.results.values():
+            t = r.mutation_token()
+            vb = str(t.partition_id)
+            if vb not in vectors or vectors[vb][0] < t.sequence_number:
+                vectors[vb] = [t.sequence_number, str(t.partition_uuid)]
+        status, body = raw_query(
+            SimpleNamespace(admin_url=f"http://127.0.0.1:{base + 1}"),
+            {"statement": "SELECT COUNT(*) AS c FROM default WHERE x >= 1000",
+             "scan_consistency": "at_plus", "scan_vectors": {"default": vectors}})
+        assert status == 200 and body["results"] == [{"c": len(keys)}], body
         with kv_connect(node1, USERNAME, PASSWORD) as c:
             node1_high = {vb: s for vb, s in all_vb_seqnos(c).items() if vb in behind}
 
@@ -260,6 +298,16 @@ def test_failover_rolls_back_only_the_vbuckets_that_need_it(tmp_path):
         got_x = {r["id"]: r["x"] for r in rows(
             cluster, "SELECT META().id AS id, x FROM default WHERE x >= 1000")}
         assert got_x == {k: v for k, v in truth.items() if v >= 1000}
+        # The SDK's AT_PLUS (consistent_with a mutation token) sees a write at once.
+        tokens = MutationState(coll.upsert("after", {"x": 5000}))
+        got = list(cluster.query("SELECT RAW META().id FROM default WHERE x = 5000",
+                                 QueryOptions(consistent_with=tokens)).rows())
+        assert got == ["after"], got
+        truth["after"] = 5000
+        # Node 2's copy (it was frozen, then its replicas became actives) answers alike.
+        for admin in (base + 1, base + 21):
+            got = set(query_at(admin, "SELECT RAW META().id FROM default WHERE x IS VALUED"))
+            assert got == set(truth), (admin, sorted(got ^ set(truth))[:20])
 
         rebuilt = int(index_stats(base)["index_rebuilt_vbuckets"]) - before
         rolled = rolled_back_vbuckets(tmp_path)
@@ -293,6 +341,17 @@ def test_rebalance_moves_the_streams_without_rebuilding(tmp_path):
         writer = SdkWriter(coll, "w", durable=False)
         writer.start()
         writer.wait_acked(200)
+        # Under the writes, the stats show the index applying them every second, and what
+        # the index store holds in memory, in STAT and in /metrics.
+        deadline = time.monotonic() + 10
+        while int(index_stats(base)["index:by_n:changes_per_sec"]) == 0:
+            assert time.monotonic() < deadline, index_stats(base)
+            time.sleep(0.2)
+        assert int(index_stats(base)["index_memory_write_buffer_bytes"]) > 0
+        metrics = metric_lines(base + 1)
+        assert any(re.fullmatch(r'sluice_index_changes_per_second\{bucket="default",'
+                                r'index="by_n"\} \d+', m) for m in metrics), metrics
+        assert any(m.startswith("sluice_index_memory_write_buffer_bytes ") for m in metrics)
         moved = [vb for vb, c in enumerate(vbucket_map(base + 1)) if c[0] == base + 20]
         assert moved
         out = rebalance(base + 1, 2)

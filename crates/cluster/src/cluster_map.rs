@@ -252,19 +252,17 @@ impl ClusterMap {
     }
 
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
-        // The query service answers on the admin port of every node, but an index lives on
-        // the node that created it (placement across nodes is not built yet): clients are
-        // sent to one node, the lowest id of the map, so their DDL and their queries meet.
-        let query_node = self.nodes.iter().map(|n| n.id).min();
-        let entry = |host: &str, kv: u16, mgmt: u16, query: bool| {
-            let mut services = vec![(service::KV, kv), (service::MGMT, mgmt)];
-            if query {
-                services.push((service::QUERY, mgmt));
-            }
-            let services = services
-                .into_iter()
-                .map(|(s, p)| (s.to_string(), i64::from(p)))
-                .collect();
+        // The query service answers on the admin port of every node, and every node holds a
+        // copy of every index: clients may send a query to any of them.
+        let entry = |host: &str, kv: u16, mgmt: u16| {
+            let services = [
+                (service::KV, kv),
+                (service::MGMT, mgmt),
+                (service::QUERY, mgmt),
+            ]
+            .into_iter()
+            .map(|(s, p)| (s.to_string(), i64::from(p)))
+            .collect();
             NodeExt {
                 hostname: Some(host.to_string()),
                 services: Some(services),
@@ -275,14 +273,11 @@ impl ClusterMap {
             .nodes
             .iter()
             .map(|n| {
-                let query = Some(n.id) == query_node;
-                let mut e = entry(&n.host, n.kv_port, n.admin_port, query);
+                let mut e = entry(&n.host, n.kv_port, n.admin_port);
                 if let (Some(tls), Some(services)) = (n.tls, e.services.as_mut()) {
                     services.insert(service::KV_TLS.to_string(), i64::from(tls.kv));
                     services.insert(service::MGMT_TLS.to_string(), i64::from(tls.admin));
-                    if query {
-                        services.insert(service::QUERY_TLS.to_string(), i64::from(tls.admin));
-                    }
+                    services.insert(service::QUERY_TLS.to_string(), i64::from(tls.admin));
                 }
                 e
             })
@@ -291,13 +286,7 @@ impl ClusterMap {
         // the bucket: it lists itself, serving no vbucket. SDKs look for the entry marked
         // `thisNode` in every config they are sent (the C++ SDK aborts without one).
         if !nodes.iter().any(|n| n.this_node) {
-            let query = query_node.is_none();
-            nodes.push(entry(
-                serving.host,
-                serving.kv_port,
-                serving.admin_port,
-                query,
-            ));
+            nodes.push(entry(serving.host, serving.kv_port, serving.admin_port));
         }
         nodes
     }
@@ -532,12 +521,11 @@ mod tests {
                 "subdoc.ReplicaRead"
             ])
         );
-        // The serving node is not in the map: it lists itself after the map's nodes, without
-        // the query service (the map's lowest node lists it).
+        // The serving node is not in the map: it lists itself after the map's nodes.
         assert!(doc["nodesExt"][0].get("thisNode").is_none());
         assert_eq!(
             doc["nodesExt"][1],
-            json!({"services": {"kv": 1, "mgmt": 8091}, "hostname": "elsewhere", "thisNode": true})
+            json!({"services": {"kv": 1, "mgmt": 8091, "n1ql": 8091}, "hostname": "elsewhere", "thisNode": true})
         );
     }
 
@@ -566,11 +554,11 @@ mod tests {
             json!({"kv": 11210, "mgmt": 8091, "kvSSL": 11207, "mgmtSSL": 18091,
                 "n1ql": 8091, "n1qlSSL": 18091})
         );
-        // A node without TLS lists only its cleartext ports. Only the node with the lowest
-        // id (node 0) lists the query service.
+        // A node without TLS lists only its cleartext ports. Every node lists the query
+        // service.
         assert_eq!(
             doc["nodesExt"][1]["services"],
-            json!({"kv": 11210, "mgmt": 8091})
+            json!({"kv": 11210, "mgmt": 8091, "n1ql": 8091})
         );
     }
 

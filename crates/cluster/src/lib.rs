@@ -54,8 +54,8 @@ pub use failover::{
     RestartVerdict, WaitReason,
 };
 pub use metadata::{
-    desired_voters, Applied, BucketDef, ClusterState, MetaCommand, MetaResponse, NodeEntry,
-    NodeStatus, RebalanceRecord, Rejection,
+    desired_voters, Applied, BucketDef, ClusterState, IndexRecord, MetaCommand, MetaResponse,
+    NodeEntry, NodeStatus, RebalanceRecord, Rejection,
 };
 pub use node::{NodeId, NodeInfo, NodeSetError, TlsPorts};
 pub use placement::{place, PlaceError};

@@ -41,6 +41,7 @@ mod control;
 mod error;
 mod failover;
 pub mod fencing;
+mod index_catalog;
 mod janitor;
 mod membership;
 mod membership_error;
@@ -125,6 +126,9 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
             .install_map(map.clone(), id, &node.node_info(id));
     }
     node.credentials.set_users(state.users());
+    // The query service's DDL goes to the replicated catalog.
+    node.index
+        .set_catalog(Arc::new(index_catalog::MetaCatalog { meta: meta.clone() }));
     if let Some(timeout) = cfg.auto_failover_timeout {
         tasks.push(tokio::spawn(auto_failover::run(meta.clone(), timeout)));
     }
@@ -165,8 +169,13 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         sluice_server::serve(node.clone(), listeners.kv, kv_tls, listeners.memcached)
             .map_err(NodeError::Serve)?,
     );
-    // Once the KV port serves: each feeder is a DCP stream of this node.
+    // Once the KV port serves: each feeder is a DCP stream of this node. Then the catalog:
+    // indexes created or dropped while this node was away are created or dropped here.
     node.index.start_all(&node);
+    tasks.push(tokio::spawn(index_catalog::follow(
+        node.clone(),
+        meta.clone(),
+    )));
     tracing::info!(%kv_addr, %admin_addr, ?memcached_addr, bucket = %node.bucket.engine.config.name,
         node_id = %meta.id(), replica_of = ?cfg.replica_of, "sluice node serving");
     Ok(Running {

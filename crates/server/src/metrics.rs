@@ -227,23 +227,32 @@ fn encode_replication(node: &Node, encoder: &mut DescriptorEncoder) -> Result<()
 }
 
 /// The index service: per index (labelled `bucket`, `index`) its entries, what it has yet
-/// to apply, its disk use and changes applied, and its write-to-index lag; the feeders'
-/// totals unlabelled.
+/// to apply, its disk use, changes applied (in all and per second), and its write-to-index
+/// lag; the feeders' totals and the index store's memory unlabelled.
 fn encode_index(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
     for (name, v) in node.index.counters() {
         let m = encoder.encode_descriptor(name, name, None, MetricType::Counter)?;
         ConstCounter::new(v).encode(m)?;
     }
+    for (name, v) in node.index.memory() {
+        let m = encoder.encode_descriptor(name, name, None, MetricType::Gauge)?;
+        ConstGauge::new(v as i64).encode(m)?;
+    }
     let reports = node.index.reports(node);
     type Get = fn(&crate::index_service::IndexReport) -> u64;
-    let gauges: [(&str, &str, Get); 5] = [
+    let gauges: [(&str, &str, Get); 6] = [
         ("index_items", "entries of the index (approximate)", |r| {
             r.items
         }),
         (
             "index_items_remaining",
-            "seqnos of this node's active vbuckets the index has yet to apply",
+            "seqnos of the cluster's active vbuckets the index has yet to apply",
             |r| r.items_remaining,
+        ),
+        (
+            "index_changes_per_second",
+            "document changes applied per second, over the last second",
+            |r| r.changes_per_sec,
         ),
         ("index_disk_bytes", "the index's bytes on disk", |r| {
             r.disk_bytes

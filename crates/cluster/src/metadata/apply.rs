@@ -8,6 +8,7 @@ use crate::cluster_map::{ClusterMap, Rev};
 use crate::collections::{Manifest, ManifestError};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
 use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
+use crate::metadata::indexes;
 use crate::metadata::state::{
     BucketDef, BucketEntry, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, BUCKETS_MAX,
     HOST_BYTES_MAX,
@@ -81,6 +82,13 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         } => change_manifest(state, bucket, |m| {
             m.set_collection_max_ttl(scope, name, *max_ttl_s)
         }),
+        MetaCommand::CreateIndex {
+            bucket,
+            name,
+            index,
+        } => indexes::create_index(state, bucket, name, index),
+        MetaCommand::DropIndex { bucket, name } => indexes::drop_index(state, bucket, name),
+        MetaCommand::BuildIndexes { bucket, names } => indexes::build_indexes(state, bucket, names),
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response
@@ -222,6 +230,7 @@ fn define_bucket(state: &mut ClusterState, bucket: &BucketDef) -> MetaResponse {
         def: bucket.clone(),
         map: None,
         manifest: Manifest::new(),
+        indexes: Default::default(),
     };
     state.buckets.insert(bucket.name.clone(), entry);
     Ok(Applied::BucketDefined { created: true })

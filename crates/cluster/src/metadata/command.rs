@@ -11,6 +11,7 @@
 
 use crate::cluster_map::{ClusterMapError, Rev};
 use crate::collections::ManifestError;
+use crate::metadata::indexes::IndexRecord;
 use crate::metadata::state::{BucketDef, BucketError};
 use crate::metadata::users::UserRecord;
 use crate::node::{NodeId, NodeInfo};
@@ -116,6 +117,17 @@ pub enum MetaCommand {
         name: String,
         max_ttl_s: u32,
     },
+    /// Adds index `name` to bucket `bucket`'s catalog (see `indexes`). Not idempotent, as
+    /// in Couchbase: an index that exists is refused with `IndexExists`.
+    CreateIndex {
+        bucket: String,
+        name: String,
+        index: IndexRecord,
+    },
+    /// Removes index `name` from bucket `bucket`'s catalog.
+    DropIndex { bucket: String, name: String },
+    /// Marks deferred indexes of bucket `bucket` built (all of `names`, or none).
+    BuildIndexes { bucket: String, names: Vec<String> },
 }
 
 /// Declares `nodes` failed: they become `FailedOver` and leave every map's node list, and
@@ -226,6 +238,8 @@ pub enum Applied {
     ManifestChanged {
         uid: u64,
     },
+    /// A bucket's index catalog changed.
+    IndexesChanged,
 }
 
 /// Why a command changed nothing.
@@ -307,6 +321,14 @@ pub enum Rejection {
     /// read (see `collections::ManifestError`).
     #[error(transparent)]
     Collections(#[from] ManifestError),
+    #[error("index {name} already exists on bucket {bucket}")]
+    IndexExists { bucket: String, name: String },
+    #[error("there is no index {name} on bucket {bucket}")]
+    NoSuchIndex { bucket: String, name: String },
+    #[error("a bucket holds at most {max} indexes")]
+    TooManyIndexes { max: usize },
+    #[error("bad index: {reason}")]
+    BadIndex { reason: String },
 }
 
 /// The state machine's answer to a command: what it did, or why it changed nothing.

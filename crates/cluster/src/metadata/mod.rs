@@ -6,6 +6,7 @@
 //!   collections manifests, a running rebalance; its invariants and `check`;
 //! - `command` — `MetaCommand`, `Applied`, `Rejection`, `MetaResponse`;
 //! - `apply` — `apply`, one handler per command;
+//! - `indexes` — the index catalog: each bucket's secondary indexes;
 //! - `voters` — `desired_voters`: which nodes vote in the Raft group.
 //!
 //! No I/O, clock or randomness: the same commands give the same state on every replica and
@@ -14,6 +15,7 @@
 
 mod apply;
 mod command;
+pub mod indexes;
 mod state;
 mod users;
 mod voters;
@@ -23,6 +25,7 @@ mod tests;
 
 pub use apply::apply;
 pub use command::{Applied, BucketVbmap, FailOverCommand, MetaCommand, MetaResponse, Rejection};
+pub use indexes::{IndexRecord, INDEXES_PER_BUCKET_MAX};
 pub use state::{
     BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
     StateError, BUCKETS_MAX, BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,

@@ -166,6 +166,10 @@ pub struct BucketEntry {
     /// default manifest (`_default._default` only), which is what those buckets held.
     #[serde(default)]
     pub manifest: Manifest,
+    /// The bucket's secondary indexes, by name (see `indexes`). States saved before the
+    /// catalog read as none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub indexes: BTreeMap<String, crate::metadata::indexes::IndexRecord>,
 }
 
 /// A rebalance that was started and has not finished or been aborted. It covers every
@@ -226,6 +230,7 @@ impl From<StateWire> for ClusterState {
                     def,
                     map,
                     manifest: Manifest::new(),
+                    indexes: BTreeMap::new(),
                 };
                 buckets.insert(entry.def.name.clone(), entry);
             }
@@ -260,6 +265,7 @@ impl BucketEntry {
             },
             map: None,
             manifest: Manifest::new(),
+            indexes: BTreeMap::new(),
         }
     }
 }

@@ -71,6 +71,13 @@ pub struct IndexStats {
     pub docs_skipped: u64,
 }
 
+/// The index store's memory, over every index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreMemory {
+    pub write_buffer_bytes: u64,
+    pub cache_bytes: u64,
+}
+
 impl OpenIndex {
     /// The definition as it is now (its state changes).
     fn def(&self) -> IndexDef {
@@ -249,6 +256,16 @@ impl IndexStore {
     /// How far the index has applied each vbucket (vbuckets it holds nothing of are absent).
     pub fn positions(&self, id: IndexId) -> Result<BTreeMap<VbId, VbPosition>> {
         Ok(lock(&self.index(id)?.positions).clone())
+    }
+
+    /// What the whole store holds in memory: its memtables (written, not flushed yet) and
+    /// its block cache. fjall marks both readings experimental (hidden from its docs); they
+    /// are what its own write stalls and cache eviction go by.
+    pub fn memory(&self) -> StoreMemory {
+        StoreMemory {
+            write_buffer_bytes: self.db.write_buffer_size(),
+            cache_bytes: self.db.cache_size(),
+        }
     }
 
     pub fn stats(&self, id: IndexId) -> Result<IndexStats> {

@@ -343,3 +343,17 @@ fn the_index_always_holds_what_the_live_documents_give() {
         assert_eq!(got, want, "seed {seed}, round {round}");
     }
 }
+
+#[test]
+fn memory_counts_what_the_memtables_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let id = store.create(def("by_status", &["status"])).unwrap().id;
+    let before = store.memory().write_buffer_bytes;
+    let body = json!({"status": "x".repeat(1000)});
+    let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i}").into_bytes()).collect();
+    let changes: Vec<Change<'_>> = keys.iter().map(|k| doc(k, &body)).collect();
+    store.apply(id, VbId(0), &changes, at(100)).unwrap();
+    // 100 entries of over 1 KB each, and their back references, in the memtables.
+    assert!(store.memory().write_buffer_bytes >= before + 100_000);
+}

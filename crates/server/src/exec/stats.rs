@@ -266,7 +266,7 @@ pub fn collect(
         }
         "index" => {
             // The node's indexes on this bucket, and the feeders' totals.
-            for (name, v) in node.index.counters() {
+            for (name, v) in node.index.counters().into_iter().chain(node.index.memory()) {
                 put(name, v.to_string());
             }
             for r in node.index.reports(node) {
@@ -284,6 +284,10 @@ pub fn collect(
                 put(
                     &format!("{p}:changes_applied"),
                     r.changes_applied.to_string(),
+                );
+                put(
+                    &format!("{p}:changes_per_sec"),
+                    r.changes_per_sec.to_string(),
                 );
                 put(&format!("{p}:docs_skipped"), r.docs_skipped.to_string());
                 let h = r.lag.latency();

@@ -14,7 +14,7 @@
 //! [`SourceFeed`]: super::source_feed::SourceFeed
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ pub(super) struct Shared {
     pub confirmed: Confirmed,
     /// Write-to-index lag of this index, recorded once it is online.
     pub lag: Arc<crate::dcp::replication_stats::FeedStats>,
+    /// Changes applied per second, over the last second.
+    pub rate: Arc<AtomicU64>,
     pub seqnos: Arc<SeqnoReader>,
     /// Whether the index is online (its sources record lag only then).
     pub online: AtomicBool,
@@ -123,8 +125,18 @@ impl Feeder {
             async move {
                 let mut tick = tokio::time::interval(super::seqnos::REFRESH);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut last: Option<(tokio::time::Instant, u64)> = None;
                 loop {
                     tick.tick().await;
+                    if let Ok(stats) = s.store.stats(s.id) {
+                        let now = (tokio::time::Instant::now(), stats.changes_applied);
+                        if let Some((t, n)) = last {
+                            let secs = now.0.duration_since(t).as_secs_f64().max(1e-3);
+                            let per_sec = (now.1.saturating_sub(n) as f64 / secs).round();
+                            s.rate.store(per_sec as u64, Ordering::Relaxed);
+                        }
+                        last = Some(now);
+                    }
                     let _ = s.seqnos.active_seqnos(&s.node, &bucket).await;
                 }
             }

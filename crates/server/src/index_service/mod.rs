@@ -3,13 +3,16 @@
 //!
 //! An index holds the documents of the whole bucket: its feeder streams each vbucket from
 //! the member the cluster map makes its active (`sources`), and follows the map as
-//! failovers and rebalances move them. Every index lives on the node that created it
-//! (placement and index replicas are not built yet).
+//! failovers and rebalances move them. Every node holds a copy of every index of the
+//! cluster's catalog.
 //!
+//! - `catalog`: the cluster's index catalog (replicated metadata): DDL goes there, and
+//!   `reconcile` makes this node hold a copy of each of its indexes;
 //! - `feeder`: one per index, following the map; `source_feed`: one stream per member.
 //! - `seqnos`: every active vbucket's seqno across the cluster (builds, `request_plus`).
 //! - `report`: the stats.
 
+pub mod catalog;
 mod feeder;
 mod report;
 pub mod seqnos;
@@ -21,6 +24,7 @@ pub use source_feed::FeederCounters;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,8 +52,12 @@ pub struct IndexService {
     confirmed: feeder::Confirmed,
     /// Write-to-index lag, per index (feeders of a restarted index keep counting).
     lag: Mutex<BTreeMap<IndexId, Arc<crate::dcp::replication_stats::FeedStats>>>,
+    /// Changes applied per second, per index, over the last second (its feeder measures).
+    rates: Mutex<BTreeMap<IndexId, Arc<AtomicU64>>>,
     /// Reads the cluster's active seqnos (builds and `request_plus`).
     pub seqnos: Arc<seqnos::SeqnoReader>,
+    /// Where DDL goes: the cluster's replicated catalog (installed by the control plane).
+    catalog: std::sync::OnceLock<Arc<dyn catalog::Catalog>>,
 }
 
 /// Why a wait for an index to catch up ended without it.
@@ -72,6 +80,8 @@ impl IndexService {
             lag: Mutex::new(BTreeMap::new()),
             confirmed: Arc::default(),
             seqnos: Arc::default(),
+            rates: Mutex::new(BTreeMap::new()),
+            catalog: std::sync::OnceLock::new(),
         })
     }
 
@@ -99,6 +109,7 @@ impl IndexService {
                 applied: self.applied.clone(),
                 stats: self.stats.clone(),
                 lag: self.lag(id),
+                rate: self.rate(id),
                 confirmed: self.confirmed.clone(),
                 seqnos: self.seqnos.clone(),
                 online: Default::default(),
@@ -116,6 +127,7 @@ impl IndexService {
         }
         self.confirmed.lock().remove(&id);
         self.lag.lock().remove(&id);
+        self.rates.lock().remove(&id);
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.drop_index(id))
             .await
@@ -158,6 +170,11 @@ impl IndexService {
             .entry(id)
             .or_insert_with(|| Arc::new(crate::dcp::replication_stats::FeedStats::new()))
             .clone()
+    }
+
+    /// The changes index `id` applied per second, over the last second.
+    pub fn rate(&self, id: IndexId) -> Arc<AtomicU64> {
+        self.rates.lock().entry(id).or_default().clone()
     }
 
     /// The definitions of `bucket`'s indexes.

@@ -23,6 +23,8 @@ pub struct IndexReport {
     pub items_remaining: u64,
     /// Document changes applied since the node started.
     pub changes_applied: u64,
+    /// Document changes applied per second, over the last second.
+    pub changes_per_sec: u64,
     pub docs_skipped: u64,
     /// From the write (its CAS) to its apply in the index, once the index is online.
     pub lag: Arc<FeedStats>,
@@ -55,11 +57,21 @@ impl IndexService {
                     disk_bytes: stats.disk_bytes,
                     items_remaining,
                     changes_applied: stats.changes_applied,
+                    changes_per_sec: self.rate(def.id).load(Ordering::Relaxed),
                     docs_skipped: stats.docs_skipped,
                     def,
                 })
             })
             .collect()
+    }
+
+    /// The index store's memory (all indexes of the node) as (name, bytes).
+    pub fn memory(&self) -> [(&'static str, u64); 2] {
+        let memory = self.store.memory();
+        [
+            ("index_memory_write_buffer_bytes", memory.write_buffer_bytes),
+            ("index_memory_cache_bytes", memory.cache_bytes),
+        ]
     }
 
     /// The node-wide feeder counters as (name, value).

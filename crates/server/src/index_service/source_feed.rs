@@ -149,7 +149,15 @@ impl SourceFeed {
             s.node.config.cluster_encryption.data(),
         );
         let mut opts = DcpOptions::new(connect);
-        opts.name = format!("sluice-index:{}:{}", def.bucket, def.name);
+        // Unique per copy: every node's copy of the index streams from the same producers,
+        // and a producer closes a connection when another opens under its name.
+        opts.name = format!(
+            "sluice-index:{}:{}@{}:{}",
+            def.bucket,
+            def.name,
+            s.node.config.advertise_host,
+            s.node.kv_port()
+        );
         opts.rollback = RollbackMode::Report;
         tracing::debug!(index = %def.name, %addr, vbuckets = self.source.vbuckets.len(),
             "index source streams");

@@ -1,27 +1,33 @@
-//! CREATE [PRIMARY] INDEX, DROP [PRIMARY] INDEX and BUILD INDEX on this node's index
-//! service.
+//! CREATE [PRIMARY] INDEX, DROP [PRIMARY] INDEX and BUILD INDEX: changes of the cluster's
+//! index catalog (replicated metadata), which every node's index service follows.
 //!
-//! As in Couchbase, a CREATE without `defer_build` returns once the index is online (its
-//! first build caught up), a deferred one at once, and BUILD INDEX starts the builds and
-//! returns. `WITH {"num_replica": n}` above 0 is refused: index replicas are not built.
+//! As in Couchbase, a CREATE without `defer_build` returns once the index is online (here:
+//! every node's copy built), a deferred one once listed, and BUILD INDEX starts the builds
+//! and returns (once every node's copy left `deferred`). Every node holds a copy of every index, so `WITH {"num_replica": n}` is
+//! taken up to the number of other nodes and refused beyond.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_cluster::rbac::Privilege;
 use sluice_index::{IndexDef, IndexError, IndexId, IndexState};
+
+use crate::index_service::catalog::{CatalogChange, CatalogError};
 use sluice_query::ast::{
     BuildIndex, CreateIndex, CreatePrimaryIndex, DropIndex, DropPrimaryIndex, Expr, IndexKey,
     KeyspaceRef,
 };
 use tokio::time::Instant;
 
+use super::copies::Want;
 use super::error::ServiceError;
 use super::keyspace::{resolve, Target};
 use super::{Authenticated, QueryService};
 
-/// How often a CREATE checks whether its index is online yet.
+/// How often a statement checks whether this node's copy of an index is as the catalog
+/// says yet.
 const ONLINE_POLL: Duration = Duration::from_millis(20);
+/// How long a DROP or BUILD waits for this node to apply the catalog's change.
+const LOCAL_WAIT: Duration = Duration::from_secs(30);
 
 /// What a CREATE statement defines.
 struct NewIndex<'a> {
@@ -115,58 +121,80 @@ impl QueryService {
     ) -> Result<(), ServiceError> {
         let bucket = self.ddl_bucket(who, new.keyspace, qc)?;
         let (defer, replicas) = with_options(new.with)?;
-        if replicas > 0 {
+        // Every node holds a copy of every index: `num_replica` copies besides the first
+        // need that many other nodes.
+        let nodes = self.node.cluster_map().map.nodes().len().max(1) as u64;
+        if replicas >= nodes {
             return Err(ServiceError::NotSupported(format!(
-                "num_replica {replicas}: index replicas are not built in Sluice yet (an index \
-                 lives on the node that created it)"
+                "num_replica {replicas}: every node holds a copy of each index, and the \
+                 cluster has {nodes} node(s), so at most {} replica(s)",
+                nodes - 1
             )));
         }
+        let name = new.name.clone();
         let def = IndexDef {
             id: IndexId(0),
-            name: new.name.clone(),
-            bucket,
+            name: new.name,
+            bucket: bucket.clone(),
             scope: "_default".into(),
             collection: "_default".into(),
             primary: new.keys.is_empty(),
             keys: new.keys,
             condition: new.condition,
-            state: if defer {
-                IndexState::Deferred
-            } else {
-                IndexState::Building
-            },
+            state: IndexState::Deferred,
         };
-        let store = self.node.index.store.clone();
-        let created = tokio::task::spawn_blocking(move || store.create(def))
-            .await
+        let definition = String::from_utf8(def.to_json())
             .map_err(|e| ServiceError::Index(IndexError::Corrupt(e.to_string())))?;
-        let def = match created {
-            Ok(def) => def,
-            Err(IndexError::Exists { .. }) if new.if_not_exists => return Ok(()),
-            Err(IndexError::Exists { name, .. }) => return Err(ServiceError::IndexExists(name)),
-            Err(e) => return Err(e.into()),
+        let change = CatalogChange::Create {
+            bucket: bucket.clone(),
+            name: name.clone(),
+            definition,
+            deferred: defer,
         };
-        tracing::info!(index = %def.name, bucket = %def.bucket, deferred = defer, "index created");
-        if defer {
-            return Ok(());
+        match self.catalog_change(change).await {
+            Ok(()) => {}
+            Err(ServiceError::IndexExists(_)) if new.if_not_exists => return Ok(()),
+            Err(e) => return Err(e),
         }
-        self.node.index.start_feeder(&self.node, def.id);
-        self.wait_online(def.id, &def.name, deadline).await
+        tracing::info!(index = %name, %bucket, deferred = defer, "index created in the catalog");
+        // This node's copy: there once the catalog reached it, online once built; then
+        // every other node's.
+        self.wait_local(&bucket, &name, deadline, |d| {
+            d.is_some_and(|d| defer || d.state == IndexState::Online)
+        })
+        .await?;
+        let want = if defer { Want::Listed } else { Want::Online };
+        self.wait_other_copies(&bucket, &name, want, deadline).await
     }
 
-    async fn wait_online(
+    /// Proposes `change` to the cluster's catalog.
+    async fn catalog_change(&self, change: CatalogChange) -> Result<(), ServiceError> {
+        let catalog = self.node.index.catalog().ok_or_else(|| {
+            ServiceError::NotSupported("the index catalog is not ready yet".into())
+        })?;
+        catalog.change(change).await.map_err(|e| match e {
+            CatalogError::Exists(name) => ServiceError::IndexExists(name),
+            CatalogError::NotFound(name) => ServiceError::IndexNotFound(name),
+            e => ServiceError::Catalog(e),
+        })
+    }
+
+    /// Waits until this node's copy of `bucket`'s index `name` (or its absence) is what
+    /// `done` wants.
+    async fn wait_local(
         &self,
-        id: IndexId,
+        bucket: &str,
         name: &str,
         deadline: Instant,
+        done: impl Fn(Option<&IndexDef>) -> bool,
     ) -> Result<(), ServiceError> {
         loop {
-            if self.node.index.store.definition(id)?.state == IndexState::Online {
+            if done(self.find(bucket, name).as_ref()) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(ServiceError::Timeout(format!(
-                    "while index {name} builds (it goes on building)"
+                    "while index {name} builds here (it goes on building)"
                 )));
             }
             tokio::time::sleep(ONLINE_POLL).await;
@@ -203,15 +231,21 @@ impl QueryService {
         qc: Option<&str>,
     ) -> Result<(), ServiceError> {
         let bucket = self.ddl_bucket(who, ks, qc)?;
-        match self.find(&bucket, name) {
-            Some(def) => {
-                self.node.index.drop_index(def.id).await?;
-                tracing::info!(index = %def.name, bucket = %def.bucket, "index dropped");
-                Ok(())
-            }
-            None if if_exists => Ok(()),
-            None => Err(ServiceError::IndexNotFound(name.to_string())),
+        let change = CatalogChange::Drop {
+            bucket: bucket.clone(),
+            name: name.to_string(),
+        };
+        match self.catalog_change(change).await {
+            Ok(()) => {}
+            Err(ServiceError::IndexNotFound(_)) if if_exists => return Ok(()),
+            Err(e) => return Err(e),
         }
+        tracing::info!(index = %name, %bucket, "index dropped from the catalog");
+        let deadline = Instant::now() + LOCAL_WAIT;
+        self.wait_local(&bucket, name, deadline, |d| d.is_none())
+            .await?;
+        self.wait_other_copies(&bucket, name, Want::Gone, deadline)
+            .await
     }
 
     pub(super) async fn build_indexes(
@@ -221,22 +255,22 @@ impl QueryService {
         qc: Option<&str>,
     ) -> Result<(), ServiceError> {
         let bucket = self.ddl_bucket(who, &b.keyspace, qc)?;
-        let defs = b
-            .names
-            .iter()
-            .map(|n| {
-                self.find(&bucket, n.as_str())
-                    .ok_or_else(|| ServiceError::IndexNotFound(n.as_str().to_string()))
+        let names: Vec<String> = b.names.iter().map(|n| n.as_str().to_string()).collect();
+        let change = CatalogChange::Build {
+            bucket: bucket.clone(),
+            names: names.clone(),
+        };
+        self.catalog_change(change).await?;
+        // The builds go on in the background; this node's copies have left `deferred`
+        // before the statement returns, so `system:indexes` shows them building.
+        let deadline = Instant::now() + LOCAL_WAIT;
+        for name in &names {
+            self.wait_local(&bucket, name, deadline, |d| {
+                d.is_none_or(|d| d.state != IndexState::Deferred)
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        for def in defs {
-            if def.state == IndexState::Deferred {
-                let store = Arc::clone(&self.node.index.store);
-                tokio::task::spawn_blocking(move || store.set_state(def.id, IndexState::Building))
-                    .await
-                    .map_err(|e| ServiceError::Index(IndexError::Corrupt(e.to_string())))??;
-                self.node.index.start_feeder(&self.node, def.id);
-            }
+            .await?;
+            self.wait_other_copies(&bucket, name, Want::NotDeferred, deadline)
+                .await?;
         }
         Ok(())
     }

@@ -45,6 +45,8 @@ pub enum ServiceError {
     NotReadonly(&'static str),
     #[error("Index service error: {0}")]
     Index(#[from] IndexError),
+    #[error("Index catalog error: {0}")]
+    Catalog(crate::index_service::catalog::CatalogError),
     #[error("Error fetching documents through KV: {0}")]
     Fetch(String),
     #[error("DML error on key {key}: {why}")]
@@ -67,7 +69,7 @@ impl ServiceError {
             ServiceError::ScanWait(_) | ServiceError::Seqnos(_) => 12015,
             ServiceError::NotSupported(_) => 1020,
             ServiceError::NotReadonly(_) => 1000,
-            ServiceError::Index(_) => 12000,
+            ServiceError::Index(_) | ServiceError::Catalog(_) => 12000,
             ServiceError::Fetch(_) => 12008,
             ServiceError::Dml { .. } => 12009,
             ServiceError::Cancelled => 1081,

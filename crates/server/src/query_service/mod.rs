@@ -6,7 +6,8 @@
 //! - `keyspace`: which data a statement names.
 //! - `select`: SELECT and EXPLAIN through the planner and the row pipeline; `rows`: the
 //!   documents an access path reads (index pages, fetched through KV).
-//! - `ddl`: CREATE / DROP / BUILD INDEX on the node's index service.
+//! - `ddl`: CREATE / DROP / BUILD INDEX, changes of the cluster's index catalog; `copies`:
+//!   waiting for every node's copy to follow.
 //! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
 //! - `system_indexes`: the rows of `system:indexes`.
 //! - `http`: the route and the response envelope; `sink`: results streamed in chunks.
@@ -16,6 +17,7 @@
 //! `bucket_admin` on it (Couchbase's `query_manage_index`), and `system:indexes` shows the
 //! indexes of the buckets the caller has any role on.
 
+mod copies;
 mod ddl;
 mod dml;
 pub mod error;
