@@ -4,7 +4,8 @@
 //! - `scenarios/` — one folder per scenario, each with its `args`, `run` and `report`:
 //!   `kv` ([`run_kv`]), `dcp` ([`run_dcp`]), `replication` ([`run_replication`], seeds
 //!   000/001), `clients` ([`run_clients`], seed 002), `parallel` ([`run_parallel`], seed 004),
-//!   `footprint` ([`run_footprint`], seed 003) and `durability` ([`run_durability`], issue 23);
+//!   `footprint` ([`run_footprint`], seed 003), `durability` ([`run_durability`], issue 23)
+//!   and `query` ([`run_query`], issue 26: the query service beside PostgreSQL);
 //! - `load/`      — the load itself: workload, open-loop pacer, one connection's loop, timed
 //!   runs, prefill, latency, the in-process engine load;
 //! - `harness/`   — what the load runs against and how it is watched: child processes (our
@@ -40,5 +41,7 @@ pub use scenarios::kv::args::{BucketTypeArg, KvArgs, Peer};
 pub use scenarios::kv::run::run_kv;
 pub use scenarios::parallel::args::ParallelArgs;
 pub use scenarios::parallel::run::run_parallel;
+pub use scenarios::query::args::QueryArgs;
+pub use scenarios::query::run::run_query;
 pub use scenarios::replication::args::{ReplArgs, ReplPeer};
 pub use scenarios::replication::run::run_replication;

@@ -116,6 +116,9 @@ enum BenchCommand {
     /// Durable writes (issue 23): write latency at each durability level on a local 3-node
     /// cluster with 1 replica; `--vs redis` adds Redis SET and SET + WAIT 1 0 beside it.
     Durability(sluice_bench::DurabilityArgs),
+    /// Queries (issue 26): Sluice's index + query service beside PostgreSQL 15 on the same
+    /// documents: point lookups, range pages, request_plus under writes, index freshness.
+    Query(sluice_bench::QueryArgs),
     /// Runs a scenario again with the options an earlier run saved in DIR/config.json, into
     /// a new output directory.
     Rerun(sluice_bench::RerunArgs),
@@ -159,6 +162,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Parallel(args)) => bench(sluice_bench::run_parallel(args)),
         Command::Bench(BenchCommand::Footprint(args)) => bench(sluice_bench::run_footprint(args)),
         Command::Bench(BenchCommand::Durability(args)) => bench(sluice_bench::run_durability(args)),
+        Command::Bench(BenchCommand::Query(args)) => bench(sluice_bench::run_query(args)),
         Command::Bench(BenchCommand::Rerun(args)) => bench(sluice_bench::run_rerun(args)),
     }
 }

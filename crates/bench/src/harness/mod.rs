@@ -6,6 +6,7 @@
 //! - `local_cluster` — `sluice cluster up` as a child process, for the cluster scenarios;
 //!   `cluster_args` — the options that start it or name an existing one;
 //! - `redis_peer`    — Redis primary + replica processes; `resp` — the RESP2 codec;
+//! - `pg_peer`       — a PostgreSQL 15 server (initdb, postgres) in a temporary directory;
 //! - `proc_stats`, `rss_sampler` — a process's CPU and RSS from /proc;
 //! - `memory_stats`  — the bucket's quota use and residency;
 //! - `node_probe`    — STAT figures summed over the nodes, and their CPU, around a phase;
@@ -17,6 +18,7 @@ pub mod local_cluster;
 pub mod login_args;
 pub mod memory_stats;
 pub mod node_probe;
+pub mod pg_peer;
 pub mod proc_stats;
 pub mod process;
 pub mod redis_peer;

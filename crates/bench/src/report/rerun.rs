@@ -106,6 +106,7 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
         "parallel" => crate::run_parallel(args_of(&cfg)?).await,
         "footprint" => crate::run_footprint(args_of(&cfg)?).await,
         "durability" => crate::run_durability(args_of(&cfg)?).await,
+        "query" => crate::run_query(args_of(&cfg)?).await,
         other => anyhow::bail!("{}: unknown scenario `{other}`", path.display()),
     }
 }

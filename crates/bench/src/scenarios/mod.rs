@@ -8,4 +8,5 @@ pub mod durability;
 pub mod footprint;
 pub mod kv;
 pub mod parallel;
+pub mod query;
 pub mod replication;

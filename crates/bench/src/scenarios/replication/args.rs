@@ -14,10 +14,16 @@ use crate::harness::redis_peer::RedisPersistence;
 use crate::scenarios::kv::args::{parse_rate, parse_value_bytes, BucketTypeArg};
 use crate::scenarios::replication::background::Cadence;
 use crate::scenarios::replication::column::Column;
+use crate::scenarios::replication::values::bytes_for_fields;
 
 /// Results written before `--bucket-type` existed ran on a couchbase bucket.
 fn couchbase() -> BucketTypeArg {
     BucketTypeArg::Couchbase
+}
+
+/// Settings saved before views were real indexes had no query loop; the default.
+fn views_query_every_ms() -> u64 {
+    100
 }
 
 /// Settings saved before `--durable-hz` existed ran no durable probes.
@@ -126,15 +132,19 @@ pub struct ReplArgs {
 
     /// The seeds' columns: what reads the change streams beside the replication, each with
     /// its own climb of the rate ladder on the same cluster. `replication` (nothing else),
-    /// `views` (an index consumer cycling open / read / close), `xdcr` (16 connections per
-    /// node cycling streams), `clients:N` (N external DCP clients from seqno 0, then
-    /// following), or several joined by `+`. Peers run replication only.
+    /// `views` or `views:N` (1 or N real indexes, 1 to 16, defined through the query service
+    /// before the column's ladder, on fields f0 … of the JSON documents, with a light query
+    /// loop beside the load, dropped after it), `xdcr` (16 connections per node cycling
+    /// streams), `clients:N` (N external DCP clients from seqno 0, then following), or
+    /// several joined by `+`. Peers run replication only.
     #[arg(long, value_delimiter = ',', default_value = "replication")]
     pub columns: Vec<Column>,
 
-    /// Pause between the views reader's cycles.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
-    pub views_every_ms: u64,
+    /// Pause between the views columns' point queries (one at a time, not_bounded, against
+    /// the column's indexes in turn).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    #[serde(default = "views_query_every_ms")]
+    pub views_query_every_ms: u64,
 
     /// Pause between the XDCR readers' cycles.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
@@ -216,9 +226,12 @@ impl ReplArgs {
 
     pub fn cadence(&self) -> Cadence {
         Cadence {
-            views: Duration::from_millis(self.views_every_ms),
             xdcr: Duration::from_millis(self.xdcr_every_ms),
         }
+    }
+
+    pub fn views_query_every(&self) -> Duration {
+        Duration::from_millis(self.views_query_every_ms)
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -242,6 +255,20 @@ impl ReplArgs {
             "every --rates value must be above 0"
         );
         anyhow::ensure!(self.sample_hz > 0.0, "--sample-hz must be above 0");
+        if let Some(most) = self
+            .columns
+            .iter()
+            .map(|c| c.views)
+            .max()
+            .filter(|v| *v > 0)
+        {
+            let needed = bytes_for_fields(usize::from(most));
+            anyhow::ensure!(
+                self.value_bytes >= needed,
+                "--columns views:{most} indexes {most} fields of the documents: --value-bytes \
+                 must be at least {needed} to hold them"
+            );
+        }
         Ok(())
     }
 }
@@ -309,6 +336,21 @@ mod tests {
         let ok = parse(&["--columns", "replication,views+xdcr,clients:5"]).unwrap();
         assert_eq!(ok.columns.len(), 3);
         ok.validate().unwrap();
+        let indexes = parse(&["--columns", "views,views:5,views:16+xdcr"]).unwrap();
+        assert_eq!(
+            indexes.columns.iter().map(|c| c.views).collect::<Vec<_>>(),
+            vec![1, 5, 16]
+        );
+        indexes.validate().unwrap();
+        assert!(parse(&["--columns", "views:17"]).is_err());
+        // views and views:1 are the same column.
+        let same = parse(&["--columns", "views,views:1"]).unwrap();
+        assert!(same.validate().is_err());
+        // Small values cannot hold 16 indexed fields.
+        let small = parse(&["--columns", "views:16", "--value-bytes", "100"]).unwrap();
+        assert!(small.validate().is_err());
+        let plain = parse(&["--columns", "replication", "--value-bytes", "100"]).unwrap();
+        plain.validate().unwrap();
     }
 
     #[test]

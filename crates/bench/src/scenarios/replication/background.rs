@@ -2,14 +2,13 @@
 //! while a column's rate ladder runs, each node's active vbuckets read from that node:
 //! - **external clients**: one connection per node each, every vbucket from seqno 0 (the
 //!   seeds' clients began with a full backfill), then following; consumed without delay;
-//! - **views**: one connection per node; every cycle it reads the vbuckets' high seqnos,
-//!   opens a stream for each vbucket that moved (from where the last cycle stopped), reads up
-//!   to that seqno, closes the stream, and waits the cycle interval;
-//! - **XDCR**: the same cycles over 16 connections per node, each with a sixteenth of the
-//!   vbuckets, at a shorter interval (streams open and close continuously).
+//! - **XDCR**: 16 connections per node, each with a sixteenth of the vbuckets; every cycle
+//!   a connection reads the vbuckets' high seqnos, opens a stream for each vbucket that moved
+//!   (from where the last cycle stopped), reads up to that seqno, closes the stream, and
+//!   waits the cycle interval (streams open and close continuously). It starts from the
+//!   seqnos of the moment it starts (its remote copy is taken to be up to date already).
 //!
-//! Views and XDCR start from the seqnos of the moment they start (their index or remote
-//! copy is taken to be up to date already).
+//! Views are real indexes now ([`super::indexes`]), fed by the server's own DCP streams.
 
 use anyhow::Context;
 use serde::Serialize;
@@ -32,7 +31,6 @@ pub const XDCR_CONNECTIONS: usize = 16;
 /// How often the cycling readers come back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cadence {
-    pub views: Duration,
     pub xdcr: Duration,
 }
 
@@ -120,7 +118,8 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the column's readers on `nodes` (nothing for replication only).
+    /// Starts the column's DCP readers on `nodes`: its XDCR and external clients (nothing
+    /// for replication only or views, whose indexes the server feeds).
     pub fn start(
         column: Column,
         nodes: &[NodeShare],
@@ -139,11 +138,6 @@ impl Background {
                 let o = opts(format!("bench-client-{c}-node-{n}"));
                 let (addr, vbs, s) = (node.addr.clone(), node.vbuckets.clone(), stopped.clone());
                 tasks.spawn(follow(addr, vbs, o, s));
-            }
-            if column.views {
-                let o = opts(format!("bench-views-node-{n}"));
-                let reader = Cycler::new("views", node.addr.clone(), node.vbuckets.clone(), o);
-                tasks.spawn(reader.run(connect.clone(), cadence.views, stopped.clone()));
             }
             if column.xdcr {
                 for (i, share) in split(&node.vbuckets, XDCR_CONNECTIONS)

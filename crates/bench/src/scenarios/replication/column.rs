@@ -2,8 +2,8 @@
 //! while the replication is measured. Seed 000/001's columns are replication only, with
 //! views, with XDCR, with views and XDCR, and with 1, 5, 10 or 25 external DCP clients.
 //!
-//! Written `replication`, `views`, `xdcr`, `clients:N`, or a `+` of several
-//! (`views+xdcr`).
+//! Written `replication`, `views` (one index), `views:N` (N indexes), `xdcr`, `clients:N`,
+//! or a `+` of several (`views:5+xdcr`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -11,13 +11,16 @@ use std::str::FromStr;
 
 /// External DCP clients per column, at most (each opens one connection per node).
 pub const CLIENTS_MAX: u16 = 64;
+/// Indexes per views column, at most (one per indexed field of the documents).
+pub const VIEWS_MAX: u8 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub struct Column {
-    /// An index consumer that opens streams, reads up to the current seqnos and closes them,
-    /// in cycles, as views do.
-    pub views: bool,
+    /// Real GSI indexes defined through the query service before the column's ladder (0:
+    /// none), each fed by DCP from every node, with a light query loop against them: the
+    /// seeds' views.
+    pub views: u8,
     /// Streams opened and closed continuously over 16 connections per node, as XDCR in
     /// 3.0.2 did (its source side only: nothing is written to another cluster).
     pub xdcr: bool,
@@ -28,7 +31,7 @@ pub struct Column {
 
 impl Column {
     pub const REPLICATION: Column = Column {
-        views: false,
+        views: 0,
         xdcr: false,
         clients: 0,
     };
@@ -37,11 +40,13 @@ impl Column {
         *self == Column::REPLICATION
     }
 
-    /// The column's label in the tables, after the target's (`sluice + views`).
+    /// The column's label in the tables, after the target's (`sluice + 5 indexes`).
     pub fn label(&self, target: &str) -> String {
         let mut parts = vec![target.to_string()];
-        if self.views {
-            parts.push("views".into());
+        match self.views {
+            0 => {}
+            1 => parts.push("1 index".into()),
+            n => parts.push(format!("{n} indexes")),
         }
         if self.xdcr {
             parts.push("XDCR".into());
@@ -58,8 +63,10 @@ impl Column {
 impl fmt::Display for Column {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        if self.views {
-            parts.push("views".to_string());
+        match self.views {
+            0 => {}
+            1 => parts.push("views".to_string()),
+            n => parts.push(format!("views:{n}")),
         }
         if self.xdcr {
             parts.push("xdcr".to_string());
@@ -82,7 +89,16 @@ impl FromStr for Column {
         for part in s.split('+').map(str::trim) {
             match part {
                 "replication" => {}
-                "views" if !c.views => c.views = true,
+                "views" if c.views == 0 => c.views = 1,
+                p if p.starts_with("views:") && c.views == 0 => {
+                    let n: u8 = p["views:".len()..]
+                        .parse()
+                        .map_err(|_| format!("`{p}`: views:N takes a number of indexes"))?;
+                    if !(1..=VIEWS_MAX).contains(&n) {
+                        return Err(format!("`{p}`: 1 to {VIEWS_MAX} indexes"));
+                    }
+                    c.views = n;
+                }
                 "xdcr" if !c.xdcr => c.xdcr = true,
                 p if p.starts_with("clients:") && c.clients == 0 => {
                     let n: u16 = p["clients:".len()..]
@@ -95,8 +111,8 @@ impl FromStr for Column {
                 }
                 p => {
                     return Err(format!(
-                        "`{p}` in `{s}`: a column is replication, views, xdcr, clients:N, \
-                         or several joined by + (each once)"
+                        "`{p}` in `{s}`: a column is replication, views, views:N, xdcr, \
+                         clients:N, or several joined by + (each once)"
                     ))
                 }
             }
@@ -126,9 +142,25 @@ mod tests {
     #[test]
     fn columns_parse_print_and_label() {
         let c: Column = "views+xdcr".parse().unwrap();
-        assert!(c.views && c.xdcr && c.clients == 0);
+        assert!(c.views == 1 && c.xdcr && c.clients == 0);
         assert_eq!(c.to_string(), "views+xdcr");
-        assert_eq!(c.label("sluice"), "sluice + views + XDCR");
+        assert_eq!(c.label("sluice"), "sluice + 1 index + XDCR");
+        let five: Column = "views:5".parse().unwrap();
+        assert_eq!((five.views, five.xdcr, five.clients), (5, false, 0));
+        assert_eq!(five.label("sluice"), "sluice + 5 indexes");
+        assert_eq!(
+            "views:1".parse::<Column>().unwrap(),
+            "views".parse::<Column>().unwrap(),
+            "views is one index"
+        );
+        assert_eq!("views:1".parse::<Column>().unwrap().to_string(), "views");
+        assert_eq!(
+            "views:16+xdcr+clients:2"
+                .parse::<Column>()
+                .unwrap()
+                .label("s"),
+            "s + 16 indexes + XDCR + 2 DCP clients"
+        );
         let r: Column = "replication".parse().unwrap();
         assert!(r.is_replication_only());
         assert_eq!(
@@ -147,6 +179,9 @@ mod tests {
             "xdcr",
             "clients:5",
             "views+xdcr+clients:10",
+            "views:5",
+            "views:16+xdcr",
+            "views:10+clients:1",
         ] {
             assert_eq!(round.parse::<Column>().unwrap().to_string(), round);
         }
@@ -161,6 +196,12 @@ mod tests {
             "clients:x",
             "clients:65",
             "views+views",
+            "views:0",
+            "views:17",
+            "views:x",
+            "views:",
+            "views:2+views",
+            "views+views:3",
         ] {
             assert!(bad.parse::<Column>().is_err(), "{bad:?} accepted");
         }
@@ -173,5 +214,7 @@ mod tests {
         assert_eq!(json, "\"xdcr+clients:5\"");
         assert_eq!(serde_json::from_str::<Column>(&json).unwrap(), c);
         assert!(serde_json::from_str::<Column>("\"nope\"").is_err());
+        let v: Column = serde_json::from_str("\"views:10+xdcr\"").unwrap();
+        assert_eq!((v.views, v.xdcr), (10, true));
     }
 }

@@ -60,14 +60,16 @@ pub async fn probe(
 ) -> anyhow::Result<DurableLatency> {
     let mut latency = Latency::new();
     let (mut writes, mut failed) = (0u64, 0u64);
-    let value = Bytes::from(vec![b'd'; plan.value.len()]);
+    // The load's documents, other field values: the probe's writes are indexed like the
+    // load's.
+    let docs = plan.docs.salted(plan.docs.salt ^ seed.rotate_left(17));
     let mut clock = PoissonClock::new(plan.start, plan.until, hz, seed);
     let mut n = 0u64;
     while clock.tick().await {
         n += 1;
         let key = Bytes::from(format!("{tag}:{}:{n}", level.name()));
         let sent = Instant::now();
-        let ok = target.durable_set(key, value.clone(), level).await?;
+        let ok = target.durable_set(key, docs.doc(n), level).await?;
         if sent < plan.measure_from {
             continue;
         }

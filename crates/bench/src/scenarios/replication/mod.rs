@@ -1,7 +1,9 @@
 //! `sluice bench replication` (seeds 000/001; it reuses the pacer, latency and tables):
 //! replication lag, bytes and latency under stepped set rates, beside Redis on request.
 //! - `args`       — `ReplArgs`, the command line; `column` — what else reads the change
-//!   streams meanwhile, and `background` — those DCP readers;
+//!   streams meanwhile: `background` — the DCP readers (XDCR, clients), `indexes` — the
+//!   views columns' real indexes and their query loop;
+//! - `values`     — the JSON documents every write carries;
 //! - `run`        — `run_replication`: each target in turn, fresh, up the rate ladder;
 //! - `target`     — the targets behind one interface: `sluice` (smart client, GET_REPLICA,
 //!   STAT lag) and `redis` (RESP, INFO replication lag);
@@ -14,6 +16,7 @@ pub mod args;
 pub mod background;
 pub mod column;
 pub mod durable;
+pub mod indexes;
 pub mod measure;
 pub mod redis;
 pub mod report;
@@ -22,3 +25,4 @@ pub mod sluice;
 pub mod stages;
 pub mod step;
 pub mod target;
+pub mod values;

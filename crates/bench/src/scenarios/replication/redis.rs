@@ -4,7 +4,6 @@
 //! the primary's `master_repl_offset` minus the replica's own `slave_repl_offset`, in bytes,
 //! turned into writes by the step's measured bytes per SET.
 
-use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use crate::load::workload::key;
 use crate::scenarios::replication::durable::DURABLE_TIMEOUT;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::step::WritePlan;
+use crate::scenarios::replication::values::Docs;
 
 /// SETs per prefill pipeline round.
 const PREFILL_BATCH: u64 = 1024;
@@ -58,7 +58,8 @@ impl RedisTarget {
         })
     }
 
-    pub async fn prefill(&self, items: u64, value: &Bytes, done: &AtomicU64) -> anyhow::Result<()> {
+    /// Writes keys `0..items` once, key `i` with document `i` of `docs` (as Sluice's).
+    pub async fn prefill(&self, items: u64, docs: &Docs, done: &AtomicU64) -> anyhow::Result<()> {
         let mut conn = RespConn::connect(self.pair.primary).await?;
         let mut next = 0;
         let mut buf = Vec::new();
@@ -66,7 +67,7 @@ impl RedisTarget {
             let end = (next + PREFILL_BATCH).min(items);
             buf.clear();
             for i in next..end {
-                encode(&[b"SET", &key(i), value], &mut buf);
+                encode(&[b"SET", &key(i), &docs.doc(i)], &mut buf);
             }
             conn.send_raw(&buf).await?;
             for _ in next..end {
@@ -103,7 +104,10 @@ impl RedisTarget {
                 };
                 let slot = first + k * plan.writers;
                 k += 1;
-                encode(&[b"SET", &key(slot % plan.items), &plan.value], &mut buf);
+                encode(
+                    &[b"SET", &key(slot % plan.items), &plan.docs.doc(slot)],
+                    &mut buf,
+                );
                 pending.push_back(due);
             }
             if !buf.is_empty() {

@@ -13,6 +13,7 @@ use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::background::ReaderCount;
 use crate::scenarios::replication::durable::{self, DurableLatency};
+use crate::scenarios::replication::indexes::IndexActivity;
 use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::step::StepResult;
 
@@ -160,12 +161,16 @@ fn highest(rows: &[&MedianRow], meets: impl Fn(&MedianRow) -> bool) -> Option<f6
     rows.iter().take_while(|r| meets(r)).map(|r| r.rate).last()
 }
 
-/// What a column's DCP readers did over one run's ladder.
+/// What a column's DCP readers (XDCR, clients) and indexes (views) did over one run's
+/// ladder.
 #[derive(Debug, Clone, Serialize)]
 pub struct ColumnReaders {
     pub target: String,
     pub run: u32,
     pub readers: Vec<ReaderCount>,
+    /// A views column's indexes and query loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexes: Option<IndexActivity>,
 }
 
 #[derive(Debug, Serialize)]
@@ -404,6 +409,84 @@ impl ReplReport {
         t
     }
 
+    /// What the views columns' indexes and query loops did, a row per column and run.
+    pub fn indexes_table(&self) -> Option<Table> {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "indexes",
+            "on",
+            "build s (each)",
+            "entries built / at end",
+            "queries",
+            "rows",
+            "query p50 / p99",
+            "errors",
+        ]);
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(|x| thousands(*x as f64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for c in &self.readers {
+            let Some(ix) = &c.indexes else { continue };
+            let errors = match &ix.first_error {
+                Some(e) => format!("{} (first: {e})", ix.errors),
+                None => ix.errors.to_string(),
+            };
+            let builds = ix
+                .build_s
+                .iter()
+                .map(|s| format!("{s:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            t.push(vec![
+                c.target.clone(),
+                (c.run + 1).to_string(),
+                ix.indexes.to_string(),
+                ix.node.clone(),
+                builds,
+                format!("{} / {}", list(&ix.entries_built), list(&ix.entries_end)),
+                thousands(ix.queries as f64),
+                thousands(ix.rows as f64),
+                format!(
+                    "{} / {}",
+                    format_us(ix.query_p50_us),
+                    format_us(ix.query_p99_us)
+                ),
+                errors,
+            ]);
+        }
+        (!t.rows.is_empty()).then_some(t)
+    }
+
+    /// The views columns' indexes' items remaining per step (summed over the column's
+    /// indexes), every run a row.
+    pub fn index_backlog_table(&self) -> Option<Table> {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "set rate /s",
+            "index items remaining avg / max / at the end",
+        ]);
+        for s in &self.steps {
+            let Some(b) = &s.index_backlog else { continue };
+            t.push(vec![
+                s.target.clone(),
+                (s.run + 1).to_string(),
+                thousands(s.rate),
+                format!(
+                    "{} / {} / {}",
+                    thousands(b.avg),
+                    thousands(b.max as f64),
+                    thousands(b.end as f64)
+                ),
+            ]);
+        }
+        (!t.rows.is_empty()).then_some(t)
+    }
+
     /// Per target, a line over the rates of `f` of its median rows.
     fn by_rate_lines(&self, f: fn(&MedianRow) -> f64) -> Vec<Series> {
         self.targets
@@ -499,7 +582,8 @@ impl ReplReport {
                 format!("the cluster at {}", a.connect.join(","))
             };
         md.push_str(&format!(
-            "Setup: {setup}. {} items of {} B prefilled, then open-loop sets over the same keys \
+            "Setup: {setup}. {} JSON documents of {} B (number fields f0 … and padding) \
+             prefilled, then open-loop sets of such documents over the same keys \
              at each rate for {} s ({} s warm-up not measured), {} writers. Replication \
              latency: {} Poisson-timed samples/s, each a set on the active followed by reads \
              of the replica until it serves the value. Items remaining: sampled every 100 ms \
@@ -570,17 +654,44 @@ impl ReplReport {
         }
         if !self.readers.is_empty() {
             md.push_str(&format!(
-                "## What the columns' DCP readers did\n\nViews: one connection per node \
-                 opening, reading to the current seqno and closing a stream per changed \
-                 vbucket every {} ms. XDCR: the same over 16 connections per node every {} ms \
-                 (source side only). DCP clients: one connection per node each, every vbucket \
-                 from seqno 0, then following. Counts are over the column's whole ladder; \
-                 `ended by producer`: streams the producer ended (e.g. too slow under memory \
-                 pressure), each asked for again.\n\n{}\n",
-                self.args.views_every_ms,
-                self.args.xdcr_every_ms,
-                self.readers_table().to_markdown()
+                "## What the columns' DCP readers did\n\nViews (`views:N`): N real indexes \
+                 (`CREATE INDEX bench_ix_i ON default(fi)`, one per number field of the \
+                 documents) defined through the query service of the map's first node before \
+                 the column's ladder, each built over the prefilled documents (`CREATE INDEX` \
+                 answers once the index is online) and fed by the server's DCP streams of \
+                 every vbucket from every node; dropped after the column. Beside the load a \
+                 query loop sends one point query every {} ms (`SELECT META().id FROM default \
+                 WHERE fi = $v`, not_bounded, the indexes in turn, a random value). XDCR: 16 \
+                 connections per node opening, reading to the current seqno and closing a \
+                 stream per changed vbucket every {} ms (source side only). DCP clients: one \
+                 connection per node each, every vbucket from seqno 0, then following.\n\n",
+                self.args.views_query_every_ms, self.args.xdcr_every_ms,
             ));
+            if let Some(t) = self.indexes_table() {
+                md.push_str(&format!(
+                    "Indexes: build time of each, entries (approximate) once built and at the \
+                     column's end, and the query loop over the column's whole ladder.\n\n{}\n",
+                    t.to_markdown()
+                ));
+            }
+            if let Some(t) = self.index_backlog_table() {
+                md.push_str(&format!(
+                    "The indexes' items remaining (STAT `index`: seqnos of the active vbuckets \
+                     not applied yet, summed over the column's indexes), read every {} ms over \
+                     the measured part of each step.\n\n{}\n",
+                    crate::scenarios::replication::indexes::BACKLOG_EVERY.as_millis(),
+                    t.to_markdown()
+                ));
+            }
+            let dcp = self.readers_table();
+            if !dcp.rows.is_empty() {
+                md.push_str(&format!(
+                    "DCP readers: counts over the column's whole ladder; `ended by producer`: \
+                     streams the producer ended (e.g. too slow under memory pressure), each \
+                     asked for again.\n\n{}\n",
+                    dcp.to_markdown()
+                ));
+            }
         }
         md
     }
@@ -621,6 +732,7 @@ mod tests {
             resident_pct: Some(100),
             stages: None,
             durable: Vec::new(),
+            index_backlog: None,
             timeline: Timeline {
                 latency_ms: vec![(0.5, p99_ms)],
                 items_remaining: vec![(0.1, items)],
@@ -752,10 +864,11 @@ mod tests {
     #[test]
     fn the_readers_table_has_a_row_per_reader_kind_and_run() {
         let readers = vec![ColumnReaders {
-            target: "sluice + views".into(),
+            target: "sluice + XDCR".into(),
             run: 0,
+            indexes: None,
             readers: vec![ReaderCount {
-                kind: "views".into(),
+                kind: "XDCR".into(),
                 connections: 2,
                 items: 1500,
                 bytes: 2_000_000,
@@ -769,8 +882,70 @@ mod tests {
         let r = ReplReport::new(args("1000"), vec!["s".into()], vec![], readers);
         let t = r.readers_table().to_markdown();
         assert!(
-            t.contains("| sluice + views | 1 | views | 2 | 40 | 10 | 1,500 | 2.0 | 3 | 1 (first: refused) |"),
+            t.contains(
+                "| sluice + XDCR | 1 | XDCR | 2 | 40 | 10 | 1,500 | 2.0 | 3 | 1 (first: refused) |"
+            ),
             "{t}"
         );
+        assert!(r.indexes_table().is_none() && r.index_backlog_table().is_none());
+        let md = r.markdown();
+        assert!(md.contains("## What the columns' DCP readers did"), "{md}");
+        assert!(md.contains("DCP readers: counts over"), "{md}");
+        assert!(!md.contains("Indexes: build time"), "{md}");
+    }
+
+    #[test]
+    fn a_views_column_reports_its_real_indexes_and_query_loop() {
+        let readers = vec![ColumnReaders {
+            target: "sluice + 5 indexes".into(),
+            run: 1,
+            readers: vec![],
+            indexes: Some(IndexActivity {
+                indexes: 2,
+                node: "127.0.0.1:13101".into(),
+                build_s: vec![3.31, 4.0],
+                entries_built: vec![20_000, 20_000],
+                entries_end: vec![20_000, 20_010],
+                queries: 1200,
+                rows: 240,
+                query_p50_us: 800.0,
+                query_p99_us: 4000.0,
+                errors: 0,
+                first_error: None,
+            }),
+        }];
+        let mut s = step("sluice + 5 indexes", 1, 5000.0, 2.0, 3.0);
+        s.index_backlog = Some(crate::scenarios::replication::indexes::IndexBacklog {
+            readings: 16,
+            avg: 1234.4,
+            max: 5000,
+            end: 17,
+        });
+        let r = ReplReport::new(
+            args("5000"),
+            vec!["sluice + 5 indexes".into()],
+            vec![s],
+            readers,
+        );
+        let t = r.indexes_table().unwrap().to_markdown();
+        assert!(
+            t.contains("| sluice + 5 indexes | 2 | 2 | 127.0.0.1:13101 | 3.3, 4.0 | 20,000, 20,000 / 20,000, 20,010 | 1,200 | 240 | 800 µs / 4.00 ms | 0 |"),
+            "{t}"
+        );
+        let b = r.index_backlog_table().unwrap().to_markdown();
+        assert!(
+            b.contains("| sluice + 5 indexes | 2 | 5,000 | 1,234 / 5,000 / 17 |"),
+            "{b}"
+        );
+        let md = r.markdown();
+        assert!(md.contains("N real indexes"), "{md}");
+        assert!(md.contains("one point query every 100 ms"), "{md}");
+        assert!(md.contains("Indexes: build time"), "{md}");
+        assert!(
+            !md.contains("DCP readers: counts over"),
+            "no DCP reader ran: {md}"
+        );
+        let json = serde_json::to_value(&r.readers[0]).unwrap();
+        assert_eq!(json["indexes"]["build_s"][1], 4.0);
     }
 }

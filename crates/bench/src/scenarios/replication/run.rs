@@ -1,11 +1,11 @@
 //! [`run_replication`]: for each run, each target in turn (alternating order run by run):
 //! start it fresh, prefill, wait until the replicas have caught up, then for each column
-//! (Sluice; a peer has only replication) start the column's DCP readers and climb the rate
-//! ladder until a rate is not held, stop the readers and let the cluster settle. Then
-//! medians, report.md, results.json and the charts.
+//! (Sluice; a peer has only replication) define the column's indexes (views) and start its
+//! DCP readers and query loop, climb the rate ladder until a rate is not held, stop the
+//! readers, drop the indexes and let the cluster settle. Then medians, report.md,
+//! results.json and the charts.
 
 use anyhow::Context;
-use bytes::Bytes;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -18,11 +18,13 @@ use crate::scenarios::kv::args::BucketTypeArg;
 use crate::scenarios::replication::args::{ReplArgs, ReplPeer};
 use crate::scenarios::replication::background::Background;
 use crate::scenarios::replication::column::Column;
+use crate::scenarios::replication::indexes::Indexes;
 use crate::scenarios::replication::redis::RedisTarget;
 use crate::scenarios::replication::report::{ColumnReaders, ReplReport};
 use crate::scenarios::replication::sluice::SluiceTarget;
 use crate::scenarios::replication::step::{run_step, StepConfig, StepResult};
 use crate::scenarios::replication::target::Target;
+use crate::scenarios::replication::values::Docs;
 
 /// After the prefill, the replicas get this long to catch up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -83,13 +85,18 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
         writers: args.writers,
         in_flight_max: args.in_flight_max,
         items: args.items,
-        value: Bytes::from(vec![b'v'; args.value_bytes]),
+        docs: Docs::new(args.value_bytes, 0),
         sample_hz: args.sample_hz,
         sample_key_prefix: sample_key_prefix(),
         breakdown: args.breakdown,
         durable_hz: args.durable_hz,
         persistent_bucket: args.bucket_type == BucketTypeArg::Couchbase,
     };
+    eprintln!(
+        "documents: JSON of {} B, {} number fields (f0, f1, …) and padding",
+        args.value_bytes,
+        cfg.docs.fields()
+    );
     let mut all = Outcome::default();
     for run in 0..args.runs {
         let mut order = kinds.clone();
@@ -207,7 +214,7 @@ async fn columns(
         Length::Ops(args.items),
         done.clone(),
     );
-    let filled = target.prefill(args.items, &cfg.value, &done).await;
+    let filled = target.prefill(args.items, &cfg.docs, &done).await;
     bar.finish();
     filled?;
     caught_up(target).await?;
@@ -215,8 +222,29 @@ async fn columns(
     let mut out = Outcome::default();
     for column in kind.columns(args) {
         let label = column.label(&kind.label());
-        let readers = match (&**target, column.is_replication_only()) {
-            (Target::Sluice(t), false) => {
+        let sluice = match &**target {
+            Target::Sluice(t) => Some(t),
+            Target::Redis(_) => None,
+        };
+        let mut indexes = match sluice {
+            Some(t) if column.views > 0 => {
+                let node = t.index_node(&args.login.username, &args.login.password)?;
+                eprintln!(
+                    "{label}: defining {} index(es) on {} (each answers once built over the \
+                     documents)",
+                    column.views, node.admin
+                );
+                let ix = Indexes::create(node, column.views)
+                    .await
+                    .with_context(|| format!("{label}: defining the indexes"))?;
+                caught_up(target).await?;
+                target.settle(SETTLE_BETWEEN_STEPS).await?;
+                Some(ix)
+            }
+            _ => None,
+        };
+        let readers = match sluice {
+            Some(t) if column.xdcr || column.clients > 0 => {
                 eprintln!("{label}: starting the column's DCP readers");
                 Some(Background::start(
                     column,
@@ -227,12 +255,31 @@ async fn columns(
             }
             _ => None,
         };
-        let climbed = ladder(target, &label, run, args, cfg).await;
-        if let Some(r) = readers {
+        let queries = indexes
+            .as_ref()
+            .map(|ix| ix.query_loop(args.views_query_every()));
+        let climbed = ladder(target, indexes.as_mut(), &label, run, args, cfg).await;
+        let readers = match readers {
+            Some(r) => r.stop().await,
+            None => Vec::new(),
+        };
+        let indexes = match (indexes, queries) {
+            (Some(ix), Some(q)) => {
+                let q = q.stop().await;
+                Some(
+                    ix.finish(q)
+                        .await
+                        .with_context(|| format!("{label}: dropping the indexes"))?,
+                )
+            }
+            _ => None,
+        };
+        if !readers.is_empty() || indexes.is_some() {
             out.readers.push(ColumnReaders {
                 target: label.clone(),
                 run,
-                readers: r.stop().await,
+                readers,
+                indexes,
             });
         }
         out.steps.extend(climbed?);
@@ -244,6 +291,7 @@ async fn columns(
 
 async fn ladder(
     target: &Arc<Target>,
+    mut indexes: Option<&mut Indexes>,
     label: &str,
     run: u32,
     args: &ReplArgs,
@@ -257,11 +305,32 @@ async fn ladder(
             Length::Time(cfg.length),
             done.clone(),
         );
-        let step = run_step(target.clone(), label, run, rate, cfg, done).await;
+        let step = run_step(target.clone(), label, run, rate, cfg, done);
+        let (step, backlog) = match indexes.as_deref_mut() {
+            Some(ix) => {
+                // The step's measured part, as run_step places it (it starts 20 ms on).
+                let start = Instant::now() + Duration::from_millis(20);
+                let (from, until) = (start + cfg.warmup, start + cfg.length);
+                let (step, backlog) = tokio::join!(step, ix.backlog(from, until));
+                (step, Some(backlog))
+            }
+            None => (step.await, None),
+        };
         bar.finish();
-        let step = step?;
+        let mut step = step?;
+        match backlog {
+            Some(Ok(b)) => step.index_backlog = Some(b),
+            Some(Err(e)) => eprintln!("{label}: reading the indexes' items remaining: {e:#}"),
+            None => {}
+        }
+        let index = step.index_backlog.map_or(String::new(), |b| {
+            format!(
+                ", index items remaining avg {:.0} / max {} / end {}",
+                b.avg, b.max, b.end
+            )
+        });
         eprintln!(
-            "{label}, run {}, {rate}/s: held {:.0}/s, replication p99 {}, items remaining avg {:.1}",
+            "{label}, run {}, {rate}/s: held {:.0}/s, replication p99 {}, items remaining avg {:.1}{index}",
             run + 1,
             step.achieved_per_s,
             crate::load::latency::format_us(step.repl_latency.p99_us),

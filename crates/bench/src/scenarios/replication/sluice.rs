@@ -25,9 +25,11 @@ use crate::load::pacer::Pacer;
 use crate::load::workload::key;
 use crate::scenarios::replication::background::NodeShare;
 use crate::scenarios::replication::durable::{DurableLevel, DURABLE_TIMEOUT};
+use crate::scenarios::replication::indexes::IndexNode;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
+use crate::scenarios::replication::values::Docs;
 
 /// Waiting for persistence fails if nothing more is persisted for this long.
 const PERSIST_STALL: Duration = Duration::from_secs(60);
@@ -104,6 +106,26 @@ impl SluiceTarget {
         &self.login
     }
 
+    /// Where a views column defines its indexes: the map's first node (the one whose query
+    /// service the map lists), its admin port from the map (`mgmt`; else the KV port + 1,
+    /// as `sluice cluster up` lays them out).
+    pub fn index_node(&self, username: &str, password: &str) -> anyhow::Result<IndexNode> {
+        let map = self.writer.map();
+        let node = map.nodes().first().context("the map lists no node")?;
+        let kv = loopback_addr(&node.addr)?;
+        let admin_port = match node.mgmt_port {
+            Some(p) => p,
+            None => node.kv_port.checked_add(1).context("no admin port")?,
+        };
+        Ok(IndexNode {
+            admin: std::net::SocketAddr::new(kv.ip(), admin_port),
+            kv,
+            login: self.login.clone(),
+            username: username.to_string(),
+            password: password.to_string(),
+        })
+    }
+
     /// Each node of the map with the vbuckets active on it.
     pub fn shares(&self) -> anyhow::Result<Vec<NodeShare>> {
         let map = self.writer.map();
@@ -144,13 +166,13 @@ impl SluiceTarget {
         Ok(())
     }
 
-    /// Writes keys `0..items` once.
-    pub async fn prefill(&self, items: u64, value: &Bytes, done: &AtomicU64) -> anyhow::Result<()> {
+    /// Writes keys `0..items` once, key `i` with document `i` of `docs`.
+    pub async fn prefill(&self, items: u64, docs: &Docs, done: &AtomicU64) -> anyhow::Result<()> {
         let mut next = 0u64;
         while next < items {
             let end = (next + PREFILL_BATCH as u64).min(items);
             let batch: Vec<([u8; 32], Bytes)> =
-                (next..end).map(|i| (key(i), value.clone())).collect();
+                (next..end).map(|i| (key(i), docs.doc(i))).collect();
             let answers = self.writer.set_many(&batch, StoreOptions::default()).await;
             if let Some(e) = answers.into_iter().find_map(Result::err) {
                 anyhow::bail!("prefill: a set failed: {e} (is the quota big enough?)");
@@ -182,7 +204,7 @@ impl SluiceTarget {
                 };
                 let slot = first + k * plan.writers;
                 k += 1;
-                let (c, v) = (self.writer.clone(), plan.value.clone());
+                let (c, v) = (self.writer.clone(), plan.docs.doc(slot));
                 let key = key(slot % plan.items);
                 running.spawn(async move {
                     let ok = c.set(&key, &v, StoreOptions::default()).await.is_ok();

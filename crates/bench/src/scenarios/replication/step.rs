@@ -17,12 +17,14 @@ use tokio::task::JoinSet;
 
 use crate::load::latency::LatencySummary;
 use crate::scenarios::replication::durable::{self, DurableLatency, DurableLevel};
+use crate::scenarios::replication::indexes::IndexBacklog;
 use crate::scenarios::replication::measure::{
     items_behind, summarize_lag, LagSample, LagSummary, PoissonClock, SampleOutcome, WriteOutcome,
     MONITOR_EVERY,
 };
 use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::target::Target;
+use crate::scenarios::replication::values::Docs;
 
 /// A sample not visible on the replica by then counts as a timeout.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -39,7 +41,8 @@ pub struct WritePlan {
     pub writers: u64,
     pub in_flight_max: usize,
     pub items: u64,
-    pub value: Bytes,
+    /// The documents of this step's writes (JSON of the value size; the salt is the step's).
+    pub docs: Docs,
     /// Sets answered with success so far (for the progress bar).
     pub done: Arc<AtomicU64>,
 }
@@ -55,7 +58,8 @@ pub struct StepConfig {
     pub writers: u32,
     pub in_flight_max: u32,
     pub items: u64,
-    pub value: Bytes,
+    /// The documents written (their size; each step salts them its own way).
+    pub docs: Docs,
     pub sample_hz: f64,
     /// Starts every sample key, and differs from one invocation to the next: a sample
     /// written again with the value of an earlier invocation is on the replica before it
@@ -104,6 +108,9 @@ pub struct StepResult {
     pub stages: Option<Vec<StageTiming>>,
     /// The durable probes, one per level the target offers (empty with `--durable-hz 0`).
     pub durable: Vec<DurableLatency>,
+    /// A views column: its indexes' items remaining over the measured part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_backlog: Option<IndexBacklog>,
     /// The step over time, for the charts (not in results.json: the figures above are).
     #[serde(skip)]
     pub timeline: Timeline,
@@ -127,6 +134,9 @@ pub async fn run_step(
     done: Arc<AtomicU64>,
 ) -> anyhow::Result<StepResult> {
     let before = redis_offsets(&target).await?;
+    // Steps repeat rates (a ladder may list one twice, and every run has the same ones):
+    // each step of the invocation gets its own keys and its own documents.
+    let step_no = STEPS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now() + Duration::from_millis(20);
     let plan = WritePlan {
         start,
@@ -136,7 +146,7 @@ pub async fn run_step(
         writers: u64::from(cfg.writers),
         in_flight_max: cfg.in_flight_max as usize,
         items: cfg.items,
-        value: cfg.value.clone(),
+        docs: cfg.docs.salted(cfg.docs.salt ^ (step_no + 1)),
         done,
     };
     let mut writers = JoinSet::new();
@@ -145,9 +155,6 @@ pub async fn run_step(
         writers.spawn(async move { t.write(p, i).await });
     }
     let seed = run as u64 * 1_000_003 + rate as u64;
-    // Steps repeat rates (a ladder may list one twice, and every run has the same ones):
-    // each step of the invocation gets its own keys.
-    let step_no = STEPS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tag = format!("{}:{label}:{run}:{rate}:{step_no}", cfg.sample_key_prefix);
     let sampler = tokio::spawn(sample(
         target.clone(),
@@ -246,6 +253,7 @@ pub async fn run_step(
         resident_pct,
         stages,
         durable,
+        index_backlog: None,
         timeline,
     })
 }
@@ -268,14 +276,6 @@ async fn redis_offsets(target: &Target) -> anyhow::Result<Option<(u64, u64)>> {
     }
 }
 
-/// A sample's value: its number first (so every sample's value differs), padded to the
-/// load's value size.
-fn sample_value(n: u64, len: usize) -> Bytes {
-    let mut v = format!("sample-{n}-").into_bytes();
-    v.resize(len.max(v.len()), b'x');
-    Bytes::from(v)
-}
-
 async fn sample(
     target: Arc<Target>,
     plan: WritePlan,
@@ -291,7 +291,8 @@ async fn sample(
             break;
         }
         let key = Bytes::from(format!("{tag}:{n}"));
-        let value = sample_value(n, plan.value.len());
+        // Its number first: every sample's value differs.
+        let value = plan.docs.sample(n);
         let sent = Instant::now();
         if target
             .send_sample(key.clone(), value.clone())

@@ -12,6 +12,7 @@ use crate::scenarios::replication::redis::RedisTarget;
 use crate::scenarios::replication::sluice::SluiceTarget;
 use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
+use crate::scenarios::replication::values::Docs;
 
 pub enum Target {
     // Both boxed: each holds several clients or connections inline.
@@ -20,10 +21,10 @@ pub enum Target {
 }
 
 impl Target {
-    pub async fn prefill(&self, items: u64, value: &Bytes, done: &AtomicU64) -> anyhow::Result<()> {
+    pub async fn prefill(&self, items: u64, docs: &Docs, done: &AtomicU64) -> anyhow::Result<()> {
         match self {
-            Target::Sluice(t) => t.prefill(items, value, done).await,
-            Target::Redis(t) => t.prefill(items, value, done).await,
+            Target::Sluice(t) => t.prefill(items, docs, done).await,
+            Target::Redis(t) => t.prefill(items, docs, done).await,
         }
     }
 

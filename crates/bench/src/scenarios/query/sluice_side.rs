@@ -1,0 +1,195 @@
+//! Sluice as a `bench query` system: its own single-node `sluice server` (a couchbase
+//! bucket), loaded over KV, indexed through the query service; query clients over HTTP, and
+//! KV connections for the writers and the freshness prober.
+
+use anyhow::Context;
+use serde_json::json;
+use sluice_client::Client;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+use crate::load::connect::connect_all;
+use crate::scenarios::kv::args::BucketTypeArg;
+use crate::scenarios::kv::targets::{start_sluice, ServerSpec, Target};
+use crate::scenarios::query::args::QueryArgs;
+use crate::scenarios::query::closed_loop::{Query, QueryClient, QUERY_TIMEOUT, RANGE_ROWS};
+use crate::scenarios::query::docs::{DocSet, Revision};
+use crate::scenarios::query::kv_sets::set_all;
+use crate::scenarios::query::n1ql::N1qlConn;
+use crate::scenarios::query::writer::BatchWriter;
+
+/// Connections of the load.
+const LOAD_CONNECTIONS: u32 = 8;
+/// `CREATE INDEX` answers once the index is online; a large build may take a while.
+const DDL_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub const POINT: &str = "SELECT META().id, d.* FROM default d WHERE email = $e";
+pub const RANGE: &str = "SELECT META().id, d.k FROM default d WHERE k >= $lo ORDER BY k LIMIT 100";
+/// [`RANGE`] with the page's upper end in the predicate too.
+pub const BOUNDED: &str =
+    "SELECT META().id, d.k FROM default d WHERE k BETWEEN $lo AND $hi ORDER BY k LIMIT 100";
+/// The prober's lookup: only whether the document is visible.
+pub const PROBE: &str = "SELECT META().id FROM default d WHERE email = $e";
+/// The query service's own deadline for the clients' queries (below [`QUERY_TIMEOUT`]).
+const SERVER_TIMEOUT: &str = "25s";
+pub const INDEXES: [(&str, &str); 2] = [("ix_email", "email"), ("ix_k", "k")];
+
+pub struct SluiceSide {
+    target: Target,
+    pub admin: SocketAddr,
+    username: String,
+    password: String,
+}
+
+impl SluiceSide {
+    pub async fn start(args: &QueryArgs) -> anyhow::Result<SluiceSide> {
+        let target = start_sluice(&ServerSpec {
+            bucket: args.login.bucket.clone(),
+            bucket_type: BucketTypeArg::Couchbase,
+            memory_quota_mb: args.memory_quota_mb,
+            vbuckets: args.vbuckets,
+            username: args.login.username.clone(),
+            password: args.login.password.clone(),
+            tls: false,
+        })
+        .await
+        .context("starting sluice server")?;
+        let admin = target
+            .admin
+            .context("the started server has an admin port")?;
+        Ok(SluiceSide {
+            target,
+            admin,
+            username: args.login.username.clone(),
+            password: args.login.password.clone(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.target.pid()
+    }
+
+    pub async fn kv(&self, n: u32) -> anyhow::Result<Vec<Client>> {
+        Ok(connect_all(self.target.addr, &self.target.options, n).await?)
+    }
+
+    pub async fn n1ql(&self, timeout: Duration) -> anyhow::Result<N1qlConn> {
+        Ok(N1qlConn::connect(self.admin, &self.username, &self.password, timeout).await?)
+    }
+
+    /// Sets every base document over [`LOAD_CONNECTIONS`] pipelined connections.
+    pub async fn load(&self, set: &DocSet, done: &std::sync::Arc<AtomicU64>) -> anyhow::Result<()> {
+        let conns = self.kv(LOAD_CONNECTIONS).await?;
+        let n = u64::from(LOAD_CONNECTIONS);
+        let mut tasks = JoinSet::new();
+        for (c, mut client) in (0u64..).zip(conns) {
+            let (set, done) = (*set, done.clone());
+            tasks.spawn(async move {
+                let items = (c..set.len())
+                    .step_by(n as usize)
+                    .map(move |i| (set.key(i), set.doc(i, Revision(0))));
+                set_all(&mut client, items, &done).await
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.context("a load connection panicked")??;
+        }
+        Ok(())
+    }
+
+    /// `CREATE INDEX` each of [`INDEXES`], waiting until it is online; returns how long each
+    /// took.
+    pub async fn create_indexes(&self) -> anyhow::Result<Vec<(String, Duration)>> {
+        let mut conn = self.n1ql(DDL_TIMEOUT + Duration::from_secs(10)).await?;
+        let mut took = Vec::new();
+        for (name, field) in INDEXES {
+            let start = Instant::now();
+            conn.count(&json!({
+                "statement": format!("CREATE INDEX {name} ON default({field})"),
+                "timeout": format!("{}s", DDL_TIMEOUT.as_secs()),
+            }))
+            .await
+            .with_context(|| format!("CREATE INDEX {name}"))?;
+            self.wait_online(&mut conn, name).await?;
+            took.push((name.to_string(), start.elapsed()));
+        }
+        Ok(took)
+    }
+
+    async fn wait_online(&self, conn: &mut N1qlConn, name: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + DDL_TIMEOUT;
+        loop {
+            let rows = conn
+                .rows(&json!({
+                    "statement": "SELECT state FROM system:indexes WHERE name = $n",
+                    "$n": name,
+                }))
+                .await?;
+            if rows.iter().any(|r| r["state"] == "online") {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "index {name} not online after {DDL_TIMEOUT:?}: {rows:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `n` query clients, each its own kept-alive connection; request_plus if `consistent`.
+    pub async fn clients(&self, n: u32, consistent: bool) -> anyhow::Result<Vec<SluiceQuery>> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(SluiceQuery {
+                conn: self.n1ql(QUERY_TIMEOUT).await?,
+                consistent,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Stops the server; its log is copied to `save_log`.
+    pub async fn stop(self, save_log: &Path) -> anyhow::Result<()> {
+        Ok(self.target.stop_saving_log(Some(save_log)).await?)
+    }
+}
+
+pub struct SluiceQuery {
+    conn: N1qlConn,
+    consistent: bool,
+}
+
+impl QueryClient for SluiceQuery {
+    async fn run(&mut self, q: &Query) -> Result<usize, String> {
+        let mut body = match q {
+            Query::Point { email } => json!({"statement": POINT, "$e": email}),
+            Query::Range { lo } => json!({"statement": RANGE, "$lo": lo}),
+            Query::Bounded { lo } => {
+                json!({"statement": BOUNDED, "$lo": lo, "$hi": lo + RANGE_ROWS as i64 - 1})
+            }
+        };
+        if self.consistent {
+            body["scan_consistency"] = "request_plus".into();
+        }
+        // The server gives up a little before the client does, so a slow query ends there
+        // too and its client's loop goes on (with an error) rather than ending.
+        body["timeout"] = SERVER_TIMEOUT.into();
+        self.conn.count(&body).await.map_err(|e| e.to_string())
+    }
+}
+
+/// A background writer's KV connection.
+pub struct KvWriter(pub Client);
+
+impl BatchWriter for KvWriter {
+    async fn write(&mut self, batch: Vec<(String, String)>) -> Result<(), String> {
+        let done = AtomicU64::new(0);
+        set_all(&mut self.0, batch.into_iter(), &done)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
