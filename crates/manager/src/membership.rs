@@ -284,10 +284,7 @@ pub async fn start_meta(node: &Node, planned: &Planned) -> Result<MetaNode, Memb
 /// How this node calls its peers: from its source address, and over TLS (verifying them
 /// against the cluster's CA) when the cluster encrypts its control traffic.
 pub fn member_dial(node: &Node) -> Dial {
-    Dial {
-        source: node.config.source_ip,
-        tls: node.member_tls.clone(),
-    }
+    node.member_dial()
 }
 
 /// Finishes what `plan` started: creates the cluster or gets admitted, then waits until the

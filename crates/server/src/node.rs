@@ -80,6 +80,16 @@ impl Node {
         connect
     }
 
+    /// How this node calls its peers' admin ports: from its source address, and over TLS
+    /// (verifying them against the cluster's CA) when the cluster encrypts its control
+    /// traffic.
+    pub fn member_dial(&self) -> sluice_client::net::Dial {
+        sluice_client::net::Dial {
+            source: self.config.source_ip,
+            tls: self.member_tls.clone(),
+        }
+    }
+
     /// What this node authenticates to its peers' KV ports as: the cluster identity. The
     /// secret is set before the node serves a cluster map, so before any replication starts;
     /// without it the password is empty, which no peer accepts.

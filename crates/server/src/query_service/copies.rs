@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_client::admin_http;
-use sluice_client::net::Dial;
 use tokio::time::Instant;
 
 use super::error::ServiceError;
@@ -66,10 +65,7 @@ impl QueryService {
             .filter(|n| n.id != view.this)
             .map(|n| n.admin_addr(encrypted))
             .collect();
-        let dial = Dial {
-            source: self.node.config.source_ip,
-            tls: self.node.member_tls.clone(),
-        };
+        let dial = self.node.member_dial();
         let who = self.node.peer_credentials();
         let body = json!({
             "statement": "SELECT RAW state FROM system:indexes \

@@ -11,11 +11,12 @@ use crate::report::median;
 use crate::report::scenario_out::write_report;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::args::ReplArgs;
-use crate::scenarios::replication::background::ReaderCount;
 use crate::scenarios::replication::durable::{self, DurableLatency};
-use crate::scenarios::replication::indexes::IndexActivity;
 use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::step::StepResult;
+
+mod readers;
+pub use readers::ColumnReaders;
 
 /// Issue 4's line: replication latency p99 ≤ 5 ms and items remaining ≤ 1 % of the rate.
 pub const ISSUE_P99_US: f64 = 5_000.0;
@@ -159,18 +160,6 @@ pub struct Highest {
 
 fn highest(rows: &[&MedianRow], meets: impl Fn(&MedianRow) -> bool) -> Option<f64> {
     rows.iter().take_while(|r| meets(r)).map(|r| r.rate).last()
-}
-
-/// What a column's DCP readers (XDCR, clients) and indexes (views) did over one run's
-/// ladder.
-#[derive(Debug, Clone, Serialize)]
-pub struct ColumnReaders {
-    pub target: String,
-    pub run: u32,
-    pub readers: Vec<ReaderCount>,
-    /// A views column's indexes and query loop.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub indexes: Option<IndexActivity>,
 }
 
 #[derive(Debug, Serialize)]
@@ -369,122 +358,6 @@ impl ReplReport {
                 format_us(r.set_p99_us)
             )
         })
-    }
-
-    /// What the columns' DCP readers did, summed over each run's ladder (median over runs
-    /// would hide a run whose readers failed, so every run is a row).
-    pub fn readers_table(&self) -> Table {
-        let mut t = Table::new(&[
-            "column",
-            "run",
-            "readers",
-            "connections",
-            "streams opened",
-            "cycles",
-            "items read",
-            "MB read",
-            "ended by producer",
-            "errors",
-        ]);
-        for c in &self.readers {
-            for r in &c.readers {
-                let errors = match &r.first_error {
-                    Some(e) => format!("{} (first: {e})", r.errors),
-                    None => r.errors.to_string(),
-                };
-                t.push(vec![
-                    c.target.clone(),
-                    (c.run + 1).to_string(),
-                    r.kind.clone(),
-                    r.connections.to_string(),
-                    thousands(r.streams_opened as f64),
-                    thousands(r.cycles as f64),
-                    thousands(r.items as f64),
-                    format!("{:.1}", r.bytes as f64 / 1e6),
-                    thousands(r.ended_by_producer as f64),
-                    errors,
-                ]);
-            }
-        }
-        t
-    }
-
-    /// What the views columns' indexes and query loops did, a row per column and run.
-    pub fn indexes_table(&self) -> Option<Table> {
-        let mut t = Table::new(&[
-            "column",
-            "run",
-            "indexes",
-            "on",
-            "build s (each)",
-            "entries built / at end",
-            "queries",
-            "rows",
-            "query p50 / p99",
-            "errors",
-        ]);
-        let list = |v: &[u64]| {
-            v.iter()
-                .map(|x| thousands(*x as f64))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        for c in &self.readers {
-            let Some(ix) = &c.indexes else { continue };
-            let errors = match &ix.first_error {
-                Some(e) => format!("{} (first: {e})", ix.errors),
-                None => ix.errors.to_string(),
-            };
-            let builds = ix
-                .build_s
-                .iter()
-                .map(|s| format!("{s:.1}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            t.push(vec![
-                c.target.clone(),
-                (c.run + 1).to_string(),
-                ix.indexes.to_string(),
-                ix.node.clone(),
-                builds,
-                format!("{} / {}", list(&ix.entries_built), list(&ix.entries_end)),
-                thousands(ix.queries as f64),
-                thousands(ix.rows as f64),
-                format!(
-                    "{} / {}",
-                    format_us(ix.query_p50_us),
-                    format_us(ix.query_p99_us)
-                ),
-                errors,
-            ]);
-        }
-        (!t.rows.is_empty()).then_some(t)
-    }
-
-    /// The views columns' indexes' items remaining per step (summed over the column's
-    /// indexes), every run a row.
-    pub fn index_backlog_table(&self) -> Option<Table> {
-        let mut t = Table::new(&[
-            "column",
-            "run",
-            "set rate /s",
-            "index items remaining avg / max / at the end",
-        ]);
-        for s in &self.steps {
-            let Some(b) = &s.index_backlog else { continue };
-            t.push(vec![
-                s.target.clone(),
-                (s.run + 1).to_string(),
-                thousands(s.rate),
-                format!(
-                    "{} / {} / {}",
-                    thousands(b.avg),
-                    thousands(b.max as f64),
-                    thousands(b.end as f64)
-                ),
-            ]);
-        }
-        (!t.rows.is_empty()).then_some(t)
     }
 
     /// Per target, a line over the rates of `f` of its median rows.
@@ -704,6 +577,8 @@ impl ReplReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenarios::replication::background::ReaderCount;
+    use crate::scenarios::replication::indexes::IndexActivity;
     use crate::scenarios::replication::measure::LagSummary;
     use crate::scenarios::replication::step::{ReplLatency, Timeline};
     use clap::Parser;
