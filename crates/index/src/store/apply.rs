@@ -44,13 +44,18 @@ struct Net {
     after: Option<Vec<u8>>,
 }
 
+/// One vbucket's part of an [`IndexStore::apply_many`]: its changes, in seqno order, and
+/// the stream position they reach.
+#[derive(Debug, Clone)]
+pub struct VbChanges<'a> {
+    pub vb: VbId,
+    pub changes: Vec<Change<'a>>,
+    pub to: VbPosition,
+}
+
 impl IndexStore {
     /// Applies `changes` of `vb` to index `id` and records `to` as the vbucket's position,
     /// all in one atomic batch.
-    ///
-    /// A document changed several times in `changes` is written once, as its last change
-    /// leaves it: a batch must not remove and insert the same key (its operations share
-    /// one sequence number, so which one wins would be undefined).
     pub fn apply(
         &self,
         id: super::IndexId,
@@ -58,56 +63,86 @@ impl IndexStore {
         changes: &[Change<'_>],
         to: VbPosition,
     ) -> Result<Applied> {
+        let part = VbChanges {
+            vb,
+            changes: changes.to_vec(),
+            to,
+        };
+        self.apply_many(id, std::slice::from_ref(&part))
+    }
+
+    /// Applies several vbuckets' changes to index `id`, each with the position it reaches,
+    /// in one atomic batch: one commit for all of them, which is what lets a feeder keep up
+    /// with many small snapshots (group commit).
+    ///
+    /// A document changed several times in one vbucket's changes is written once, as its
+    /// last change leaves it: a batch must not remove and insert the same key (its
+    /// operations share one sequence number, so which one wins would be undefined). A
+    /// vbucket appears at most once in `parts` (asserted).
+    pub fn apply_many(&self, id: super::IndexId, parts: &[VbChanges<'_>]) -> Result<Applied> {
         let open = self.index(id)?;
         let def = open.def();
         let _write = lock(&open.write);
         let mut applied = Applied::default();
-        let mut order: Vec<&[u8]> = Vec::new();
-        let mut net: HashMap<&[u8], Net> = HashMap::new();
-        for change in changes {
-            let key = change.key();
-            let after = match change {
-                Change::Upsert(doc) => entry_of(&def, *doc).unwrap_or_else(|_| {
-                    applied.skipped += 1;
-                    None
-                }),
-                Change::Delete { .. } => None,
-            };
-            if let Some(n) = net.get_mut(key) {
-                n.after = after;
-                continue;
-            }
-            let before = open.back.get(keys::back(vb, key))?.map(|v| v.to_vec());
-            order.push(key);
-            net.insert(key, Net { before, after });
-        }
         let mut batch = self.db.batch();
-        for key in order {
-            let n = &net[key];
-            if n.before == n.after {
-                continue;
-            }
-            if let Some(old) = &n.before {
-                batch.remove(&open.entries, old.as_slice());
-                applied.entries_removed += 1;
-            }
-            let back = keys::back(vb, key);
-            match &n.after {
-                Some(entry) => {
-                    batch.insert(&open.entries, entry.as_slice(), []);
-                    batch.insert(&open.back, back, entry.as_slice());
-                    applied.entries_added += 1;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut changes = 0u64;
+        for part in parts {
+            assert!(
+                seen.insert(part.vb),
+                "vbucket {:?} twice in one apply",
+                part.vb
+            );
+            changes += part.changes.len() as u64;
+            let vb = part.vb;
+            let mut order: Vec<&[u8]> = Vec::new();
+            let mut net: HashMap<&[u8], Net> = HashMap::new();
+            for change in &part.changes {
+                let key = change.key();
+                let after = match change {
+                    Change::Upsert(doc) => entry_of(&def, *doc).unwrap_or_else(|_| {
+                        applied.skipped += 1;
+                        None
+                    }),
+                    Change::Delete { .. } => None,
+                };
+                if let Some(n) = net.get_mut(key) {
+                    n.after = after;
+                    continue;
                 }
-                None => batch.remove(&open.back, back),
+                let before = open.back.get(keys::back(vb, key))?.map(|v| v.to_vec());
+                order.push(key);
+                net.insert(key, Net { before, after });
             }
+            for key in order {
+                let n = &net[key];
+                if n.before == n.after {
+                    continue;
+                }
+                if let Some(old) = &n.before {
+                    batch.remove(&open.entries, old.as_slice());
+                    applied.entries_removed += 1;
+                }
+                let back = keys::back(vb, key);
+                match &n.after {
+                    Some(entry) => {
+                        batch.insert(&open.entries, entry.as_slice(), []);
+                        batch.insert(&open.back, back, entry.as_slice());
+                        applied.entries_added += 1;
+                    }
+                    None => batch.remove(&open.back, back),
+                }
+            }
+            batch.insert(&self.meta, keys::position(id, vb), part.to.encode());
         }
-        batch.insert(&self.meta, keys::position(id, vb), to.encode());
         // To the OS, not fsynced: see the module doc of `store`.
         batch.durability(Some(PersistMode::Buffer)).commit()?;
-        lock(&open.positions).insert(vb, to);
-        open.counters
-            .changes
-            .fetch_add(changes.len() as u64, Ordering::Relaxed);
+        let mut positions = lock(&open.positions);
+        for part in parts {
+            positions.insert(part.vb, part.to);
+        }
+        drop(positions);
+        open.counters.changes.fetch_add(changes, Ordering::Relaxed);
         open.counters
             .skipped
             .fetch_add(applied.skipped, Ordering::Relaxed);

@@ -29,7 +29,7 @@ use crate::definition::{IndexDef, IndexId, IndexState};
 use crate::error::{IndexError, Result};
 use crate::position::VbPosition;
 
-pub use apply::{Applied, Change};
+pub use apply::{Applied, Change, VbChanges};
 pub use scan::{ScanEntry, ScanPage};
 
 pub struct IndexStore {

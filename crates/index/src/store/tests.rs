@@ -357,3 +357,64 @@ fn memory_counts_what_the_memtables_hold() {
     // 100 entries of over 1 KB each, and their back references, in the memtables.
     assert!(store.memory().write_buffer_bytes >= before + 100_000);
 }
+
+#[test]
+fn several_vbuckets_apply_in_one_batch_with_each_its_own_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let id = store.create(def("i", &["v"])).unwrap().id;
+    let (one, two) = (json!({"v": 1}), json!({"v": 2}));
+    // The same document key in two vbuckets is two documents (two back entries).
+    let parts = [
+        VbChanges {
+            vb: VbId(3),
+            changes: vec![doc(b"a", &one), doc(b"k", &one)],
+            to: at(4),
+        },
+        VbChanges {
+            vb: VbId(9),
+            changes: vec![doc(b"k", &two)],
+            to: at(2),
+        },
+    ];
+    let applied = store.apply_many(id, &parts).unwrap();
+    assert_eq!((applied.entries_added, applied.entries_removed), (3, 0));
+    assert_eq!(
+        all(&store, id, 10),
+        vec![
+            (vec![json!(1)], b"a".to_vec()),
+            (vec![json!(1)], b"k".to_vec()),
+            (vec![json!(2)], b"k".to_vec()),
+        ]
+    );
+    let positions = store.positions(id).unwrap();
+    assert_eq!((positions[&VbId(3)], positions[&VbId(9)]), (at(4), at(2)));
+    // A deletion in one vbucket leaves the other's document alone.
+    let del = [VbChanges {
+        vb: VbId(3),
+        changes: vec![Change::Delete { key: b"k" }],
+        to: at(5),
+    }];
+    store.apply_many(id, &del).unwrap();
+    assert_eq!(
+        all(&store, id, 10),
+        vec![
+            (vec![json!(1)], b"a".to_vec()),
+            (vec![json!(2)], b"k".to_vec())
+        ]
+    );
+}
+
+#[test]
+#[should_panic(expected = "twice in one apply")]
+fn a_vbucket_twice_in_one_apply_is_a_bug() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let id = store.create(def("i", &["v"])).unwrap().id;
+    let part = VbChanges {
+        vb: VbId(1),
+        changes: vec![],
+        to: at(1),
+    };
+    let _ = store.apply_many(id, &[part.clone(), part]);
+}

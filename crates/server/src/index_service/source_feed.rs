@@ -8,11 +8,16 @@
 //! - A rollback of a vbucket (the member does not have the history the saved position is
 //!   on, e.g. a promoted replica after a failover) clears that vbucket's entries and
 //!   streams it again from zero (`rebuilt_vbuckets`); the other vbuckets are untouched.
-//! - A batch is applied when its snapshot is complete, or once it holds
+//! - A vbucket's batch is due when its snapshot is complete, or once it holds
 //!   [`BATCH_CHANGES_MAX`] changes or [`BATCH_BYTES_MAX`] bytes; and every vbucket's
-//!   batch is applied once they hold [`SOURCE_HELD_BYTES_MAX`] together, so what a source
+//!   batch is due once they hold [`SOURCE_HELD_BYTES_MAX`] together, so what a source
 //!   holds is bounded whatever the snapshots' sizes and the number of vbuckets (an index
 //!   on a cluster of N members holds at most N times that).
+//! - Group commit: the due batches of every vbucket go to the store together, in one
+//!   commit, and while that group is written the stream is read on and the next group
+//!   forms. Under a steady write load each write is a snapshot of its own; one commit per
+//!   snapshot could not keep up, one commit per group does, and an idle source still
+//!   applies each snapshot as soon as it is complete.
 //! - The connection failing (a member down, not failed over yet), or the store refusing a
 //!   batch, restarts this source alone from the saved positions after a pause.
 //! - Told to stop (the map moved its vbuckets), it finishes the batch it is applying and
@@ -26,7 +31,7 @@ use std::time::Duration;
 use sluice_client::dcp::{
     DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, RollbackMode, StartFrom, StreamPositions,
 };
-use sluice_index::{Change, Doc, VbPosition};
+use sluice_index::{Change, Doc, VbChanges, VbPosition};
 use sluice_types::{CollectionId, Seqno, VbId};
 use tokio::sync::Notify;
 
@@ -75,15 +80,28 @@ pub(super) enum FeedError {
 }
 
 /// A change held until its batch is applied.
-struct Held {
+struct HeldChange {
     key: Vec<u8>,
     body: Option<Option<serde_json::Value>>,
     meta: sluice_query::DocMeta,
 }
 
+impl HeldChange {
+    fn change(&self) -> Change<'_> {
+        match &self.body {
+            Some(body) => Change::Upsert(Doc {
+                key: &self.key,
+                body: body.as_ref(),
+                meta: self.meta,
+            }),
+            None => Change::Delete { key: &self.key },
+        }
+    }
+}
+
 #[derive(Default)]
 struct Batch {
-    changes: Vec<Held>,
+    changes: Vec<HeldChange>,
     bytes: usize,
 }
 
@@ -165,18 +183,42 @@ impl SourceFeed {
             _ = self.stop.notified() => return Ok(()),
             r = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)) => r?,
         };
-        let mut batches: BTreeMap<VbId, Batch> = BTreeMap::new();
-        // Bytes held in `batches`, all vbuckets together.
-        let mut held = 0usize;
+        let mut held = Held::default();
         // The seqno each vbucket's last applied batch reached (as saved in the store).
         let mut applied: BTreeMap<VbId, Seqno> =
             saved.iter().map(|(vb, p)| (*vb, p.seqno)).collect();
+        // The one group of batches being applied (see `Group`).
+        let mut in_flight: Option<tokio::task::JoinHandle<Result<Group, FeedError>>> = None;
         loop {
-            // Stopping drops the stream and what it held: the saved positions are where
-            // the next stream of these vbuckets resumes.
+            if in_flight.is_none() {
+                // Past the source's bound, every vbucket's batch goes in, each with the
+                // position its stream reached (a valid resume point inside a snapshot).
+                if held.bytes >= SOURCE_HELD_BYTES_MAX {
+                    held.due.extend(held.batches.keys().copied());
+                }
+                if !held.due.is_empty() {
+                    in_flight = Some(self.spawn_apply(held.take_due(stream.positions())));
+                }
+            }
+            // While a group is applied the stream is read on (the next group forms), up to
+            // the source's bound; past it the stream waits, and so does its producer.
+            let reading = held.bytes < SOURCE_HELD_BYTES_MAX;
             let event = tokio::select! {
-                _ = self.stop.notified() => return Ok(()),
-                e = stream.next() => e?,
+                _ = self.stop.notified() => {
+                    // Stopping drops the stream and what it held, once the group being
+                    // applied is in: the saved positions are where the next stream of
+                    // these vbuckets resumes.
+                    if let Some(group) = in_flight.take() {
+                        self.finish(group.await??, &mut applied);
+                    }
+                    return Ok(());
+                }
+                group = async { in_flight.as_mut().expect("guarded").await }, if in_flight.is_some() => {
+                    in_flight = None;
+                    self.finish(group??, &mut applied);
+                    continue;
+                }
+                e = stream.next(), if reading => e?,
             };
             let vb = event.vb();
             tracing::trace!(index = s.id.0, ?event, "index feed event");
@@ -185,12 +227,14 @@ impl SourceFeed {
                     s.confirmed.lock().entry(s.id).or_default().insert(*vb);
                     s.applied.notify_waiters();
                 }
-                DcpEvent::Mutation(item) => held += hold(&mut batches, item, true),
-                DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => {
-                    held += hold(&mut batches, item, false)
-                }
+                DcpEvent::Mutation(item) => held.hold(item, true),
+                DcpEvent::Deletion(item) | DcpEvent::Expiration(item) => held.hold(item, false),
                 DcpEvent::Rollback { vb, to } => {
-                    held -= batches.remove(vb).map_or(0, |b| b.bytes);
+                    // The vbucket's entries are cleared once no group writes them.
+                    if let Some(group) = in_flight.take() {
+                        self.finish(group.await??, &mut applied);
+                    }
+                    held.forget(*vb);
                     applied.remove(vb);
                     if let Some(c) = s.confirmed.lock().get_mut(&s.id) {
                         c.remove(vb);
@@ -209,114 +253,127 @@ impl SourceFeed {
             let Some(pos) = stream.positions().get(vb).copied() else {
                 continue;
             };
-            let batch = batches.entry(vb).or_default();
             let complete = pos.seqno == pos.snap_end;
-            let full = batch.changes.len() >= BATCH_CHANGES_MAX || batch.bytes >= BATCH_BYTES_MAX;
             let moved = applied.get(&vb) != Some(&pos.seqno);
-            let mut due: Vec<VbId> = Vec::new();
+            let full = held.batches.get(&vb).is_some_and(|b| {
+                b.changes.len() >= BATCH_CHANGES_MAX || b.bytes >= BATCH_BYTES_MAX
+            });
             if (complete && moved) || full {
-                due.push(vb);
-            }
-            // Bounded across vbuckets too: past the source's bound, every vbucket's batch
-            // goes in, each with the position its stream reached (a valid resume point
-            // inside a snapshot).
-            if held >= SOURCE_HELD_BYTES_MAX {
-                due = batches.keys().copied().collect();
-            }
-            for v in due {
-                let Some(at) = stream.positions().get(v).copied() else {
-                    continue;
-                };
-                let batch = batches.remove(&v).unwrap_or_default();
-                held -= batch.bytes;
-                self.apply(v, batch, at).await?;
-                applied.insert(v, at.seqno);
+                held.due.insert(vb);
             }
         }
     }
 
-    async fn apply(&self, vb: VbId, batch: Batch, pos: DcpPosition) -> Result<(), FeedError> {
-        let s = &self.shared;
-        let online = s.online.load(Ordering::Relaxed);
-        // What each change waited, from its write (its CAS is the writer's clock) to here.
-        let stamps: Vec<(usize, u64)> = if online {
-            batch
-                .changes
-                .iter()
-                .map(|h| (h.key.len(), h.meta.cas))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let (store, id) = (s.store.clone(), s.id);
-        let n = batch.changes.len() as u64;
-        tracing::trace!(
-            index = id.0,
-            vb = vb.0,
-            changes = n,
-            seqno = pos.seqno.0,
-            "index batch"
-        );
+    /// Applies `group` to the store on the blocking pool.
+    fn spawn_apply(&self, group: Group) -> tokio::task::JoinHandle<Result<Group, FeedError>> {
+        let (store, id) = (self.shared.store.clone(), self.shared.id);
+        tracing::trace!(index = id.0, vbuckets = group.parts.len(), "index group");
         tokio::task::spawn_blocking(move || {
-            let changes: Vec<Change<'_>> = batch
-                .changes
+            let parts: Vec<VbChanges<'_>> = group
+                .parts
                 .iter()
-                .map(|h| match &h.body {
-                    Some(body) => Change::Upsert(Doc {
-                        key: &h.key,
-                        body: body.as_ref(),
-                        meta: h.meta,
-                    }),
-                    None => Change::Delete { key: &h.key },
+                .map(|(vb, batch, pos)| VbChanges {
+                    vb: *vb,
+                    changes: batch.changes.iter().map(HeldChange::change).collect(),
+                    to: VbPosition {
+                        vb_uuid: pos.vb_uuid,
+                        seqno: pos.seqno,
+                        snap_start: pos.snap_start,
+                        snap_end: pos.snap_end,
+                    },
                 })
                 .collect();
-            let to = VbPosition {
-                vb_uuid: pos.vb_uuid,
-                seqno: pos.seqno,
-                snap_start: pos.snap_start,
-                snap_end: pos.snap_end,
-            };
-            store.apply(id, vb, &changes, to)
+            store.apply_many(id, &parts)?;
+            drop(parts);
+            Ok(group)
         })
-        .await??;
+    }
+
+    /// Counts an applied group, records its changes' lag, and wakes the scans waiting.
+    fn finish(&self, group: Group, applied: &mut BTreeMap<VbId, Seqno>) {
+        let s = &self.shared;
+        // What each change waited, from its write (its CAS is the writer's clock) to here.
         let now = crate::dcp::replication_stats::now_unix_ns();
-        for (bytes, cas) in stamps {
-            s.lag.record(bytes, cas, now);
+        let online = s.online.load(Ordering::Relaxed);
+        let mut n = 0u64;
+        for (vb, batch, pos) in &group.parts {
+            n += batch.changes.len() as u64;
+            if online {
+                for h in &batch.changes {
+                    s.lag.record(h.key.len(), h.meta.cas, now);
+                }
+            }
+            applied.insert(*vb, pos.seqno);
+            s.stats.batches_applied.fetch_add(1, Ordering::Relaxed);
         }
-        s.stats.batches_applied.fetch_add(1, Ordering::Relaxed);
         s.stats.changes_applied.fetch_add(n, Ordering::Relaxed);
         s.applied.notify_waiters();
-        Ok(())
     }
 }
 
-/// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
-/// carry their collection's id): only the default collection is indexed so far, so the
-/// others' changes only move the position.
-/// Returns the bytes it now holds for it.
-fn hold(batches: &mut BTreeMap<VbId, Batch>, item: &DcpItem, live: bool) -> usize {
-    let key = match sluice_types::collection::split_key(&item.key) {
-        Ok((CollectionId::DEFAULT, key)) => key,
-        _ => return 0,
-    };
-    let batch = batches.entry(item.vb).or_default();
-    let body = live.then(|| {
-        item.datatype
-            .is_json()
-            .then(|| serde_json::from_slice(&item.value).ok())
-            .flatten()
-    });
-    let bytes = key.len() + item.value.len();
-    batch.bytes += bytes;
-    batch.changes.push(Held {
-        key: key.to_vec(),
-        body,
-        meta: sluice_query::DocMeta {
-            cas: item.cas.0,
-            expiration: item.expiry,
-            flags: item.flags,
-            is_json: item.datatype.is_json(),
-        },
-    });
-    bytes
+/// Batches applied together, in one store commit: each vbucket's, with the stream position
+/// it reaches.
+struct Group {
+    parts: Vec<(VbId, Batch, DcpPosition)>,
+}
+
+/// What a source holds until it is applied: a batch per vbucket, the bytes they hold
+/// together, and the vbuckets whose batch is due (its snapshot complete, or full).
+#[derive(Default)]
+struct Held {
+    batches: BTreeMap<VbId, Batch>,
+    bytes: usize,
+    due: std::collections::BTreeSet<VbId>,
+}
+
+impl Held {
+    /// Takes the due batches out, each with its vbucket's position now.
+    fn take_due(&mut self, positions: &StreamPositions) -> Group {
+        let mut parts = Vec::with_capacity(self.due.len());
+        for vb in std::mem::take(&mut self.due) {
+            let Some(at) = positions.get(vb).copied() else {
+                continue;
+            };
+            let batch = self.batches.remove(&vb).unwrap_or_default();
+            self.bytes -= batch.bytes;
+            parts.push((vb, batch, at));
+        }
+        Group { parts }
+    }
+
+    /// Drops what is held for `vb` (rolled back).
+    fn forget(&mut self, vb: VbId) {
+        self.bytes -= self.batches.remove(&vb).map_or(0, |b| b.bytes);
+        self.due.remove(&vb);
+    }
+
+    /// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
+    /// carry their collection's id): only the default collection is indexed so far, so the
+    /// others' changes only move the position.
+    fn hold(&mut self, item: &DcpItem, live: bool) {
+        let key = match sluice_types::collection::split_key(&item.key) {
+            Ok((CollectionId::DEFAULT, key)) => key,
+            _ => return,
+        };
+        let batch = self.batches.entry(item.vb).or_default();
+        let body = live.then(|| {
+            item.datatype
+                .is_json()
+                .then(|| serde_json::from_slice(&item.value).ok())
+                .flatten()
+        });
+        let bytes = key.len() + item.value.len();
+        batch.bytes += bytes;
+        self.bytes += bytes;
+        batch.changes.push(HeldChange {
+            key: key.to_vec(),
+            body,
+            meta: sluice_query::DocMeta {
+                cas: item.cas.0,
+                expiration: item.expiry,
+                flags: item.flags,
+                is_json: item.datatype.is_json(),
+            },
+        });
+    }
 }
