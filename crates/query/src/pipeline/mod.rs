@@ -3,9 +3,10 @@
 //! OFFSET / LIMIT.
 //!
 //! Which rows to feed (a key lookup for USE KEYS, an index scan, a full scan) is the
-//! caller's business: the pipeline knows nothing of indexes or storage. Without ORDER BY,
-//! GROUP BY or aggregates, results stream out of [`Pipeline::push`] and [`Flow::Done`]
-//! says when LIMIT is met; otherwise they come out of [`Pipeline::finish`], and what is
+//! caller's business: the pipeline knows nothing of indexes or storage. Without GROUP BY
+//! or aggregates, and without ORDER BY or with the rows pushed in its order already
+//! ([`Pipeline::rows_in_order`]), results stream out of [`Pipeline::push`] and
+//! [`Flow::Done`] says when LIMIT is met; otherwise they come out of [`Pipeline::finish`], and what is
 //! held until then is bounded by [`Limits::max_buffered_bytes`].
 
 mod budget;
@@ -116,6 +117,24 @@ impl<'p> Pipeline<'p> {
         })
     }
 
+    /// Says the rows will be pushed in the ORDER BY's order already (the access path
+    /// provides it, see `planner::access_is_ordered`): results then stream out of `push`
+    /// with no sort, and [`Flow::Done`] comes once OFFSET + LIMIT rows are out. Ignored
+    /// when the statement groups (its groups are sorted after the last row).
+    pub fn rows_in_order(&mut self) {
+        self.plan.ordered_input = !self.plan.grouped;
+    }
+
+    /// How many more rows could still become results, when that is bounded: the rest of
+    /// OFFSET + LIMIT for a statement whose results stream, `None` otherwise. A caller
+    /// reading rows in pages sizes the next one by it (rows the WHERE refuses then cost
+    /// another page).
+    pub fn wanted(&self) -> Option<u64> {
+        let limit = self.plan.limit.filter(|_| self.plan.streams())?;
+        let wanted = self.plan.offset.saturating_add(limit);
+        Some(wanted.saturating_sub(self.out.skipped + self.out.emitted))
+    }
+
     /// Feeds one document of the FROM keyspace; results that are final already are
     /// appended to `out`. A statement without FROM reads no rows (`finish` evaluates it).
     pub fn push(&mut self, row: &Row, out: &mut Vec<serde_json::Value>) -> Result<Flow> {
@@ -126,7 +145,7 @@ impl<'p> Pipeline<'p> {
     }
 
     fn process(&mut self, row: Option<&Row>, out: &mut Vec<serde_json::Value>) -> Result<Flow> {
-        let streaming = !self.plan.grouped && self.plan.order.is_empty();
+        let streaming = self.plan.streams();
         if streaming && self.out.limit_reached(&self.plan) {
             return Ok(Flow::Done);
         }
@@ -231,7 +250,7 @@ impl Output {
             }
             self.budget.charge(size)?;
         }
-        if plan.grouped || !plan.order.is_empty() {
+        if !plan.streams() {
             let scope = AliasEnv {
                 aliases: &projected.aliases,
                 parent: env,

@@ -27,6 +27,9 @@ pub(crate) struct Plan {
     pub projection: Planned,
     pub distinct: bool,
     pub order: Vec<SortKey>,
+    /// The rows come in the ORDER BY's order already (`Pipeline::rows_in_order`): no
+    /// sort, and results stream.
+    pub ordered_input: bool,
     pub offset: u64,
     pub limit: Option<u64>,
 }
@@ -100,9 +103,17 @@ impl Plan {
             projection,
             distinct: select.distinct,
             order,
+            ordered_input: false,
             offset: count(select.offset.as_ref(), "OFFSET", params)?.unwrap_or(0),
             limit: count(select.limit.as_ref(), "LIMIT", params)?,
         })
+    }
+}
+
+impl Plan {
+    /// Whether results leave as rows come (no grouping, no sort to wait for).
+    pub(crate) fn streams(&self) -> bool {
+        !self.grouped && (self.order.is_empty() || self.ordered_input)
     }
 }
 

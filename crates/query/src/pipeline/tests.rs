@@ -384,3 +384,39 @@ fn sdk_get_all_indexes_over_system_indexes() {
         vec![json!("later")]
     );
 }
+
+#[test]
+fn rows_in_order_stream_and_stop_at_offset_plus_limit() {
+    let docs: Vec<J> = (0..10).map(|i| json!({"n": i})).collect();
+    let s = select("SELECT RAW n FROM default ORDER BY n LIMIT 3 OFFSET 2");
+    let none = Params::new();
+    let mut p = Pipeline::new(&s, &none, Limits::default()).unwrap();
+    p.rows_in_order();
+    let mut out = Vec::new();
+    let mut pushed = 0;
+    for row in rows(&docs) {
+        pushed += 1;
+        if p.push(&row, &mut out).unwrap() == Flow::Done {
+            break;
+        }
+    }
+    // Out as they come, and nothing read past the fifth row.
+    assert_eq!(
+        (out.clone(), pushed),
+        (vec![json!(2), json!(3), json!(4)], 5)
+    );
+    p.finish(&mut out).unwrap();
+    assert_eq!(out.len(), 3);
+
+    // Grouped results are sorted after the last row whatever the input order.
+    let g = select("SELECT n, COUNT(*) AS c FROM default GROUP BY n ORDER BY n LIMIT 2");
+    let mut p = Pipeline::new(&g, &none, Limits::default()).unwrap();
+    p.rows_in_order();
+    let mut out = Vec::new();
+    for row in rows(&docs).into_iter().rev() {
+        assert_eq!(p.push(&row, &mut out).unwrap(), Flow::More);
+    }
+    assert!(out.is_empty());
+    p.finish(&mut out).unwrap();
+    assert_eq!(out, vec![json!({"n": 0, "c": 1}), json!({"n": 1, "c": 1})]);
+}

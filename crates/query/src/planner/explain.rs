@@ -16,8 +16,10 @@ use super::access::{Access, KeyRange, ScanRange};
 use crate::ast::{Expr, KeyspaceRef, Projection, ResultTerm, Select};
 use crate::value::Value;
 
-/// The EXPLAIN document for `select` planned as `access`.
-pub fn explain(select: &Select, access: &Access) -> J {
+/// The EXPLAIN document for `select` planned as `access`; `ordered`: the access path yields
+/// the rows in the ORDER BY's order (`access_is_ordered`), so no Order stage runs (as
+/// Couchbase shows a plan that uses its index's order).
+pub fn explain(select: &Select, access: &Access, ordered: bool) -> J {
     let ks = select
         .from
         .as_ref()
@@ -56,7 +58,7 @@ pub fn explain(select: &Select, access: &Access) -> J {
         "~child": {"#operator": "Sequence", "~children": parallel},
     }));
     seq.extend(after);
-    if !select.order_by.is_empty() {
+    if !select.order_by.is_empty() && !ordered {
         let terms: Vec<J> = select
             .order_by
             .iter()

@@ -46,11 +46,14 @@ mod index;
 mod interval;
 mod like_prefix;
 mod normalize;
+mod order;
 mod predicate;
 mod spans;
 
 #[cfg(test)]
 mod prop_gen;
+#[cfg(test)]
+mod prop_order;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
@@ -70,3 +73,4 @@ pub use access::{Access, KeyRange, ScanRange, Span};
 pub use choose::{plan_access, MAX_SPANS};
 pub use explain::explain;
 pub use index::IndexInfo;
+pub use order::access_is_ordered;

@@ -7,7 +7,9 @@ use super::{explain, IndexInfo};
 
 fn explained(text: &str, indexes: &[IndexInfo]) -> serde_json::Value {
     let s = select(text);
-    explain(&s, &plan(text, indexes))
+    let access = plan(text, indexes);
+    let ordered = super::access_is_ordered(&s, &access, indexes);
+    explain(&s, &access, ordered)
 }
 
 #[test]
@@ -117,4 +119,28 @@ fn key_scans_primary_scans_and_the_tail_of_the_pipeline() {
     let none = explained("SELECT 1", &[]);
     assert_eq!(none["plan"]["~children"][0]["#operator"], "DummyScan");
     assert_eq!(none["plan"]["~children"][1]["#operator"], "Parallel");
+}
+
+#[test]
+fn an_order_the_index_gives_runs_no_order_stage() {
+    let ops = |text: &str| -> Vec<String> {
+        explained(text, &[index("ix_k", &["k", "v"])])["plan"]["~children"]
+            .as_array()
+            .expect("children")
+            .iter()
+            .map(|op| op["#operator"].as_str().expect("operator").to_owned())
+            .collect()
+    };
+    let served = ops("SELECT * FROM default d WHERE d.k >= 5 ORDER BY d.k, v LIMIT 3");
+    assert_eq!(
+        served,
+        ["IndexScan3", "Fetch", "Parallel", "Limit", "FinalProject"]
+    );
+    for sorted in [
+        "SELECT * FROM default WHERE k >= 5 ORDER BY k DESC LIMIT 3",
+        "SELECT * FROM default WHERE k >= 5 ORDER BY v LIMIT 3",
+        "SELECT * FROM default WHERE k >= 5 ORDER BY k NULLS LAST LIMIT 3",
+    ] {
+        assert!(ops(sorted).contains(&"Order".to_owned()), "{sorted}");
+    }
 }

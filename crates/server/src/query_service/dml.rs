@@ -220,7 +220,11 @@ impl QueryService {
         let client = rows.client().clone();
         let mut done: HashSet<String> = HashSet::new();
         let mut written = Vec::new();
-        'pages: while let Some(page) = rows.next_page().await? {
+        'pages: loop {
+            let wanted = limit.map(|l| l.saturating_sub(done.len()) as u64);
+            let Some(page) = rows.next_page(wanted).await? else {
+                break;
+            };
             for r in page {
                 if limit.is_some_and(|l| done.len() >= l) {
                     break 'pages;

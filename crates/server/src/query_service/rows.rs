@@ -129,14 +129,23 @@ impl QueryService {
 }
 
 impl RowSource<'_> {
-    /// The next page of documents (possibly empty), or `None` once everything was read.
-    pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, ServiceError> {
+    /// The next page of documents (possibly empty), or `None` once everything was read;
+    /// at most `wanted` entries or keys when the statement needs no more (at least one).
+    pub async fn next_page(
+        &mut self,
+        wanted: Option<u64>,
+    ) -> Result<Option<Vec<Row>>, ServiceError> {
+        let page = wanted.map_or(PAGE_ENTRIES, |w| {
+            usize::try_from(w)
+                .unwrap_or(usize::MAX)
+                .clamp(1, PAGE_ENTRIES)
+        });
         let keys: Vec<Vec<u8>> = match &mut self.from {
             From::Keys(keys) => {
                 if keys.is_empty() {
                     return Ok(None);
                 }
-                let n = keys.len().min(PAGE_ENTRIES);
+                let n = keys.len().min(page);
                 keys.drain(..n).map(String::into_bytes).collect()
             }
             From::Scan { id, spans } => {
@@ -145,11 +154,10 @@ impl RowSource<'_> {
                 };
                 let store = self.service.node.index.store.clone();
                 let (id, s) = (*id, span.clone());
-                let page = tokio::task::spawn_blocking(move || {
-                    store.scan(id, &s.start, &s.end, PAGE_ENTRIES)
-                })
-                .await
-                .map_err(|e| ServiceError::Fetch(e.to_string()))??;
+                let page =
+                    tokio::task::spawn_blocking(move || store.scan(id, &s.start, &s.end, page))
+                        .await
+                        .map_err(|e| ServiceError::Fetch(e.to_string()))??;
                 if let Some(next) = page.resume {
                     spans.push_front(Span {
                         start: next,

@@ -10,14 +10,17 @@
 //!    KV (a document deleted since its entry was read is skipped);
 //! 4. every document goes through the pipeline, which applies the whole WHERE again (the
 //!    spans may hold more than the matches), then grouping, projection, ORDER BY, LIMIT.
-//!    Without ORDER BY or grouping, the scan stops as soon as LIMIT is met.
+//!    Without grouping, and without ORDER BY or with the index giving its order
+//!    (`access_is_ordered`), the scan stops as soon as OFFSET + LIMIT rows are out.
 
 use std::time::Duration;
 
 use sluice_cluster::rbac::Privilege;
 use sluice_index::{IndexDef, IndexState};
 use sluice_query::ast::Select;
-use sluice_query::{plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement};
+use sluice_query::{
+    access_is_ordered, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
+};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
@@ -158,11 +161,18 @@ impl QueryService {
         s: &Select,
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
-        let access = match self.read_target(who, s, req)? {
-            Some(bucket) => plan_access(s, &self.indexes(&bucket).1, &req.params)?,
-            None => Access::None,
+        let (access, ordered) = match self.read_target(who, s, req)? {
+            Some(bucket) => {
+                let infos = self.indexes(&bucket).1;
+                let access = plan_access(s, &infos, &req.params)?;
+                let ordered = access_is_ordered(s, &access, &infos);
+                (access, ordered)
+            }
+            None => (Access::None, false),
         };
-        Ok(Outcome::read(vec![sluice_query::explain(s, &access)]))
+        Ok(Outcome::read(vec![sluice_query::explain(
+            s, &access, ordered,
+        )]))
     }
 
     async fn select(
@@ -204,8 +214,11 @@ impl QueryService {
         };
         let (defs, infos) = self.indexes(&bucket);
         let access = plan_access(s, &infos, &req.params)?;
+        if access_is_ordered(s, &access, &infos) {
+            pipeline.rows_in_order();
+        }
         let mut rows = self.rows(&bucket, access, &defs, req, deadline).await?;
-        'pages: while let Some(page) = rows.next_page().await? {
+        'pages: while let Some(page) = rows.next_page(pipeline.wanted()).await? {
             for row in &page {
                 if pipeline.push(row, &mut results)? == Flow::Done {
                     break 'pages;
