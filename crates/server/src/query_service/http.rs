@@ -87,7 +87,12 @@ async fn run(
     };
     let head = head(&request_id, req.client_context_id.as_deref());
     let (tx, mut rx) = mpsc::channel::<String>(CHUNKS_QUEUED);
-    let task = tokio::spawn(async move {
+    // The statement runs in the request's own task, never spawned: for a short query the
+    // hand-off to another task and back cost more than its work. Until its first chunk it
+    // is polled here; one with more to say is then polled by the response body, which
+    // takes the chunks as they come. A client that goes away drops the body, and the
+    // statement with it.
+    let mut exec: Execution = Box::pin(async move {
         let mut sink = Sink::new(tx);
         let outcome = service.execute(&who, &req, &mut sink).await;
         if let Err(e) = &outcome {
@@ -98,37 +103,82 @@ async fn run(
     // A statement that ends before its first chunk is answered whole, with the HTTP status
     // its outcome calls for; a larger one streams, under 200, and an error met on the way
     // comes after its results, as Couchbase sends it.
-    let first = rx.recv().await;
-    let Some(first) = first else {
-        return match task.await {
-            Ok((outcome, written)) => whole(head, outcome, written, started),
-            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-        };
+    let (first, done) = tokio::select! {
+        done = &mut exec => (rx.try_recv().ok(), Some(done)),
+        chunk = rx.recv() => (chunk, None),
     };
-    let body = futures_util::stream::unfold(
-        (Some(head + &first), Some(rx), Some(task)),
-        move |(pending, rx, task)| async move {
-            if let Some(chunk) = pending {
-                return Some((Ok::<_, std::convert::Infallible>(chunk), (None, rx, task)));
-            }
-            let mut rx = rx?;
-            if let Some(chunk) = rx.recv().await {
-                return Some((Ok(chunk), (None, Some(rx), task)));
-            }
-            let (outcome, written) = match task?.await {
-                Ok(done) => done,
-                Err(_) => (Err(ServiceError::Cancelled), Written::default()),
-            };
-            let tail = suffix(outcome, &written, started);
-            Some((Ok(written.rest + &tail), (None, None, None)))
-        },
-    );
+    let Some(first) = first else {
+        let (outcome, written) = match done {
+            Some(done) => done,
+            None => exec.await,
+        };
+        return whole(head, outcome, written, started);
+    };
+    let state = Streaming {
+        pending: Some(head + &first),
+        rx,
+        exec: if done.is_some() { None } else { Some(exec) },
+        done,
+        ended: false,
+    };
+    let body = futures_util::stream::unfold(state, move |mut st| async move {
+        let chunk = st.next_chunk(started).await?;
+        Some((Ok::<_, std::convert::Infallible>(chunk), st))
+    });
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, CONTENT_TYPE)],
         axum::body::Body::from_stream(body),
     )
         .into_response()
+}
+
+/// A statement being run, and what it gives back once done.
+type Execution = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Result<u64, ServiceError>, Written)> + Send>,
+>;
+
+/// A streamed response: the statement (until done), its chunks, then the tail.
+struct Streaming {
+    pending: Option<String>,
+    rx: mpsc::Receiver<String>,
+    exec: Option<Execution>,
+    done: Option<(Result<u64, ServiceError>, Written)>,
+    ended: bool,
+}
+
+impl Streaming {
+    /// The next piece of the body, running the statement meanwhile; `None` after the tail.
+    async fn next_chunk(&mut self, started: Instant) -> Option<String> {
+        if let Some(chunk) = self.pending.take() {
+            return Some(chunk);
+        }
+        if self.ended {
+            return None;
+        }
+        while let Some(exec) = self.exec.as_mut() {
+            // A closed channel (its sender gone with the statement's end) disables the
+            // first branch, and the statement's own end is awaited.
+            tokio::select! {
+                Some(chunk) = self.rx.recv() => return Some(chunk),
+                done = exec => {
+                    self.exec = None;
+                    self.done = Some(done);
+                }
+            }
+        }
+        // Done: the chunks it queued, then the tail.
+        if let Ok(chunk) = self.rx.try_recv() {
+            return Some(chunk);
+        }
+        self.ended = true;
+        let (outcome, written) = self
+            .done
+            .take()
+            .unwrap_or((Err(ServiceError::Cancelled), Written::default()));
+        let tail = suffix(outcome, &written, started);
+        Some(written.rest + &tail)
+    }
 }
 
 const CONTENT_TYPE: &str = "application/json; version=7.6.0";

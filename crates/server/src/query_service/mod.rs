@@ -5,7 +5,8 @@
 //! - `sluice_query::request`: the request's parameters (JSON or form).
 //! - `keyspace`: which data a statement names.
 //! - `select`: SELECT and EXPLAIN through the planner and the row pipeline; `rows`: the
-//!   documents an access path reads (index pages, fetched through KV).
+//!   documents an access path reads (index pages, fetched through KV, or from this node's
+//!   engine for the vbuckets active here: `local_read`).
 //! - `ddl`: CREATE / DROP / BUILD INDEX, changes of the cluster's index catalog; `copies`:
 //!   waiting for every node's copy to follow.
 //! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
@@ -24,6 +25,7 @@ pub mod error;
 pub mod http;
 mod json_path;
 mod keyspace;
+mod local_read;
 mod rows;
 mod select;
 pub mod sink;

@@ -1,7 +1,8 @@
 //! Where a statement's documents come from: the planner's access path, read a page at a
 //! time. A page is the documents of up to [`PAGE_ENTRIES`] index entries (or USE KEYS
-//! keys), fetched through KV in one batch; a document deleted since its entry was read is
-//! skipped.
+//! keys): those whose vbucket is active here read from the engine in place
+//! (`local_read`), the others fetched through KV in one batch; a document deleted since its
+//! entry was read is skipped.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -13,8 +14,10 @@ use sluice_types::{Seqno, VbId};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
+use super::local_read::{self, LocalRead};
 use super::QueryService;
 use crate::index_service::WaitError;
+use sluice_client::GetResult;
 use sluice_query::request::{Consistency, QueryRequest};
 
 /// The pause before reading the cluster's seqnos again.
@@ -23,8 +26,13 @@ const SEQNO_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 /// Entries read from the index per page.
 pub const PAGE_ENTRIES: usize = 256;
 
+/// Pages this small are read from the index inline: from the block cache that takes a few
+/// microseconds, less than handing the read to the blocking pool and back.
+const INLINE_SCAN_ENTRIES: usize = 32;
+
 pub(super) struct RowSource<'a> {
     service: &'a QueryService,
+    bucket: std::sync::Arc<crate::bucket_handle::BucketHandle>,
     client: ClusterClient,
     from: From,
 }
@@ -59,8 +67,14 @@ impl QueryService {
                 }
             }
         };
+        let handle = self
+            .node
+            .buckets
+            .get(bucket)
+            .ok_or_else(|| ServiceError::KeyspaceNotFound(format!("default:{bucket}")))?;
         Ok(RowSource {
             service: self,
+            bucket: handle,
             client: self.client(bucket).await?,
             from,
         })
@@ -154,10 +168,13 @@ impl RowSource<'_> {
                 };
                 let store = self.service.node.index.store.clone();
                 let (id, s) = (*id, span.clone());
-                let page =
+                let page = if page <= INLINE_SCAN_ENTRIES {
+                    store.scan(id, &s.start, &s.end, page)?
+                } else {
                     tokio::task::spawn_blocking(move || store.scan(id, &s.start, &s.end, page))
                         .await
-                        .map_err(|e| ServiceError::Fetch(e.to_string()))??;
+                        .map_err(|e| ServiceError::Fetch(e.to_string()))??
+                };
                 if let Some(next) = page.resume {
                     spans.push_front(Span {
                         start: next,
@@ -174,13 +191,35 @@ impl RowSource<'_> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let docs = self.client.get_many(keys).await;
+        // Read here what this node's engine can answer; the rest through KV, in one batch.
+        let mut docs: Vec<Option<GetResult>> = Vec::with_capacity(keys.len());
+        let mut remote: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            docs.push(
+                match local_read::read(&self.service.node, &self.bucket, key) {
+                    LocalRead::Found(doc) => Some(doc),
+                    LocalRead::NotFound => None,
+                    LocalRead::Elsewhere => {
+                        remote.push(i);
+                        None
+                    }
+                },
+            );
+        }
+        if !remote.is_empty() {
+            let asked: Vec<&[u8]> = remote.iter().map(|&i| keys[i].as_slice()).collect();
+            for (i, doc) in remote.iter().zip(self.client.get_many(&asked).await) {
+                docs[*i] = match doc {
+                    Ok(d) => Some(d),
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(ServiceError::Fetch(e.to_string())),
+                };
+            }
+        }
         let mut rows = Vec::with_capacity(keys.len());
         for (key, doc) in keys.iter().zip(docs) {
-            let doc = match doc {
-                Ok(d) => d,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(ServiceError::Fetch(e.to_string())),
+            let Some(doc) = doc else {
+                continue;
             };
             let parsed = (doc.datatype & sluice_types::Datatype::JSON != 0)
                 .then(|| serde_json::from_slice(&doc.value).ok())

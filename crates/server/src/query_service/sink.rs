@@ -2,7 +2,7 @@
 //! response in chunks of about [`CHUNK_BYTES`] through a channel of [`CHUNKS_QUEUED`], so a
 //! large result streams to the client instead of being held whole, and what the service
 //! holds for one request is bounded (a row larger than a chunk is one chunk). A client that
-//! goes away closes the channel, which stops the statement at its next chunk.
+//! goes away drops the response, and the statement with it (see `http`).
 
 use tokio::sync::mpsc;
 

@@ -1,0 +1,78 @@
+//! Documents read straight from this node's engine, when their vbucket is active here.
+//!
+//! A query fetches every document its index scan names. Through KV that is a request to
+//! this node's own KV port (or a peer's): an encode, a loopback round trip and two thread
+//! hand-offs per page, which cost a point lookup more than everything else it does. For a
+//! vbucket active here the engine answers the same thing in place: the document as a GET
+//! returns it (xattrs left out, decompressed), `KeyNotFound` for a deleted or expired one.
+//!
+//! Whatever else the engine says (not active here, the node fenced, a value evicted to
+//! disk, a durable write being re-committed) leaves the document to the KV path, which
+//! knows how to wait, fetch from disk or ask the node that has it. The caller has already
+//! been checked for reading the bucket (RBAC is the query service's, as through KV).
+
+use bytes::Bytes;
+use sluice_client::GetResult;
+use sluice_engine::EngineError;
+use sluice_types::collection::{CollectionId, LEB128_BYTES_MAX};
+use sluice_types::{vbucket_of, Datatype};
+
+use crate::bucket_handle::BucketHandle;
+use crate::node::Node;
+
+/// What the engine of this node says of one document.
+#[derive(Debug)]
+pub(super) enum LocalRead {
+    Found(GetResult),
+    /// Deleted, expired or never written.
+    NotFound,
+    /// Not for this node to answer: read it through KV.
+    Elsewhere,
+}
+
+/// Reads the default collection's document `key` of `bucket` from this node's engine.
+pub(super) fn read(node: &Node, bucket: &BucketHandle, key: &[u8]) -> LocalRead {
+    // A fenced node serves no active vbucket; KV says so with the right status.
+    if node.is_fenced() || key.is_empty() || key.len() > sluice_types::limits::KEY_BYTES_MAX {
+        return LocalRead::Elsewhere;
+    }
+    let engine = &bucket.engine;
+    let vb = vbucket_of(key, engine.num_vbuckets());
+    let mut prefix = [0; LEB128_BYTES_MAX];
+    let prefix = CollectionId::DEFAULT.encode(&mut prefix);
+    let mut qualified = Vec::with_capacity(prefix.len() + key.len());
+    qualified.extend_from_slice(prefix);
+    qualified.extend_from_slice(key);
+    let read = engine.read(vb, &qualified, |meta, value| {
+        (meta.cas, meta.flags, meta.datatype, value.clone())
+    });
+    match read {
+        Ok((cas, flags, datatype, stored)) => match as_get(cas, flags, datatype, stored) {
+            Some(doc) => LocalRead::Found(doc),
+            None => LocalRead::Elsewhere,
+        },
+        Err(EngineError::KeyNotFound) => LocalRead::NotFound,
+        Err(_) => LocalRead::Elsewhere,
+    }
+}
+
+/// The stored value as GET hands it to a client that negotiated neither snappy nor
+/// xattrs; `None` if it does not decompress (KV then reports that).
+fn as_get(cas: sluice_types::Cas, flags: u32, dt: Datatype, stored: Bytes) -> Option<GetResult> {
+    let (mut dt, mut value) = (dt, stored);
+    if dt.is_snappy() {
+        value = Bytes::from(sluice_engine::inflate(&value).ok()?);
+        dt = dt.without(Datatype::SNAPPY);
+    }
+    if dt.is_xattr() {
+        let body = sluice_subdoc::xattr::body_offset(&value).unwrap_or(0);
+        value = value.slice(body..);
+        dt = dt.without(Datatype::XATTR);
+    }
+    Some(GetResult {
+        value,
+        flags,
+        cas,
+        datatype: dt.0,
+    })
+}
