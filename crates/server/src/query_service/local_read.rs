@@ -76,3 +76,51 @@ fn as_get(cas: sluice_types::Cas, flags: u32, dt: Datatype, stored: Bytes) -> Op
         datatype: dt.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::Cas;
+
+    /// An xattr section holding `_sys: {}`, then `body`.
+    fn with_xattrs(body: &[u8]) -> Vec<u8> {
+        let pair = b"_sys\0{}\0";
+        let mut v = Vec::new();
+        v.extend_from_slice(&(4 + pair.len() as u32).to_be_bytes());
+        v.extend_from_slice(&(pair.len() as u32).to_be_bytes());
+        v.extend_from_slice(pair);
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn a_document_reads_as_get_gives_it_without_xattrs_and_decompressed() {
+        let body = br#"{"k":1}"#;
+        let plain = as_get(
+            Cas(7),
+            3,
+            Datatype(Datatype::JSON),
+            Bytes::from_static(body),
+        )
+        .unwrap();
+        assert_eq!(
+            (&plain.value[..], plain.cas, plain.flags),
+            (&body[..], Cas(7), 3)
+        );
+        assert_eq!(plain.datatype, Datatype::JSON);
+
+        let stored = with_xattrs(body);
+        let dt = Datatype(Datatype::JSON | Datatype::XATTR);
+        let got = as_get(Cas(8), 0, dt, Bytes::from(stored.clone())).unwrap();
+        assert_eq!((&got.value[..], got.datatype), (&body[..], Datatype::JSON));
+
+        let packed = snap::raw::Encoder::new().compress_vec(&stored).unwrap();
+        let dt = Datatype(dt.0 | Datatype::SNAPPY);
+        let got = as_get(Cas(9), 0, dt, Bytes::from(packed)).unwrap();
+        assert_eq!((&got.value[..], got.datatype), (&body[..], Datatype::JSON));
+
+        // Not snappy after all: left to KV, which reports it.
+        let bad = Datatype(Datatype::JSON | Datatype::SNAPPY);
+        assert!(as_get(Cas(1), 0, bad, Bytes::from_static(b"\xff\xff\xff")).is_none());
+    }
+}
