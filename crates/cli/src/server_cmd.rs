@@ -202,6 +202,10 @@ pub struct ServerArgs {
     /// Threads serving connections, each with its own event loop (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
+    /// Threads of the runtime that serves the admin port, the query service and the index
+    /// feeds (default: one per core). The KV connections have their own (`--workers`).
+    #[arg(long, env = "SLUICE_SERVICE_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub service_threads: Option<u16>,
     /// How new connections are spread over the connection threads.
     #[arg(
         long,
@@ -334,10 +338,15 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.max_connections > 0,
         "--max-connections must be positive"
     );
-    // The main runtime only accepts, serves admin HTTP and runs blocking disk work; the
-    // connections have their own threads.
+    // The main runtime accepts, serves the admin port (and with it the query service), feeds
+    // the indexes and runs blocking disk work; the KV connections have their own threads.
+    // Queries and index feeds are CPU work, so by default it has a thread per core.
+    let threads = args.service_threads.map_or_else(
+        || std::thread::available_parallelism().map_or(2, |n| n.get()),
+        usize::from,
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(threads)
         .enable_all()
         .build()?;
     Ok(rt.block_on(sluice_manager::run_until(args.to_config(), stop_signal()))?)
