@@ -50,7 +50,47 @@ async fn until<T>(
     }
 }
 
+/// The pause before a membership change refused as "in progress" is tried again.
+const MEMBERSHIP_RETRY: Duration = Duration::from_millis(50);
+
+/// Whether a membership change failed only because another one is still in flight (two
+/// nodes joining at once, or a change the previous leader began): it can be tried again.
+fn change_in_flight(e: &LocalError) -> bool {
+    matches!(
+        e,
+        LocalError::Failed(MetaError::Membership(
+            openraft::error::ChangeMembershipError::InProgress(_)
+        ))
+    )
+}
+
 impl MetaNode {
+    /// Changes the membership, waiting out (until `deadline`) a change already in flight:
+    /// Raft takes one at a time, and concurrent admissions must each get theirs.
+    async fn change_membership(
+        &self,
+        change: ChangeMembers<u64, Peer>,
+        retain: bool,
+        deadline: Instant,
+        started: Instant,
+    ) -> Result<openraft::raft::ClientWriteResponse<crate::types::TypeConfig>, LocalError> {
+        loop {
+            let attempt = until(
+                deadline,
+                started,
+                self.raft().change_membership(change.clone(), retain),
+            )
+            .await;
+            match attempt {
+                Err(e) if change_in_flight(&e) && Instant::now() + MEMBERSHIP_RETRY < deadline => {
+                    tracing::debug!(error = ?e, "membership change in flight; trying again");
+                    tokio::time::sleep(MEMBERSHIP_RETRY).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Commits `cmd` to the replicated log and returns the state machine's answer to it (a
     /// `Rejection` is an answer: the command is in the log and changed nothing). Forwarded
     /// to the leader when this node is not it. `MetaError::Timeout` when no leader with a
@@ -120,12 +160,9 @@ impl MetaNode {
             Some(_) => return self.reconcile_voters(deadline, started).await,
             None => ChangeMembers::AddNodes(BTreeMap::from([(rid, peer)])),
         };
-        let added = until(
-            deadline,
-            started,
-            self.raft().change_membership(change, true),
-        )
-        .await?;
+        let added = self
+            .change_membership(change, true, deadline, started)
+            .await?;
         self.wait_caught_up(rid, added.log_id.index, deadline, started)
             .await?;
         self.reconcile_voters(deadline, started).await
@@ -150,21 +187,13 @@ impl MetaNode {
             }
             let seats =
                 ChangeMembers::ReplaceAllVoters(desired.iter().copied().map(raft_id).collect());
-            until(
-                deadline,
-                started,
-                self.raft().change_membership(seats, true),
-            )
-            .await?;
+            self.change_membership(seats, true, deadline, started)
+                .await?;
         }
         if self.member_peer(rid).is_some() {
             let gone = ChangeMembers::RemoveNodes(BTreeSet::from([rid]));
-            until(
-                deadline,
-                started,
-                self.raft().change_membership(gone, false),
-            )
-            .await?;
+            self.change_membership(gone, false, deadline, started)
+                .await?;
         }
         Ok(())
     }
@@ -181,12 +210,8 @@ impl MetaNode {
             return Ok(());
         }
         let seats = ChangeMembers::ReplaceAllVoters(desired.iter().copied().map(raft_id).collect());
-        until(
-            deadline,
-            started,
-            self.raft().change_membership(seats, true),
-        )
-        .await?;
+        self.change_membership(seats, true, deadline, started)
+            .await?;
         Ok(())
     }
 

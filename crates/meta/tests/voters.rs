@@ -72,3 +72,41 @@ async fn voters_follow_the_group_size() {
     })
     .await;
 }
+
+/// Two nodes admitted at once (as `sluice cluster up` starts them): Raft takes one
+/// membership change at a time, and the second waits for the first instead of failing with
+/// "already undergoing a configuration change".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_admissions_both_succeed() {
+    bounded(async {
+        let root = tempfile::tempdir().unwrap();
+        let mut nodes = form(root.path(), 1, |_| 0).await;
+        let mut joiners = Vec::new();
+        for i in 1..4 {
+            joiners.push(TestNode::start(NodeId(i), &root.path().join(format!("n{i}")), 0).await);
+        }
+        let leader = &nodes[0].node;
+        let addrs: Vec<String> = joiners.iter().map(|t| t.addr.to_string()).collect();
+        let (a, b, c) = tokio::join!(
+            leader.add_node(joiners[0].id, &addrs[0]),
+            leader.add_node(joiners[1].id, &addrs[1]),
+            leader.add_node(joiners[2].id, &addrs[2]),
+        );
+        for added in [a, b, c] {
+            added.unwrap();
+        }
+        nodes.extend(joiners);
+        // Four nodes: three voters and one learner, whichever order the changes took.
+        eventually("four members", Duration::from_secs(5), || {
+            nodes.iter().all(|n| {
+                let m = n.node.membership();
+                m.voters.len() == 3 && m.learners.len() == 1 && !m.joint
+            })
+        })
+        .await;
+        for n in nodes {
+            n.stop().await;
+        }
+    })
+    .await;
+}
