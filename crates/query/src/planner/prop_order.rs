@@ -11,13 +11,10 @@ use std::collections::BTreeSet;
 
 use super::prop_gen::{doc_key, document, indexes, Rng};
 use super::prop_where::WhereGen;
-use super::test_util::{covered, select};
-use super::{access_is_ordered, plan_access, Access, IndexInfo};
-use crate::ast::Ident;
-use crate::eval::{evaluate_row, Params, Row};
-use crate::index_key::encode_key;
+use super::test_util::{covered, index_entry, select};
+use super::{access_is_ordered, plan_access, Access};
+use crate::eval::Row;
 use crate::pipeline::{run_select, Flow, Limits, Pipeline};
-use crate::value::Value;
 
 const SEED: u64 = 0x0bde_7b42_2026;
 const CASES: u64 = 4_000;
@@ -155,7 +152,7 @@ fn run_case(seed: u64, cov: &mut Coverage) {
         if !seen.insert(row.key.clone()) {
             continue;
         }
-        if let Some(entry) = entry_of(ix, &row) {
+        if let Ok(entry) = index_entry(ix, &row) {
             if covered(&spans, &entry) {
                 entries.push((entry, row));
             }
@@ -191,26 +188,4 @@ fn run_case(seed: u64, cov: &mut Coverage) {
             rows.iter().map(|r| (&r.key, &r.doc)).collect::<Vec<_>>()
         ));
     }
-}
-
-/// The entry the index service writes for `row` in `ix`, if any.
-fn entry_of(ix: &IndexInfo, row: &Row) -> Option<Vec<u8>> {
-    if ix.primary {
-        return Some(row.key.as_bytes().to_vec());
-    }
-    let alias = Ident::new("default");
-    let none = Params::new();
-    let eval = |e| evaluate_row(e, &alias, row, &none).unwrap_or(Value::Missing);
-    if let Some(cond) = &ix.condition {
-        if !eval(cond).truthy() {
-            return None;
-        }
-    }
-    let values: Vec<Value> = ix.keys.iter().map(|k| eval(&k.expr)).collect();
-    if values.first().is_none_or(Value::is_missing)
-        && !ix.keys.first().is_some_and(|k| k.include_missing)
-    {
-        return None;
-    }
-    encode_key(&values, row.key.as_bytes()).ok()
 }

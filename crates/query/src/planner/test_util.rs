@@ -92,3 +92,33 @@ pub(crate) fn assert_well_formed(spans: &[Span]) {
         }
     }
 }
+
+/// The entry the index service writes for `row` in `ix` (the document key for a primary
+/// index), or why it writes none: the partial index's condition leaves the document out,
+/// or its leading key is MISSING (without INCLUDE MISSING).
+pub(crate) fn index_entry(
+    ix: &IndexInfo,
+    row: &crate::eval::Row,
+) -> std::result::Result<Vec<u8>, String> {
+    if ix.primary {
+        return Ok(row.key.as_bytes().to_vec());
+    }
+    // Index keys and conditions read the document under the keyspace's name.
+    let alias = crate::ast::Ident::new("default");
+    let none = Params::new();
+    let eval = |e| crate::eval::evaluate_row(e, &alias, row, &none).unwrap_or(Value::Missing);
+    if let Some(cond) = &ix.condition {
+        if !eval(cond).truthy() {
+            return Err(format!("the partial index {} leaves it out", ix.name));
+        }
+    }
+    let values: Vec<Value> = ix.keys.iter().map(|k| eval(&k.expr)).collect();
+    let leading_missing = values.first().is_none_or(Value::is_missing);
+    if leading_missing && !ix.keys.first().is_some_and(|k| k.include_missing) {
+        return Err(format!(
+            "its leading key is MISSING, so {} has no entry",
+            ix.name
+        ));
+    }
+    encode_key(&values, row.key.as_bytes()).map_err(|e| e.to_string())
+}

@@ -14,10 +14,11 @@
 use bytes::Bytes;
 use sluice_client::GetResult;
 use sluice_engine::EngineError;
-use sluice_types::collection::{CollectionId, LEB128_BYTES_MAX};
+use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
 use sluice_types::{vbucket_of, Datatype};
 
 use crate::bucket_handle::BucketHandle;
+use crate::exec::keyspace::{KeyBuf, Keyspace};
 use crate::node::Node;
 
 /// What the engine of this node says of one document.
@@ -33,17 +34,18 @@ pub(super) enum LocalRead {
 /// Reads the default collection's document `key` of `bucket` from this node's engine.
 pub(super) fn read(node: &Node, bucket: &BucketHandle, key: &[u8]) -> LocalRead {
     // A fenced node serves no active vbucket; KV says so with the right status.
-    if node.is_fenced() || key.is_empty() || key.len() > sluice_types::limits::KEY_BYTES_MAX {
+    if node.is_fenced() {
         return LocalRead::Elsewhere;
     }
+    // The default collection's key, as KV qualifies a key from a client without collections
+    // (a key that is no key is left to KV, which says why).
+    let mut buf: KeyBuf = [0; QUALIFIED_KEY_BYTES_MAX];
+    let Ok(qualified) = Keyspace::Plain.qualify(key, &mut buf) else {
+        return LocalRead::Elsewhere;
+    };
     let engine = &bucket.engine;
     let vb = vbucket_of(key, engine.num_vbuckets());
-    let mut prefix = [0; LEB128_BYTES_MAX];
-    let prefix = CollectionId::DEFAULT.encode(&mut prefix);
-    let mut qualified = Vec::with_capacity(prefix.len() + key.len());
-    qualified.extend_from_slice(prefix);
-    qualified.extend_from_slice(key);
-    let read = engine.read(vb, &qualified, |meta, value| {
+    let read = engine.read(vb, qualified, |meta, value| {
         (meta.cas, meta.flags, meta.datatype, value.clone())
     });
     match read {
