@@ -58,6 +58,7 @@ pub use eval::{evaluate, evaluate_keys, evaluate_row, DocMeta, Params, Row};
 pub use parse::{parse, parse_expression, MAX_NESTING, MAX_STATEMENT_BYTES};
 pub use pipeline::{run_select, Flow, Limits, Pipeline};
 pub use planner::{
-    access_is_ordered, explain, plan_access, Access, IndexInfo, KeyRange, ScanRange, Span,
+    access_is_ordered, covering, explain, plan_access, Access, Cover, IndexInfo, KeyRange,
+    ScanRange, Span,
 };
 pub use value::{Num, Type, Value};

@@ -38,10 +38,25 @@ pub struct Applied {
     pub skipped: u64,
 }
 
-/// A document's entry before the batch and as the batch leaves it.
+/// A document's entry before the batch and as the batch leaves it, with its expiry.
 struct Net {
     before: Option<Vec<u8>>,
-    after: Option<Vec<u8>>,
+    after: Option<(Vec<u8>, u32)>,
+}
+
+/// An entry's stored value: the document's expiry (Unix seconds, big-endian), or nothing
+/// for a document that does not expire. A covered scan reads it to leave out a document
+/// that expired before the expiry pager deleted it, as a fetch would.
+pub(crate) fn entry_value(expiry: u32) -> Vec<u8> {
+    match expiry {
+        0 => Vec::new(),
+        t => t.to_be_bytes().to_vec(),
+    }
+}
+
+/// The expiry an entry's stored value holds (0: none).
+pub(crate) fn stored_expiry(value: &[u8]) -> u32 {
+    <[u8; 4]>::try_from(value).map_or(0, u32::from_be_bytes)
 }
 
 /// One vbucket's part of an [`IndexStore::apply_many`]: its changes, in seqno order, and
@@ -100,10 +115,12 @@ impl IndexStore {
             for change in &part.changes {
                 let key = change.key();
                 let after = match change {
-                    Change::Upsert(doc) => entry_of(&def, *doc).unwrap_or_else(|_| {
-                        applied.skipped += 1;
-                        None
-                    }),
+                    Change::Upsert(doc) => entry_of(&def, *doc)
+                        .unwrap_or_else(|_| {
+                            applied.skipped += 1;
+                            None
+                        })
+                        .map(|entry| (entry, doc.meta.expiration)),
                     Change::Delete { .. } => None,
                 };
                 if let Some(n) = net.get_mut(key) {
@@ -116,21 +133,30 @@ impl IndexStore {
             }
             for key in order {
                 let n = &net[key];
-                if n.before == n.after {
-                    continue;
-                }
-                if let Some(old) = &n.before {
-                    batch.remove(&open.entries, old.as_slice());
-                    applied.entries_removed += 1;
-                }
                 let back = keys::back(vb, key);
-                match &n.after {
-                    Some(entry) => {
-                        batch.insert(&open.entries, entry.as_slice(), []);
-                        batch.insert(&open.back, back, entry.as_slice());
-                        applied.entries_added += 1;
+                match (&n.before, &n.after) {
+                    (None, None) => {}
+                    // The same entry: rewritten only when the expiry it keeps changed.
+                    (Some(old), Some((entry, expiry))) if old == entry => {
+                        let kept = open.entries.get(old)?.map_or(0, |v| stored_expiry(&v));
+                        if kept != *expiry {
+                            batch.insert(&open.entries, entry.as_slice(), entry_value(*expiry));
+                        }
                     }
-                    None => batch.remove(&open.back, back),
+                    (before, after) => {
+                        if let Some(old) = before {
+                            batch.remove(&open.entries, old.as_slice());
+                            applied.entries_removed += 1;
+                        }
+                        match after {
+                            Some((entry, expiry)) => {
+                                batch.insert(&open.entries, entry.as_slice(), entry_value(*expiry));
+                                batch.insert(&open.back, back, entry.as_slice());
+                                applied.entries_added += 1;
+                            }
+                            None => batch.remove(&open.back, back),
+                        }
+                    }
                 }
             }
             batch.insert(&self.meta, keys::position(id, vb), part.to.encode());

@@ -3,6 +3,7 @@
 use sluice_query::index_key::decode_key;
 use sluice_query::Value;
 
+use super::apply::stored_expiry;
 use super::{IndexId, IndexStore};
 use crate::error::{IndexError, Result};
 
@@ -12,6 +13,8 @@ pub struct ScanEntry {
     /// The index key values (empty for a primary index).
     pub values: Vec<Value>,
     pub doc_key: Vec<u8>,
+    /// The document's expiry when its entry was written (Unix seconds; 0: none).
+    pub expiry: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -35,16 +38,22 @@ impl IndexStore {
         let mut last = None;
         if start < end {
             for g in open.entries.range(start..end).take(max) {
-                let raw = g.key()?;
+                let (raw, value) = g.into_inner()?;
+                let expiry = stored_expiry(&value);
                 let entry = if primary {
                     ScanEntry {
                         values: Vec::new(),
                         doc_key: raw.to_vec(),
+                        expiry,
                     }
                 } else {
                     let (values, doc_key) = decode_key(&raw)
                         .map_err(|e| IndexError::Corrupt(format!("index entry: {e}")))?;
-                    ScanEntry { values, doc_key }
+                    ScanEntry {
+                        values,
+                        doc_key,
+                        expiry,
+                    }
                 };
                 entries.push(entry);
                 last = Some(raw);

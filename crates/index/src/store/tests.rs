@@ -418,3 +418,52 @@ fn a_vbucket_twice_in_one_apply_is_a_bug() {
     };
     let _ = store.apply_many(id, &[part.clone(), part]);
 }
+
+#[test]
+fn an_entry_keeps_its_documents_expiry_and_follows_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let id = store.create(def("i", &["v"])).unwrap().id;
+    let primary = store.create(def("#primary", &[])).unwrap().id;
+    let body = json!({"v": 1});
+    let expiring = |expiration: u32| {
+        Change::Upsert(Doc {
+            key: b"k",
+            body: Some(&body),
+            meta: DocMeta {
+                is_json: true,
+                expiration,
+                ..DocMeta::default()
+            },
+        })
+    };
+    let expiries = |id| -> Vec<u32> { scan_all(&store, id, 10).iter().map(|e| e.expiry).collect() };
+    for ix in [id, primary] {
+        store
+            .apply(ix, VbId(0), &[doc(b"k", &body)], at(1))
+            .unwrap();
+        assert_eq!(expiries(ix), [0]);
+        // The same entry with an expiry now: rewritten in place, no entry added or removed.
+        let applied = store
+            .apply(ix, VbId(0), &[expiring(1_900_000_000)], at(2))
+            .unwrap();
+        assert_eq!((applied.entries_added, applied.entries_removed), (0, 0));
+        assert_eq!(expiries(ix), [1_900_000_000]);
+        store
+            .apply(ix, VbId(0), &[expiring(1_900_000_100)], at(3))
+            .unwrap();
+        assert_eq!(expiries(ix), [1_900_000_100]);
+        store
+            .apply(ix, VbId(0), &[doc(b"k", &body)], at(4))
+            .unwrap();
+        assert_eq!(expiries(ix), [0]);
+    }
+    // It survives a reopen.
+    store
+        .apply(id, VbId(0), &[expiring(1_900_000_200)], at(5))
+        .unwrap();
+    drop(store);
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let got: Vec<u32> = scan_all(&store, id, 10).iter().map(|e| e.expiry).collect();
+    assert_eq!(got, [1_900_000_200]);
+}

@@ -1,7 +1,8 @@
 //! EXPLAIN: the plan as Couchbase shapes it (`{"plan": {"#operator": "Sequence",
 //! "~children": [...]}, "text": ...}`), listing only what Sluice really runs: the scan,
-//! a Fetch of every document (no covering indexes), then the pipeline's stages in its
-//! order (WHERE, grouping, HAVING, projection, DISTINCT, ORDER BY, OFFSET, LIMIT).
+//! a Fetch of every document unless the index covers the statement (then the scan lists
+//! its `covers`, as Couchbase's does), then the pipeline's stages in its order (WHERE,
+//! grouping, HAVING, projection, DISTINCT, ORDER BY, OFFSET, LIMIT).
 //!
 //! Grouping is one pass here, so it appears as one `FinalGroup` where Couchbase shows
 //! Initial/Intermediate/Final phases. Span bounds are SQL++ constants as text, as
@@ -13,13 +14,15 @@ use std::ops::Bound;
 use serde_json::{json, Map, Value as J};
 
 use super::access::{Access, KeyRange, ScanRange};
+use super::cover::Cover;
 use crate::ast::{Expr, KeyspaceRef, Projection, ResultTerm, Select};
 use crate::value::Value;
 
 /// The EXPLAIN document for `select` planned as `access`; `ordered`: the access path yields
 /// the rows in the ORDER BY's order (`access_is_ordered`), so no Order stage runs (as
-/// Couchbase shows a plan that uses its index's order).
-pub fn explain(select: &Select, access: &Access, ordered: bool) -> J {
+/// Couchbase shows a plan that uses its index's order); `cover`: the index covers the
+/// statement (`covering`), so no document is fetched.
+pub fn explain(select: &Select, access: &Access, ordered: bool, cover: Option<&Cover>) -> J {
     let ks = select
         .from
         .as_ref()
@@ -28,8 +31,12 @@ pub fn explain(select: &Select, access: &Access, ordered: bool) -> J {
         op.extend(ks.clone());
         J::Object(op)
     };
-    let mut seq = vec![scan(select, access, &with_ks)];
-    if !matches!(access, Access::None) {
+    let mut scan = scan(select, access, &with_ks);
+    if let (Some(c), J::Object(op)) = (cover, &mut scan) {
+        op.insert("covers".into(), c.covers().into());
+    }
+    let mut seq = vec![scan];
+    if !matches!(access, Access::None) && cover.is_none() {
         seq.push(with_ks(operator("Fetch")));
     }
     let grouped = is_grouped(select);

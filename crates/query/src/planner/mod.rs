@@ -41,6 +41,7 @@
 mod access;
 mod atoms;
 mod choose;
+mod cover;
 mod explain;
 mod index;
 mod interval;
@@ -50,6 +51,8 @@ mod order;
 mod predicate;
 mod spans;
 
+#[cfg(test)]
+mod prop_cover;
 #[cfg(test)]
 mod prop_gen;
 #[cfg(test)]
@@ -65,12 +68,15 @@ mod tests;
 #[cfg(test)]
 mod tests_choose;
 #[cfg(test)]
+mod tests_cover;
+#[cfg(test)]
 mod tests_explain;
 #[cfg(test)]
 mod tests_normalize;
 
 pub use access::{Access, KeyRange, ScanRange, Span};
 pub use choose::{plan_access, MAX_SPANS};
+pub use cover::{covering, Cover};
 pub use explain::explain;
 pub use index::IndexInfo;
 pub use order::access_is_ordered;

@@ -18,6 +18,12 @@ pub(crate) fn canonical(expr: &Expr, alias: &Ident) -> Option<Expr> {
     canon(expr, alias, &[])
 }
 
+/// [`canonical`] where the names `bound` are not fields of the document (variables, or
+/// results ORDER BY may name).
+pub(crate) fn canonical_in(expr: &Expr, alias: &Ident, bound: &[Ident]) -> Option<Expr> {
+    canon(expr, alias, bound)
+}
+
 /// Whether `expr` reads nothing of the document: no free name, no META(), no aggregate.
 /// Such an expression has the same value for every row, so `evaluate` computes it once.
 pub(crate) fn is_constant(expr: &Expr) -> bool {

@@ -64,7 +64,7 @@ pub fn access_is_ordered(select: &Select, access: &Access, indexes: &[IndexInfo]
 }
 
 /// The names the projection gives its results (ORDER BY may refer to them).
-fn explicit_aliases(p: &Projection) -> Vec<&Ident> {
+pub(super) fn explicit_aliases(p: &Projection) -> Vec<&Ident> {
     match p {
         Projection::Raw { alias, .. } => alias.iter().collect(),
         Projection::Terms(terms) => terms
@@ -78,7 +78,7 @@ fn explicit_aliases(p: &Projection) -> Vec<&Ident> {
 }
 
 /// Whether the path `e` starts at one of `names`.
-fn root_is(e: &Expr, names: &[&Ident]) -> bool {
+pub(super) fn root_is(e: &Expr, names: &[&Ident]) -> bool {
     match e {
         Expr::Ident(name) => names.contains(&name),
         Expr::Field { base, .. } | Expr::DynamicField { base, .. } | Expr::Element { base, .. } => {

@@ -122,7 +122,11 @@ pub(crate) fn document(rng: &mut Rng, used: &[J]) -> J {
             let v = match v {
                 // `a.x` is a key too.
                 J::Object(_) => v,
-                v if rng.chance(8) => json!({ "x": v }),
+                // Sometimes with a sibling: `a.x` then holds less than `a`.
+                v if rng.chance(8) => match rng.chance(2) {
+                    true => json!({ "x": v }),
+                    false => json!({ "x": v, "y": 1 }),
+                },
                 v => v,
             };
             m.insert(f.into(), v);

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use super::prop_gen::{doc_key, document, indexes, Rng};
 use super::prop_where::WhereGen;
-use super::test_util::{covered, index_entry, select};
+use super::test_util::{covered, index_entry, run_property, select};
 use super::{access_is_ordered, plan_access, Access};
 use crate::eval::Row;
 use crate::pipeline::{run_select, Flow, Limits, Pipeline};
@@ -30,22 +30,11 @@ struct Coverage {
 
 #[test]
 fn streaming_in_index_order_gives_what_sorting_gives() {
-    let seeds: Vec<u64> = match std::env::var("PLANNER_ORDER_SEED") {
-        Ok(s) => vec![s.parse().expect("a seed")],
-        Err(_) => (0..CASES).map(|i| SEED.wrapping_add(i)).collect(),
-    };
-    let replay = seeds.len() == 1;
-    let mut cov = Coverage::default();
-    for seed in seeds {
-        run_case(seed, &mut cov);
-    }
-    println!("{cov:?}");
-    if !replay {
-        let cases = CASES as usize;
+    run_property::<Coverage>("PLANNER_ORDER", SEED, CASES, run_case, |cov, cases| {
         assert!(cov.ordered * 8 > cases, "{cov:?}");
         assert!(cov.stopped_early * 20 > cases, "{cov:?}");
         assert!(cov.refused * 8 > cases, "{cov:?}");
-    }
+    });
 }
 
 /// How the ORDER BY differs from the index's leading keys (`None`: it does not).

@@ -9,7 +9,7 @@ use serde_json::Value as J;
 
 use super::prop_gen::{doc_key, document, indexes, Rng};
 use super::prop_where::WhereGen;
-use super::test_util::{assert_well_formed, covered, index_entry, select};
+use super::test_util::{assert_well_formed, covered, index_entry, run_property, select};
 use super::{plan_access, Access, IndexInfo, Span};
 use crate::ast::Ident;
 use crate::error::QueryError;
@@ -37,20 +37,7 @@ struct Coverage {
 
 #[test]
 fn every_accepted_document_is_inside_the_chosen_spans() {
-    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
-    let seeds: Vec<u64> = match env("PLANNER_PROP_SEED") {
-        Some(seed) => vec![seed],
-        None => (0..env("PLANNER_PROP_CASES").unwrap_or(CASES))
-            .map(|i| SEED.wrapping_add(i))
-            .collect(),
-    };
-    let mut cov = Coverage::default();
-    for seed in seeds {
-        run_case(seed, &mut cov);
-    }
-    println!("{cov:?}");
-    if env("PLANNER_PROP_SEED").is_none() {
-        let cases = env("PLANNER_PROP_CASES").unwrap_or(CASES) as usize;
+    run_property::<Coverage>("PLANNER_PROP", SEED, CASES, run_case, |cov, cases| {
         assert!(cov.narrowed_index_scans * 5 > cases, "{cov:?}");
         assert!(cov.empty_scans * 50 > cases, "{cov:?}");
         assert!(cov.narrowed_primary_scans * 40 > cases, "{cov:?}");
@@ -58,7 +45,7 @@ fn every_accepted_document_is_inside_the_chosen_spans() {
         assert!(cov.composite_scans * 60 > cases, "{cov:?}");
         assert!(cov.accepted_in_index_scans > cases, "{cov:?}");
         assert!(cov.accepted_in_primary_scans > cases, "{cov:?}");
-    }
+    });
 }
 
 fn run_case(seed: u64, cov: &mut Coverage) {

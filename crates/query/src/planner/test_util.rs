@@ -122,3 +122,33 @@ pub(crate) fn index_entry(
     }
     encode_key(&values, row.key.as_bytes()).map_err(|e| e.to_string())
 }
+
+/// Runs a property test's cases: `<PREFIX>_SEED=<n>` replays one; otherwise
+/// `<PREFIX>_CASES` cases (default `cases`) from `base` on, after which `check` asserts
+/// on the coverage counters the cases kept (so a generator gone dull fails loudly; a
+/// replay checks none). The counters are printed either way.
+pub(crate) fn run_property<C: Default + std::fmt::Debug>(
+    prefix: &str,
+    base: u64,
+    cases: u64,
+    mut case: impl FnMut(u64, &mut C),
+    check: impl FnOnce(&C, usize),
+) {
+    let env = |name: String| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let (seeds, replay): (Vec<u64>, bool) = match env(format!("{prefix}_SEED")) {
+        Some(seed) => (vec![seed], true),
+        None => {
+            let n = env(format!("{prefix}_CASES")).unwrap_or(cases);
+            ((0..n).map(|i| base.wrapping_add(i)).collect(), false)
+        }
+    };
+    let n = seeds.len();
+    let mut cov = C::default();
+    for seed in seeds {
+        case(seed, &mut cov);
+    }
+    println!("{cov:?}");
+    if !replay {
+        check(&cov, n);
+    }
+}

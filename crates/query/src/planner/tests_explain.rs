@@ -9,7 +9,8 @@ fn explained(text: &str, indexes: &[IndexInfo]) -> serde_json::Value {
     let s = select(text);
     let access = plan(text, indexes);
     let ordered = super::access_is_ordered(&s, &access, indexes);
-    explain(&s, &access, ordered)
+    let cover = super::covering(&s, &access, indexes);
+    explain(&s, &access, ordered, cover.as_ref())
 }
 
 #[test]

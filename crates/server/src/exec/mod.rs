@@ -168,7 +168,7 @@ pub fn execute(node: &Node, session: &mut Session, frame: &Frame<'_>, out: &mut 
     }
 }
 
-fn unix_now_s() -> u32 {
+pub(crate) fn unix_now_s() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as u32)

@@ -216,7 +216,10 @@ impl QueryService {
         };
         let (defs, infos) = self.indexes(&bucket);
         let access = plan_access(select, &infos, &req.params)?;
-        let mut rows = self.rows(&bucket, access, &defs, req, deadline).await?;
+        // A write needs each document whole (and its CAS): never covered.
+        let mut rows = self
+            .rows(&bucket, access, None, &defs, req, deadline)
+            .await?;
         let client = rows.client().clone();
         let mut done: HashSet<String> = HashSet::new();
         let mut written = Vec::new();

@@ -2,14 +2,15 @@
 //! time. A page is the documents of up to [`PAGE_ENTRIES`] index entries (or USE KEYS
 //! keys): those whose vbucket is active here read from the engine in place
 //! (`local_read`), the others fetched through KV in one batch; a document deleted since its
-//! entry was read is skipped.
+//! entry was read is skipped. When the index covers the statement (`sluice_query::Cover`)
+//! the rows are built from the entries themselves and nothing is fetched.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use base64::Engine as _;
 use sluice_client::ClusterClient;
 use sluice_index::{IndexDef, IndexId};
-use sluice_query::{Access, DocMeta, Row, Span};
+use sluice_query::{Access, Cover, DocMeta, Row, Span};
 use sluice_types::{Seqno, VbId};
 use tokio::time::Instant;
 
@@ -35,6 +36,8 @@ pub(super) struct RowSource<'a> {
     bucket: std::sync::Arc<crate::bucket_handle::BucketHandle>,
     client: ClusterClient,
     from: From,
+    /// The index covers the statement: rows come from its entries.
+    cover: Option<Cover>,
 }
 
 enum From {
@@ -43,11 +46,13 @@ enum From {
 }
 
 impl QueryService {
-    /// The rows `access` reads from `bucket`, after waiting for the consistency `req` asks.
+    /// The rows `access` reads from `bucket`, after waiting for the consistency `req` asks;
+    /// with `cover`, built from the index entries (only a SELECT's scan is ever covered).
     pub(super) async fn rows(
         &self,
         bucket: &str,
         access: Access,
+        cover: Option<Cover>,
         defs: &[IndexDef],
         req: &QueryRequest,
         deadline: Instant,
@@ -77,6 +82,7 @@ impl QueryService {
             bucket: handle,
             client: self.client(bucket).await?,
             from,
+            cover,
         })
     }
 
@@ -180,6 +186,17 @@ impl RowSource<'_> {
                         start: next,
                         end: span.end,
                     });
+                }
+                if let Some(cover) = &self.cover {
+                    // A document that expired is gone to a fetch even before the expiry
+                    // pager deletes it; its entry keeps the expiry so it is gone here too.
+                    let now = crate::exec::unix_now_s();
+                    let rows = page
+                        .entries
+                        .into_iter()
+                        .filter(|e| !sluice_types::Expiry(e.expiry).is_expired(now))
+                        .map(|e| cover.row(e.values, &e.doc_key));
+                    return Ok(Some(rows.collect()));
                 }
                 page.entries.into_iter().map(|e| e.doc_key).collect()
             }

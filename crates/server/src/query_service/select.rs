@@ -7,7 +7,8 @@
 //! 2. with `request_plus` the scan first waits until the index has applied every active
 //!    vbucket up to its current high visible seqno (`at_plus`: up to the tokens' seqnos);
 //! 3. the index is scanned a page at a time, and each page's documents are fetched through
-//!    KV (a document deleted since its entry was read is skipped);
+//!    KV (a document deleted since its entry was read is skipped), unless the index covers
+//!    the statement (`sluice_query::covering`): then the rows are built from the entries;
 //! 4. every document goes through the pipeline, which applies the whole WHERE again (the
 //!    spans may hold more than the matches), then grouping, projection, ORDER BY, LIMIT.
 //!    Without grouping, and without ORDER BY or with the index giving its order
@@ -19,7 +20,7 @@ use sluice_cluster::rbac::Privilege;
 use sluice_index::{IndexDef, IndexState};
 use sluice_query::ast::Select;
 use sluice_query::{
-    access_is_ordered, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
+    access_is_ordered, covering, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
 };
 use tokio::time::Instant;
 
@@ -161,17 +162,21 @@ impl QueryService {
         s: &Select,
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
-        let (access, ordered) = match self.read_target(who, s, req)? {
+        let (access, ordered, cover) = match self.read_target(who, s, req)? {
             Some(bucket) => {
                 let infos = self.indexes(&bucket).1;
                 let access = plan_access(s, &infos, &req.params)?;
                 let ordered = access_is_ordered(s, &access, &infos);
-                (access, ordered)
+                let cover = covering(s, &access, &infos);
+                (access, ordered, cover)
             }
-            None => (Access::None, false),
+            None => (Access::None, false, None),
         };
         Ok(Outcome::read(vec![sluice_query::explain(
-            s, &access, ordered,
+            s,
+            &access,
+            ordered,
+            cover.as_ref(),
         )]))
     }
 
@@ -217,7 +222,10 @@ impl QueryService {
         if access_is_ordered(s, &access, &infos) {
             pipeline.rows_in_order();
         }
-        let mut rows = self.rows(&bucket, access, &defs, req, deadline).await?;
+        let cover = covering(s, &access, &infos);
+        let mut rows = self
+            .rows(&bucket, access, cover, &defs, req, deadline)
+            .await?;
         'pages: while let Some(page) = rows.next_page(pipeline.wanted()).await? {
             for row in &page {
                 if pipeline.push(row, &mut results)? == Flow::Done {
