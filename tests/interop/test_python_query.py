@@ -7,6 +7,8 @@ one-node Sluice cluster: the SDK finds `n1ql` in the cluster map and POSTs to
   the data says, also for random documents and random queries with writes, deletes and
   expirations in between (seeded; `QUERY_SEED=<n>` replays).
 - DML (INSERT / UPSERT / UPDATE / DELETE) writes through KV.
+- Prepared statements: the SDK with `adhoc=False` (PREPARE with auto_execute, then the
+  name), `prepared` and EXECUTE by hand, `system:prepareds`, and Couchbase's 4040 / 4060.
 - Errors carry Couchbase's codes: 3000 syntax, 12003 unknown keyspace, 4000 no index,
   4300 duplicate index, 1065 unknown parameter.
 - kill -9 and restart: every index resumes from its saved positions (the log and STAT
@@ -297,6 +299,63 @@ def test_errors_carry_couchbases_codes(node):
     cluster.close()
 
 
+def test_prepared_statements_run_by_name_through_the_sdk_and_by_hand(node):
+    cluster = connect(node)
+    coll = cluster.bucket(BUCKET).default_collection()
+    for i in range(20):
+        coll.upsert(f"p{i:02d}", {"n": i})
+    mgr = cluster.query_indexes()
+    mgr.create_index(BUCKET, "by_n", ["n"])
+    statement = "SELECT RAW META().id FROM default WHERE n >= $lo AND n < $hi ORDER BY n"
+    # The SDK with adhoc=False: PREPARE with auto_execute once, then only the name.
+    for lo in range(0, 15, 3):
+        opts = QueryOptions(adhoc=False, named_parameters={"lo": lo, "hi": lo + 3},
+                            scan_consistency=PLUS)
+        got = list(cluster.query(statement, opts).rows())
+        assert got == [f"p{i:02d}" for i in range(lo, lo + 3)], lo
+    listed = rows(cluster, "SELECT name, statement, uses FROM system:prepareds")
+    mine = [p for p in listed if "$lo" in p["statement"]]
+    assert len(mine) == 1 and mine[0]["uses"] == 5, listed
+    name = mine[0]["name"]
+
+    # By hand: the name with other parameters, EXECUTE ... USING, auto_execute's answer.
+    status, body = raw_query(node, {"prepared": name, "$lo": 4, "$hi": 6})
+    assert (status, body["results"]) == (200, ["p04", "p05"]), body
+    status, body = raw_query(node, {"statement": f"EXECUTE `{name}` USING {{'lo': 1, 'hi': 3}}"})
+    assert (status, body["results"]) == (200, ["p01", "p02"]), body
+    status, body = raw_query(node, {"statement": "PREPARE SELECT COUNT(*) AS c FROM default "
+                                                 "WHERE n >= 10", "auto_execute": True})
+    assert body["results"] == [{"c": 10}] and len(body["prepared"]) == 36, body
+
+    # A PREPARE alone describes the statement and the plan it would run now.
+    status, body = raw_query(node, {"statement": "PREPARE p_named FROM SELECT META().id "
+                                                 "FROM default WHERE n = $n"})
+    assert status == 200, body
+    row = body["results"][0]
+    assert row["name"] == "p_named" and row["encoded_plan"], row
+    status, body = raw_query(node, {"statement": "PREPARE SELECT META().id FROM default "
+                                                 "WHERE n = 3"})
+    assert body["results"][0]["operator"]["~children"][0]["index"] == "by_n", body
+    status, body = raw_query(node, {"prepared": "p_named", "$n": 7})
+    assert body["results"] == [{"id": "p07"}], body
+
+    # Couchbase's errors: a name taken by another statement, a name unknown here (on which
+    # the SDKs prepare again), a name under another query context.
+    status, body = raw_query(node, {"statement": "PREPARE p_named AS SELECT 1"})
+    assert body["errors"][0]["code"] == 4060, body
+    status, body = raw_query(node, {"prepared": "no-such-name"})
+    assert body["errors"][0]["code"] == 4040, body
+    status, body = raw_query(node, {"prepared": "p_named", "$n": 7,
+                                    "query_context": "default:default._default"})
+    assert body["errors"][0]["code"] == 4040, body
+
+    # Planned at every run: with its index gone, the statement has none to use (4000).
+    mgr.drop_index(BUCKET, "by_n")
+    status, body = raw_query(node, {"prepared": "p_named", "$n": 7})
+    assert body["errors"][0]["code"] == 4000, body
+    cluster.close()
+
+
 # ------------------------------------------------------------------ the property test
 
 FIELDS = ("n", "s")
@@ -424,11 +483,12 @@ def is_covered(cluster: Cluster, statement: str) -> bool:
 
 
 def check_random_queries(cluster: Cluster, rng: random.Random, model: dict, expiring: dict,
-                         where: str, kinds: dict, n: int = 8) -> set:
+                         where: str, kinds: dict = None, n: int = 8) -> set:
     """`n` random REQUEST_PLUS queries, each answered as the model says. Documents written
     to expire and not yet gone are uncertain: the checks ask only about the others, which
     are returned. `kinds` counts covered and fetching statements."""
     uncertain = set(expiring)
+    kinds = {"covered": 0, "fetched": 0} if kinds is None else kinds
     for _ in range(n):
         text, pred = random_predicate(rng)
         projection, result = rng.choice(PROJECTIONS)

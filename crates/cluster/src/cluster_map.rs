@@ -246,7 +246,15 @@ impl ClusterMap {
             rev_epoch: Some(i64::try_from(REV_EPOCH).expect("the epoch fits an i64")),
             nodes_ext: Some(self.nodes_ext(serving)),
             cluster_capabilities_ver: Some(vec![1, 0]),
-            cluster_capabilities: Some(Default::default()),
+            // The query service keeps prepared statements by name and runs PREPARE with
+            // `auto_execute`: the SDKs then prepare in one round trip (`adhoc = false`).
+            cluster_capabilities: Some(
+                [(
+                    service::QUERY.to_string(),
+                    vec!["enhancedPreparedStatements".to_string()],
+                )]
+                .into(),
+            ),
             ..TerseConfig::default()
         }
     }
@@ -443,7 +451,7 @@ mod tests {
                 "hostname": "127.0.0.1",
             }],
             "clusterCapabilitiesVer": [1, 0],
-            "clusterCapabilities": {},
+            "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
             "vBucketServerMap": {
                 "hashAlgorithm": "CRC",
                 "numReplicas": 0,
@@ -460,7 +468,7 @@ mod tests {
             "revEpoch": 1,
             "nodesExt": expected["nodesExt"],
             "clusterCapabilitiesVer": [1, 0],
-            "clusterCapabilities": {},
+            "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
         });
         assert_eq!(to_json(map.terse_global_config(&serving)), global);
     }

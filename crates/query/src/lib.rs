@@ -44,6 +44,7 @@ mod lexer;
 mod parse;
 pub mod pipeline;
 pub mod planner;
+pub mod prepared;
 mod render;
 pub mod request;
 mod value;

@@ -13,7 +13,7 @@ mod walk_tests;
 pub use expr::{BinaryOp, Expr, IsTest, Literal, Param, Quantifier, UnaryOp, WhenThen};
 pub use ident::{Ident, KeyspaceRef, Namespace};
 pub use stmt::{
-    BuildIndex, CreateIndex, CreatePrimaryIndex, Delete, DropIndex, DropPrimaryIndex, FromTerm,
-    IndexKey, Insert, InsertVerb, KeyValue, NullsOrder, Projection, ResultTerm, Select, SetTerm,
-    SortTerm, Statement, Update,
+    BuildIndex, CreateIndex, CreatePrimaryIndex, Delete, DropIndex, DropPrimaryIndex, Execute,
+    FromTerm, IndexKey, Insert, InsertVerb, KeyValue, NullsOrder, Prepare, Projection, ResultTerm,
+    Select, SetTerm, SortTerm, Statement, Update,
 };

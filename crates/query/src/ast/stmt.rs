@@ -15,6 +15,26 @@ pub enum Statement {
     DropIndex(DropIndex),
     DropPrimaryIndex(DropPrimaryIndex),
     BuildIndex(BuildIndex),
+    /// `PREPARE`: the parser never nests a PREPARE or an EXECUTE in it.
+    Prepare(Prepare),
+    Execute(Execute),
+}
+
+/// `PREPARE [FORCE] [name (FROM | AS)] statement`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepare {
+    /// Prepare again even if the cache holds the statement.
+    pub force: bool,
+    /// The name to store it under; without one the service derives it from the text.
+    pub name: Option<String>,
+    pub statement: Box<Statement>,
+}
+
+/// `EXECUTE name [USING parameters]`: an array of positional or an object of named ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Execute {
+    pub name: String,
+    pub using: Option<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -146,6 +146,12 @@ fn unsupported_forms_fail_at_their_first_token() {
         ("SELECT x FROM b GROUP BY x LETTING y = 1", "LETTING"),
         ("SELECT a LIKE b ESCAPE '!'", "ESCAPE"),
         ("INSERT INTO b (KEY k, VALUE v) SELECT 1", "k"),
+        // A prepared statement prepares or executes no other.
+        ("PREPARE PREPARE SELECT 1", "PREPARE"),
+        ("PREPARE p AS EXECUTE q", "EXECUTE"),
+        ("EXPLAIN PREPARE SELECT 1", "PREPARE"),
+        ("PREPARE p SELECT 1", "p"),
+        ("EXECUTE USING [1]", "USING"),
     ];
     for (input, at) in cases {
         let e = err(input);

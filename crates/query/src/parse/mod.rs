@@ -10,6 +10,7 @@ mod ddl;
 mod dml;
 mod expr;
 mod keyspace;
+mod prepare;
 mod primary;
 mod select;
 
@@ -295,6 +296,11 @@ impl<'a> Parser<'a> {
     // ---- statements ----
 
     fn statement(&mut self) -> Result<Statement> {
+        match self.peek() {
+            Tok::Keyword("PREPARE") => return self.prepare(),
+            Tok::Keyword("EXECUTE") => return self.execute(),
+            _ => {}
+        }
         if self.eat_kw("EXPLAIN") {
             return match self.keyword_statement()? {
                 Some(stmt) => Ok(Statement::Explain(Box::new(stmt))),

@@ -1,6 +1,7 @@
 use std::fmt::{self, Display, Formatter};
 
 use super::expr::List;
+use crate::ast::Ident;
 use crate::ast::{
     BuildIndex, CreateIndex, CreatePrimaryIndex, Delete, DropIndex, DropPrimaryIndex, FromTerm,
     IndexKey, Insert, InsertVerb, KeyValue, NullsOrder, Projection, ResultTerm, Select, SetTerm,
@@ -20,6 +21,23 @@ impl Display for Statement {
             Statement::DropIndex(s) => write!(f, "{s}"),
             Statement::DropPrimaryIndex(s) => write!(f, "{s}"),
             Statement::BuildIndex(s) => write!(f, "{s}"),
+            Statement::Prepare(p) => {
+                f.write_str("PREPARE ")?;
+                if p.force {
+                    f.write_str("FORCE ")?;
+                }
+                if let Some(name) = &p.name {
+                    write!(f, "{} AS ", Ident::new(name.as_str()))?;
+                }
+                write!(f, "{}", p.statement)
+            }
+            Statement::Execute(e) => {
+                write!(f, "EXECUTE {}", Ident::new(e.name.as_str()))?;
+                if let Some(using) = &e.using {
+                    write!(f, " USING {using}")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -22,6 +22,12 @@ fn statements_round_trip() {
         "DROP PRIMARY INDEX `p` IF EXISTS ON b USING GSI",
         "BUILD INDEX ON default:`b`.`s`.`c`('a', `b`)",
         "SELECT `` FROM `b`",
+        "PREPARE SELECT META().id FROM b WHERE email = $e",
+        "PREPARE FORCE `q-1` AS UPDATE b SET n = n + 1 WHERE k = ?",
+        "PREPARE p FROM EXPLAIN SELECT 1",
+        "EXECUTE `q-1` USING [1, 'a']",
+        "EXECUTE p USING {'$e': 'x@y'}",
+        "EXECUTE 'p'",
     ];
     for s in statements {
         let Ok(stmt) = parse(s) else {

@@ -2,12 +2,15 @@
 //! a form whose values are strings (JSON text for `args` and the named parameters). Pure:
 //! the HTTP handler hands it the body and whether it is a form.
 //!
-//! Parameters this service acts on: `statement`, `args`, `$name`, `client_context_id`,
-//! `timeout`, `readonly`, `scan_consistency`, `scan_vectors` / `scan_vector`, `scan_wait`,
-//! `query_context`, `metrics`. Others Couchbase defines are accepted and have no effect
-//! here (see [`ACCEPTED`]); those that would change what a statement means and are not
-//! built (`prepared`, transactions) are refused with a message that says so. A name that
-//! is no parameter at all is error 1065, as Couchbase answers it.
+//! Parameters this service acts on: `statement`, `prepared` (the name of a prepared
+//! statement to run, instead of a statement), `auto_execute` (with a `PREPARE`: run it
+//! too), `args`, `$name`, `client_context_id`, `timeout`, `readonly`, `scan_consistency`,
+//! `scan_vectors` / `scan_vector`, `scan_wait`, `query_context`, `metrics`. Others
+//! Couchbase defines are accepted and have no effect here (see [`ACCEPTED`]), among them
+//! `encoded_plan`, which Couchbase too ignores since its prepared statements became
+//! names; those that would change what a statement means and are not built
+//! (transactions) are refused with a message that says so. A name that is no parameter at
+//! all is error 1065, as Couchbase answers it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -35,7 +38,7 @@ pub const ACCEPTED: &[&str] = &[
     "encoding",
     "format",
     "namespace",
-    "auto_execute",
+    "encoded_plan",
     "use_fts",
     "use_cbo",
     "memory_quota",
@@ -51,14 +54,6 @@ pub const ACCEPTED: &[&str] = &[
 
 /// Parameters that would change a statement's meaning, not built here.
 const REFUSED: &[(&str, &str)] = &[
-    (
-        "prepared",
-        "prepared statements are not supported by Sluice's query service",
-    ),
-    (
-        "encoded_plan",
-        "prepared statements are not supported by Sluice's query service",
-    ),
     (
         "txid",
         "transactions through the query service are not supported by Sluice",
@@ -101,7 +96,13 @@ pub enum Consistency {
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryRequest {
+    /// Empty when the request names a prepared statement instead.
     pub statement: String,
+    /// The prepared statement to run (when `statement` is empty).
+    pub prepared: Option<String>,
+    /// With a `PREPARE` statement: run the prepared statement too, and name it in the
+    /// response's `prepared` field (what the SDKs send for `adhoc = false`).
+    pub auto_execute: bool,
     pub params: Params,
     pub client_context_id: Option<String>,
     pub timeout: Option<Duration>,
@@ -175,6 +176,8 @@ pub fn parse(body: &[u8], form: bool) -> Result<QueryRequest, RequestError> {
         }
         match lower.as_str() {
             "statement" => req.statement = string(&name, value)?,
+            "prepared" => req.prepared = Some(string(&name, value)?),
+            "auto_execute" => req.auto_execute = boolean(&name, value)?,
             "args" => match value {
                 serde_json::Value::Array(a) => req.params.positional = a,
                 _ => return Err(bad(&name, "args must be an array")),
@@ -194,7 +197,7 @@ pub fn parse(body: &[u8], form: bool) -> Result<QueryRequest, RequestError> {
             },
         }
     }
-    if req.statement.trim().is_empty() {
+    if req.statement.trim().is_empty() && req.prepared.as_deref().is_none_or(str::is_empty) {
         return Err(RequestError::NoStatement);
     }
     if req.statement.len() > STATEMENT_BYTES_MAX {

@@ -64,11 +64,20 @@ fn refusals_carry_couchbases_codes() {
         1040
     );
     assert_eq!(
-        json_req(json!({"statement": "x", "prepared": "p1"}))
+        json_req(json!({"statement": "x", "txid": "t1"}))
             .unwrap_err()
             .code(),
         1020
     );
+    // A prepared statement's name stands in for the statement; neither is 1050.
+    let by_name = json_req(json!({"prepared": "p1", "encoded_plan": "ignored"})).unwrap();
+    assert_eq!(
+        (by_name.statement.as_str(), by_name.prepared.as_deref()),
+        ("", Some("p1"))
+    );
+    assert_eq!(json_req(json!({"prepared": ""})).unwrap_err().code(), 1050);
+    let auto = json_req(json!({"statement": "PREPARE SELECT 1", "auto_execute": true})).unwrap();
+    assert!(auto.auto_execute);
     assert_eq!(parse(b"[1]", false).unwrap_err().code(), 1100);
     assert_eq!(parse(b"{", false).unwrap_err().code(), 1100);
 }

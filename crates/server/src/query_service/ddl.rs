@@ -48,7 +48,7 @@ impl QueryService {
     ) -> Result<String, ServiceError> {
         let bucket = match resolve(ks, qc)? {
             Target::Bucket(b) => b,
-            Target::SystemIndexes => {
+            Target::SystemIndexes | Target::SystemPrepareds => {
                 return Err(ServiceError::NotSupported(
                     "system keyspaces cannot be indexed".into(),
                 ))

@@ -54,7 +54,7 @@ impl QueryService {
     ) -> Result<String, ServiceError> {
         let bucket = match resolve(ks, req.query_context.as_deref())? {
             Target::Bucket(b) => b,
-            Target::SystemIndexes => {
+            Target::SystemIndexes | Target::SystemPrepareds => {
                 return Err(ServiceError::NotSupported(
                     "system keyspaces cannot be written".into(),
                 ))

@@ -2,6 +2,7 @@
 //! (`errors/codes.go` in couchbase/query) so the SDKs map it to the same exception.
 
 use sluice_index::IndexError;
+use sluice_query::prepared::PreparedError;
 use sluice_query::request::RequestError;
 use sluice_query::QueryError;
 
@@ -11,6 +12,8 @@ pub enum ServiceError {
     Request(#[from] RequestError),
     #[error(transparent)]
     Query(#[from] QueryError),
+    #[error(transparent)]
+    Prepared(#[from] PreparedError),
     #[error("Keyspace not found in CB datastore: {0}")]
     KeyspaceNotFound(String),
     #[error("The index {0} already exists.")]
@@ -61,6 +64,7 @@ impl ServiceError {
         match self {
             ServiceError::Request(e) => e.code(),
             ServiceError::Query(e) => e.code(),
+            ServiceError::Prepared(e) => e.code(),
             ServiceError::KeyspaceNotFound(_) => 12003,
             ServiceError::IndexExists(_) => 4300,
             ServiceError::IndexNotFound(_) => 12004,

@@ -228,6 +228,10 @@ fn suffix(outcome: Result<u64, ServiceError>, written: &Written, started: Instan
         }
     };
     let mut out = String::from("]");
+    if let Some(name) = &written.prepared {
+        out.push_str(",\"prepared\":");
+        out.push_str(&serde_json::Value::from(name.as_str()).to_string());
+    }
     if !errors.is_empty() {
         out.push_str(",\"errors\":");
         out.push_str(&serde_json::Value::Array(errors.clone()).to_string());
@@ -254,18 +258,12 @@ fn suffix(outcome: Result<u64, ServiceError>, written: &Written, started: Instan
     out
 }
 
+/// A random version-4 UUID. From the thread's generator (seeded from the OS once), not
+/// the OS per request: a request ID needs to be unique, not secret.
 fn request_id() -> String {
     let mut b = [0u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut b);
+    rand::thread_rng().fill_bytes(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    sluice_query::prepared::uuid_text(&b)
 }

@@ -9,6 +9,8 @@ use super::error::ServiceError;
 pub enum Target {
     /// `system:indexes`: the index definitions.
     SystemIndexes,
+    /// `system:prepareds`: this node's prepared statements.
+    SystemPrepareds,
     /// A bucket's default collection.
     Bucket(String),
 }
@@ -28,6 +30,7 @@ pub fn resolve(ks: &KeyspaceRef, query_context: Option<&str>) -> Result<Target, 
             bucket,
         } => match bucket.as_str() {
             "indexes" => Ok(Target::SystemIndexes),
+            "prepareds" => Ok(Target::SystemPrepareds),
             other => Err(ServiceError::KeyspaceNotFound(format!("system:{other}"))),
         },
         KeyspaceRef::Bucket { bucket, .. } => match context(query_context) {

@@ -10,6 +10,8 @@
 //! - `ddl`: CREATE / DROP / BUILD INDEX, changes of the cluster's index catalog; `copies`:
 //!   waiting for every node's copy to follow.
 //! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
+//! - `prepare`: PREPARE, EXECUTE and the request's `prepared`, over this node's
+//!   `sluice_query::prepared::PreparedCache`.
 //! - `system_indexes`: the rows of `system:indexes`.
 //! - `http`: the route and the response envelope; `sink`: results streamed in chunks.
 //!
@@ -26,6 +28,7 @@ pub mod http;
 mod json_path;
 mod keyspace;
 mod local_read;
+mod prepare;
 mod rows;
 mod select;
 pub mod sink;
@@ -39,6 +42,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sluice_client::{ClusterClient, ClusterOptions};
 use sluice_cluster::rbac::{allows, Privilege, Role};
+use sluice_query::prepared::PreparedCache;
 
 use crate::credentials::Caller;
 use crate::node::Node;
@@ -68,6 +72,8 @@ pub struct QueryService {
     /// A KV client per bucket (as the cluster identity), made on first use.
     clients: Mutex<HashMap<String, ClusterClient>>,
     servicers: tokio::sync::Semaphore,
+    /// This node's prepared statements (see `prepare`).
+    prepared: Mutex<PreparedCache>,
 }
 
 impl QueryService {
@@ -76,6 +82,7 @@ impl QueryService {
             node,
             clients: Mutex::new(HashMap::new()),
             servicers: tokio::sync::Semaphore::new(SERVICERS),
+            prepared: Mutex::new(PreparedCache::new()),
         }
     }
 

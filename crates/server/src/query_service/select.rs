@@ -26,6 +26,7 @@ use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::keyspace::{resolve, Target};
+use super::prepare::Resolved;
 use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
 use sluice_query::request::QueryRequest;
@@ -62,7 +63,41 @@ impl QueryService {
         req: &QueryRequest,
         sink: &mut Sink,
     ) -> Result<u64, ServiceError> {
-        let stmt = sluice_query::parse(&req.statement)?;
+        // The statement: the request's text, or one prepared before that it names.
+        let (parsed, named);
+        let stmt: &Statement = if req.statement.trim().is_empty() {
+            named = self.named(req)?;
+            &named.statement
+        } else {
+            parsed = sluice_query::parse(&req.statement)?;
+            &parsed
+        };
+        // A PREPARE or an EXECUTE stands for the statement it prepares or names.
+        let (prepared, with_params);
+        let (stmt, req) = match self.resolve(who, stmt, req, sink)? {
+            Resolved::Run => (stmt, req),
+            Resolved::Answered(row) => {
+                sink.push(&row);
+                return Ok(0);
+            }
+            Resolved::Prepared {
+                prepared: p,
+                params,
+            } => {
+                prepared = p;
+                let req = match params {
+                    Some(params) => {
+                        with_params = QueryRequest {
+                            params,
+                            ..req.clone()
+                        };
+                        &with_params
+                    }
+                    None => req,
+                };
+                (&prepared.statement, req)
+            }
+        };
         let timeout = req.timeout.unwrap_or(DEFAULT_TIMEOUT).min(TIMEOUT_MAX);
         let deadline = Instant::now() + timeout;
         let run = async {
@@ -71,7 +106,7 @@ impl QueryService {
                 .acquire()
                 .await
                 .map_err(|_| ServiceError::Cancelled)?;
-            let mut outcome = self.run(who, &stmt, req, deadline, sink).await?;
+            let mut outcome = self.run(who, stmt, req, deadline, sink).await?;
             sink.extend(&mut outcome.results).await?;
             Ok(outcome.mutations)
         };
@@ -116,28 +151,43 @@ impl QueryService {
             Statement::Insert(i) => self.insert(who, i, req).await,
             Statement::Update(u) => self.update(who, u, req, deadline).await,
             Statement::Delete(d) => self.delete(who, d, req, deadline).await,
+            // The parser nests neither in a prepared statement; `execute` resolved the
+            // request's own.
+            Statement::Prepare(_) | Statement::Execute(_) => Err(ServiceError::NotSupported(
+                "a prepared statement cannot prepare or execute another".into(),
+            )),
         }
     }
 
-    /// The bucket a SELECT reads (checked: it exists and the caller may read it), or
-    /// `None` for `system:indexes`.
+    /// What a SELECT reads (checked: a bucket exists and the caller may read it), or
+    /// `None` without FROM.
     fn read_target(
         &self,
         who: &Authenticated,
         s: &Select,
         req: &QueryRequest,
-    ) -> Result<Option<String>, ServiceError> {
+    ) -> Result<Option<Target>, ServiceError> {
         let Some(from) = &s.from else {
             return Ok(None);
         };
-        match resolve(&from.keyspace, req.query_context.as_deref())? {
-            Target::SystemIndexes => Ok(None),
+        let target = resolve(&from.keyspace, req.query_context.as_deref())?;
+        match &target {
+            Target::SystemIndexes => {}
+            Target::SystemPrepareds => {
+                if !who.allows(Privilege::ClusterRead) {
+                    return Err(ServiceError::NotAllowed {
+                        what: "SELECT",
+                        keyspace: "system:prepareds".into(),
+                        role: "query_system_catalog",
+                    });
+                }
+            }
             Target::Bucket(b) => {
-                Self::check(who, Privilege::Read(&b), &b, "SELECT", "query_select")?;
-                self.bucket_exists(&b)?;
-                Ok(Some(b))
+                Self::check(who, Privilege::Read(b), b, "SELECT", "query_select")?;
+                self.bucket_exists(b)?;
             }
         }
+        Ok(Some(target))
     }
 
     pub(super) fn indexes(&self, bucket: &str) -> (Vec<IndexDef>, Vec<IndexInfo>) {
@@ -156,21 +206,21 @@ impl QueryService {
         (defs, infos)
     }
 
-    fn explain(
+    pub(super) fn explain(
         &self,
         who: &Authenticated,
         s: &Select,
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
         let (access, ordered, cover) = match self.read_target(who, s, req)? {
-            Some(bucket) => {
+            Some(Target::Bucket(bucket)) => {
                 let infos = self.indexes(&bucket).1;
                 let access = plan_access(s, &infos, &req.params)?;
                 let ordered = access_is_ordered(s, &access, &infos);
                 let cover = covering(s, &access, &infos);
                 (access, ordered, cover)
             }
-            None => (Access::None, false, None),
+            _ => (Access::None, false, None),
         };
         Ok(Outcome::read(vec![sluice_query::explain(
             s,
@@ -191,9 +241,18 @@ impl QueryService {
         let limits = Limits::default();
         let mut pipeline = Pipeline::new(s, &req.params, limits)?;
         let mut results = Vec::new();
-        let bucket = match (self.read_target(who, s, req)?, &s.from) {
-            (Some(b), _) => b,
-            (None, Some(_)) => {
+        let bucket = match self.read_target(who, s, req)? {
+            Some(Target::Bucket(b)) => b,
+            Some(Target::SystemPrepareds) => {
+                for row in self.prepared_rows() {
+                    if pipeline.push(&row, &mut results)? == Flow::Done {
+                        break;
+                    }
+                }
+                pipeline.finish(&mut results)?;
+                return Ok(Outcome::read(results));
+            }
+            Some(Target::SystemIndexes) => {
                 // system:indexes: the indexes of the buckets the caller has a role on.
                 let datastore = format!(
                     "http://{}:{}",
@@ -212,7 +271,7 @@ impl QueryService {
                 pipeline.finish(&mut results)?;
                 return Ok(Outcome::read(results));
             }
-            (None, None) => {
+            None => {
                 pipeline.finish(&mut results)?;
                 return Ok(Outcome::read(results));
             }

@@ -18,6 +18,7 @@ pub struct Sink {
     buf: String,
     count: usize,
     bytes: usize,
+    prepared: Option<String>,
 }
 
 /// What a sink wrote, once the statement is done.
@@ -28,6 +29,9 @@ pub struct Written {
     pub count: usize,
     /// Bytes of results, separators included.
     pub bytes: usize,
+    /// The name of the statement a `PREPARE` with `auto_execute` prepared and ran: the
+    /// response's `prepared` field, which the SDKs cache.
+    pub prepared: Option<String>,
 }
 
 impl Sink {
@@ -37,7 +41,13 @@ impl Sink {
             buf: String::new(),
             count: 0,
             bytes: 0,
+            prepared: None,
         }
+    }
+
+    /// Names the prepared statement the response carries (see [`Written::prepared`]).
+    pub fn set_prepared(&mut self, name: &str) {
+        self.prepared = Some(name.to_owned());
     }
 
     /// Adds one result.
@@ -75,6 +85,7 @@ impl Sink {
             rest: self.buf,
             count: self.count,
             bytes: self.bytes,
+            prepared: self.prepared,
         }
     }
 }

@@ -72,6 +72,12 @@ pub struct QueryArgs {
     #[arg(long, default_value = "/usr/local/bin")]
     pub pg_bin: PathBuf,
 
+    /// Send Sluice's queries as text every time. By default its clients prepare their
+    /// statements, as an SDK does with `adhoc = false` and as PostgreSQL's clients do:
+    /// `PREPARE … auto_execute` once, then the statement's name.
+    #[arg(long)]
+    pub adhoc: bool,
+
     /// Run only Sluice (no PostgreSQL, no ratios).
     #[arg(long)]
     pub no_pg: bool,

@@ -46,6 +46,9 @@ struct Counted {
     results: Vec<IgnoredAny>,
     #[serde(default)]
     errors: Vec<serde_json::Value>,
+    /// What a PREPARE with `auto_execute` named its statement.
+    #[serde(default)]
+    prepared: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -97,11 +100,20 @@ impl N1qlConn {
     /// Runs `request` (the JSON body: `statement` and the other fields); returns the number
     /// of result rows of a successful statement.
     pub async fn count(&mut self, request: &serde_json::Value) -> Result<usize, N1qlError> {
+        Ok(self.count_prepared(request).await?.0)
+    }
+
+    /// [`N1qlConn::count`], with the `prepared` name the answer gives (a PREPARE with
+    /// `auto_execute`).
+    pub async fn count_prepared(
+        &mut self,
+        request: &serde_json::Value,
+    ) -> Result<(usize, Option<String>), N1qlError> {
         let (http, body) = self.exchange(request).await?;
         let env: Counted =
             serde_json::from_slice(&body).map_err(|e| N1qlError::Decode(e.to_string()))?;
         check(http, &env.status, &env.errors)?;
-        Ok(env.results.len())
+        Ok((env.results.len(), env.prepared))
     }
 
     /// Runs `request`; returns its result rows.

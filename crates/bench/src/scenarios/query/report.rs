@@ -295,8 +295,16 @@ impl QueryReport {
              indexes, `synchronous_commit = off`, `shared_buffers = {sb} MB`), both on this \
              machine over loopback. {clients} closed-loop clients per phase, {dur} s measured \
              after {warm} s of warm-up; {runs} run(s), the systems alternating, each figure the \
-             median over runs. Both systems are loaded once, before the first run.\n\n\
+             median over runs. Both systems are loaded once, before the first run. {how}\n\n\
              ## Queries\n\n{queries}\n",
+            how = if a.adhoc {
+                "Sluice's clients send each statement's text every time (`--adhoc`); \
+                 PostgreSQL's use prepared statements."
+            } else {
+                "Both systems' clients prepare their statements: PostgreSQL's with its \
+                 protocol's prepare, Sluice's as an SDK with `adhoc = false` does (`PREPARE` \
+                 with `auto_execute` once, then the name)."
+            },
             docs = thousands(a.docs as f64),
             seed = a.seed,
             vb = a.vbuckets,

@@ -183,7 +183,7 @@ async fn sluice_run(
     report: &mut QueryReport,
 ) -> anyhow::Result<()> {
     for (phase, shape) in READ_PHASES {
-        let clients = sluice.clients(args.clients, false).await?;
+        let clients = sluice.clients(args.clients, false, args.adhoc).await?;
         let m = timed(clients, System::Sluice, phase, shape, set, args, run).await;
         report
             .phases
@@ -195,7 +195,7 @@ async fn sluice_run(
         .into_iter()
         .map(KvWriter)
         .collect();
-    let clients = sluice.clients(args.clients, true).await?;
+    let clients = sluice.clients(args.clients, true, args.adhoc).await?;
     let (m, w) = under_writes(clients, writers, System::Sluice, set, args, run).await;
     report.phases.push(phase_run(
         System::Sluice,

@@ -5,6 +5,7 @@
 use anyhow::Context;
 use serde_json::json;
 use sluice_client::Client;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -139,13 +140,21 @@ impl SluiceSide {
         }
     }
 
-    /// `n` query clients, each its own kept-alive connection; request_plus if `consistent`.
-    pub async fn clients(&self, n: u32, consistent: bool) -> anyhow::Result<Vec<SluiceQuery>> {
+    /// `n` query clients, each its own kept-alive connection; request_plus if `consistent`;
+    /// statements prepared unless `adhoc`.
+    pub async fn clients(
+        &self,
+        n: u32,
+        consistent: bool,
+        adhoc: bool,
+    ) -> anyhow::Result<Vec<SluiceQuery>> {
         let mut out = Vec::new();
         for _ in 0..n {
             out.push(SluiceQuery {
                 conn: self.n1ql(QUERY_TIMEOUT).await?,
                 consistent,
+                adhoc,
+                names: HashMap::new(),
             });
         }
         Ok(out)
@@ -157,27 +166,56 @@ impl SluiceSide {
     }
 }
 
+/// A query client, sending statements as an SDK does with `adhoc = false` (PostgreSQL's
+/// clients prepare theirs too): the first run of a statement is `PREPARE` with
+/// `auto_execute`, the next ones name it (`prepared`). With `adhoc`, the text every time.
 pub struct SluiceQuery {
     conn: N1qlConn,
     consistent: bool,
+    adhoc: bool,
+    /// Statement text → the name the service prepared it under.
+    names: HashMap<&'static str, String>,
 }
 
 impl QueryClient for SluiceQuery {
     async fn run(&mut self, q: &Query) -> Result<usize, String> {
-        let mut body = match q {
-            Query::Point { email } => json!({"statement": POINT, "$e": email}),
-            Query::Range { lo } => json!({"statement": RANGE, "$lo": lo}),
-            Query::Bounded { lo } => {
-                json!({"statement": BOUNDED, "$lo": lo, "$hi": lo + RANGE_ROWS as i64 - 1})
+        let (statement, params) = match q {
+            Query::Point { email } => (POINT, json!({"$e": email})),
+            Query::Range { lo } => (RANGE, json!({"$lo": lo})),
+            Query::Bounded { lo } => (
+                BOUNDED,
+                json!({"$lo": lo, "$hi": lo + RANGE_ROWS as i64 - 1}),
+            ),
+        };
+        let mut body = match (self.adhoc, self.names.get(statement)) {
+            (true, _) => json!({"statement": statement}),
+            (false, Some(name)) => json!({"prepared": name}),
+            (false, None) => {
+                json!({"statement": format!("PREPARE {statement}"), "auto_execute": true})
             }
         };
+        if let (Some(b), serde_json::Value::Object(p)) = (body.as_object_mut(), params) {
+            b.extend(p);
+        }
         if self.consistent {
             body["scan_consistency"] = "request_plus".into();
         }
         // The server gives up a little before the client does, so a slow query ends there
         // too and its client's loop goes on (with an error) rather than ending.
         body["timeout"] = SERVER_TIMEOUT.into();
-        self.conn.count(&body).await.map_err(|e| e.to_string())
+        match self.conn.count_prepared(&body).await {
+            Ok((n, prepared)) => {
+                if let Some(name) = prepared {
+                    self.names.insert(statement, name);
+                }
+                Ok(n)
+            }
+            Err(e) => {
+                // Prepared again on the next run (a 4040: the name is unknown there).
+                self.names.remove(statement);
+                Err(e.to_string())
+            }
+        }
     }
 }
 

@@ -1,0 +1,248 @@
+//! Prepared statements (Couchbase's `PREPARE` / `EXECUTE` and the request's `prepared`): a
+//! statement parsed once and kept under a name, then run by that name with new parameters.
+//! Pure: the query service holds one [`PreparedCache`] per node and passes the clock in.
+//!
+//! - **What is kept** is the parsed statement, not a plan: its access path is planned again
+//!   at every run over the indexes online then, so a prepared statement never runs a plan
+//!   that an index drop or build has made stale (Couchbase re-prepares in that case).
+//! - **Names.** `PREPARE name AS …` names it. An anonymous one is named after its query
+//!   context and its text as rendered (whitespace and case normalized): a UUID-shaped
+//!   digest, so the same statement prepared again, by any client, reuses one entry.
+//! - **Scope.** Entries are kept per query context, as in Couchbase: running a prepared
+//!   statement needs the context it was prepared under.
+//! - **A name holds one statement.** Preparing another under a taken name is error 4060
+//!   (`FORCE` does not change that, as in Couchbase); the same statement again refreshes it.
+//! - **Bounded**: at most [`ENTRIES_MAX`] entries and [`TEXT_BYTES_MAX`] bytes of statement
+//!   text; the least recently used goes first. An evicted or unknown name is error 4040, on
+//!   which the SDKs prepare again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::ast::{Prepare, Statement};
+
+/// Prepared statements kept at most (Couchbase's default `prepared-limit`).
+pub const ENTRIES_MAX: usize = 16_384;
+/// Bytes of statement text kept at most (each entry also holds its parsed tree, about as
+/// large): a bound in bytes whatever the statements' sizes.
+pub const TEXT_BYTES_MAX: usize = 64 << 20;
+
+/// One prepared statement.
+#[derive(Debug)]
+pub struct Prepared {
+    pub name: String,
+    pub query_context: String,
+    /// The statement as rendered (what the anonymous name is derived from).
+    pub text: String,
+    pub statement: Statement,
+    /// Runs so far (see [`Prepared::used`]).
+    uses: AtomicU64,
+}
+
+impl Prepared {
+    /// Counts one run of the statement.
+    pub fn used(&self) {
+        self.uses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn uses(&self) -> u64 {
+        self.uses.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreparedError {
+    #[error("No such prepared statement: {name}, context: {}", context_shown(.context))]
+    NoSuchName { name: String, context: String },
+    #[error("Unable to add name: duplicate name: {0}")]
+    DuplicateName(String),
+}
+
+impl PreparedError {
+    /// Couchbase's codes: 4040 (`plan.build_prepared.no_such_name`), 4060
+    /// (`E_PREPARED_NAME`).
+    pub fn code(&self) -> u32 {
+        match self {
+            PreparedError::NoSuchName { .. } => 4040,
+            PreparedError::DuplicateName(_) => 4060,
+        }
+    }
+}
+
+fn context_shown(context: &str) -> &str {
+    if context.is_empty() {
+        "unset"
+    } else {
+        context
+    }
+}
+
+struct Entry {
+    prepared: Arc<Prepared>,
+    /// When it was last used (the cache's own counter), its key in `by_use`.
+    used: u64,
+}
+
+/// The prepared statements of one node, keyed by (query context, name).
+pub struct PreparedCache {
+    max_entries: usize,
+    max_text_bytes: usize,
+    entries: HashMap<(String, String), Entry>,
+    /// Least recently used first.
+    by_use: BTreeMap<u64, (String, String)>,
+    text_bytes: usize,
+    clock: u64,
+}
+
+impl Default for PreparedCache {
+    /// A cache bounded by [`ENTRIES_MAX`] and [`TEXT_BYTES_MAX`].
+    fn default() -> PreparedCache {
+        PreparedCache::with_bounds(ENTRIES_MAX, TEXT_BYTES_MAX)
+    }
+}
+
+impl PreparedCache {
+    /// A cache bounded by [`ENTRIES_MAX`] and [`TEXT_BYTES_MAX`].
+    pub fn new() -> PreparedCache {
+        PreparedCache::default()
+    }
+
+    pub fn with_bounds(max_entries: usize, max_text_bytes: usize) -> PreparedCache {
+        assert!(max_entries > 0, "a cache that keeps nothing");
+        PreparedCache {
+            max_entries,
+            max_text_bytes,
+            entries: HashMap::new(),
+            by_use: BTreeMap::new(),
+            text_bytes: 0,
+            clock: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Keeps `p`'s statement under its name (or the one derived from it) in
+    /// `query_context`, and returns the entry.
+    pub fn prepare(
+        &mut self,
+        p: &Prepare,
+        query_context: &str,
+    ) -> Result<Arc<Prepared>, PreparedError> {
+        let text = p.statement.to_string();
+        let name = match &p.name {
+            Some(n) => n.clone(),
+            None => anonymous_name(query_context, &text),
+        };
+        let key = (query_context.to_owned(), name.clone());
+        if let Some(existing) = self.entries.get(&key) {
+            if existing.prepared.text != text {
+                return Err(PreparedError::DuplicateName(name));
+            }
+            // The same statement: it is refreshed (FORCE or not), keeping its name.
+            self.remove(&key);
+        }
+        let prepared = Arc::new(Prepared {
+            name,
+            query_context: query_context.to_owned(),
+            text,
+            statement: (*p.statement).clone(),
+            uses: AtomicU64::new(0),
+        });
+        self.insert(key, prepared.clone());
+        Ok(prepared)
+    }
+
+    /// Every statement kept, least recently used first (`system:prepareds`).
+    pub fn entries(&self) -> Vec<Arc<Prepared>> {
+        self.by_use
+            .values()
+            .filter_map(|k| self.entries.get(k))
+            .map(|e| e.prepared.clone())
+            .collect()
+    }
+
+    /// The statement prepared as `name` in `query_context`.
+    pub fn get(&mut self, name: &str, query_context: &str) -> Result<Arc<Prepared>, PreparedError> {
+        let key = (query_context.to_owned(), name.to_owned());
+        self.clock += 1;
+        let now = self.clock;
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return Err(PreparedError::NoSuchName {
+                name: name.to_owned(),
+                context: query_context.to_owned(),
+            });
+        };
+        self.by_use.remove(&entry.used);
+        entry.used = now;
+        self.by_use.insert(now, key);
+        Ok(entry.prepared.clone())
+    }
+
+    fn insert(&mut self, key: (String, String), prepared: Arc<Prepared>) {
+        self.clock += 1;
+        self.text_bytes += prepared.text.len();
+        self.by_use.insert(self.clock, key.clone());
+        self.entries.insert(
+            key,
+            Entry {
+                prepared,
+                used: self.clock,
+            },
+        );
+        // The newest entry stays even if it alone is over the byte bound.
+        while self.entries.len() > self.max_entries
+            || (self.text_bytes > self.max_text_bytes && self.entries.len() > 1)
+        {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.remove(&oldest);
+        }
+        debug_assert_eq!(self.entries.len(), self.by_use.len());
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        if let Some(e) = self.entries.remove(key) {
+            self.by_use.remove(&e.used);
+            self.text_bytes -= e.prepared.text.len();
+        }
+    }
+}
+
+/// The name of an anonymous prepared statement: a digest of its query context and text,
+/// shaped as a UUID (the form Couchbase's generated names have).
+pub fn anonymous_name(query_context: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(query_context.as_bytes());
+    h.update([0u8]);
+    h.update(text.as_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    uuid_text(&b)
+}
+
+/// 16 bytes in the UUID's text form (`8-4-4-4-12` lower-case hex digits).
+pub fn uuid_text(b: &[u8; 16]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests;

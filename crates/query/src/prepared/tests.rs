@@ -1,0 +1,102 @@
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
+
+use super::*;
+use crate::parse;
+
+fn prepare_stmt(text: &str) -> Prepare {
+    match parse(text).unwrap() {
+        Statement::Prepare(p) => p,
+        other => panic!("{text}: {other:?}"),
+    }
+}
+
+#[test]
+fn an_anonymous_statement_is_named_after_its_text_and_context() {
+    let mut c = PreparedCache::new();
+    let a = c.prepare(&prepare_stmt("PREPARE SELECT 1"), "").unwrap();
+    // Spelled differently, the same statement: the same entry.
+    let b = c.prepare(&prepare_stmt("prepare   select 1;"), "").unwrap();
+    assert_eq!(a.name, b.name);
+    assert_eq!(c.len(), 1);
+    assert_eq!(a.name.len(), 36);
+    assert_eq!(a.name.matches('-').count(), 4);
+    // Another context or another statement: another name.
+    let other_ctx = c
+        .prepare(&prepare_stmt("PREPARE SELECT 1"), "default:b.s")
+        .unwrap();
+    let other_text = c.prepare(&prepare_stmt("PREPARE SELECT 2"), "").unwrap();
+    assert_ne!(a.name, other_ctx.name);
+    assert_ne!(a.name, other_text.name);
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.get(&a.name, "").unwrap().text, "SELECT 1");
+    let listed: Vec<String> = c.entries().iter().map(|p| p.text.clone()).collect();
+    // Least recently used first: `SELECT 1` was just read.
+    assert_eq!(listed, ["SELECT 1", "SELECT 2", "SELECT 1"]);
+    assert_eq!(c.entries()[2].query_context, "");
+}
+
+#[test]
+fn a_name_holds_one_statement_and_lives_in_its_context() {
+    let mut c = PreparedCache::new();
+    let p = c
+        .prepare(&prepare_stmt("PREPARE p1 FROM SELECT 1"), "")
+        .unwrap();
+    assert_eq!(p.name, "p1");
+    let taken = c.prepare(&prepare_stmt("PREPARE FORCE p1 AS SELECT 2"), "");
+    assert_eq!(taken.unwrap_err().code(), 4060);
+    // The same statement again, FORCE or not, refreshes it.
+    c.prepare(&prepare_stmt("PREPARE FORCE `p1` AS SELECT 1"), "")
+        .unwrap();
+    assert_eq!(c.len(), 1);
+    let missing = c.get("p1", "default:b.s").unwrap_err();
+    assert_eq!(missing.code(), 4040);
+    assert_eq!(
+        missing.to_string(),
+        "No such prepared statement: p1, context: default:b.s"
+    );
+    assert_eq!(
+        c.get("nope", "").unwrap_err().to_string(),
+        "No such prepared statement: nope, context: unset"
+    );
+}
+
+#[test]
+fn the_least_recently_used_goes_first_past_either_bound() {
+    let mut c = PreparedCache::with_bounds(3, 1 << 20);
+    for n in 1..=3 {
+        c.prepare(&prepare_stmt(&format!("PREPARE p{n} AS SELECT {n}")), "")
+            .unwrap();
+    }
+    c.get("p1", "").unwrap(); // p2 is now the least recently used
+    c.prepare(&prepare_stmt("PREPARE p4 AS SELECT 4"), "")
+        .unwrap();
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.get("p2", "").unwrap_err().code(), 4040);
+    for kept in ["p1", "p3", "p4"] {
+        c.get(kept, "").unwrap();
+    }
+
+    // By bytes: each text is `SELECT 'xxxx…'`, 100 bytes; 250 bytes hold two.
+    let mut c = PreparedCache::with_bounds(100, 250);
+    let pad = "x".repeat(91);
+    for n in 0..5 {
+        c.prepare(
+            &prepare_stmt(&format!("PREPARE q{n} AS SELECT '{pad}'")),
+            "",
+        )
+        .unwrap();
+        assert!(c.text_bytes <= 250 && c.len() <= 2, "{}", c.text_bytes);
+    }
+    assert_eq!(c.len(), 2);
+    c.get("q4", "").unwrap();
+    c.get("q3", "").unwrap();
+    // One statement larger than the whole bound is still kept (alone).
+    let huge = "y".repeat(400);
+    c.prepare(
+        &prepare_stmt(&format!("PREPARE big AS SELECT '{huge}'")),
+        "",
+    )
+    .unwrap();
+    assert_eq!(c.len(), 1);
+    c.get("big", "").unwrap();
+}
