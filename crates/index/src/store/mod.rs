@@ -258,6 +258,16 @@ impl IndexStore {
         Ok(lock(&self.index(id)?.positions).clone())
     }
 
+    /// `f` of index `id`'s positions, read in place (a consistency check runs this on
+    /// every applied group for every waiting query: no copy of a thousand positions).
+    pub fn with_positions<T>(
+        &self,
+        id: IndexId,
+        f: impl FnOnce(&BTreeMap<VbId, VbPosition>) -> T,
+    ) -> Result<T> {
+        Ok(f(&lock(&self.index(id)?.positions)))
+    }
+
     /// What the whole store holds in memory: its memtables (written, not flushed yet) and
     /// its block cache. fjall marks both readings experimental (hidden from its docs); they
     /// are what its own write stalls and cache eviction go by.

@@ -230,10 +230,11 @@ impl Feeder {
                 }
             }
         };
+        let targets: Vec<(VbId, Seqno)> = targets.iter().map(|(vb, n)| (*vb, *n)).collect();
         loop {
             // Registered before the check, so a batch applied in between still wakes it.
             let woken = s.applied.notified();
-            if !super::behind(&s.store, &s.confirmed, s.id, &targets)? {
+            if super::lagging(&s.store, &s.confirmed, s.id, &targets)?.is_empty() {
                 return Ok(());
             }
             woken.await;

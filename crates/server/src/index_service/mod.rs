@@ -150,12 +150,23 @@ impl IndexService {
         timeout: Duration,
     ) -> Result<(), WaitError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let all: Vec<(VbId, Seqno)> = targets.iter().map(|(vb, s)| (*vb, *s)).collect();
+        // Each applied group wakes every waiting query: after the first look, only the
+        // vbuckets still behind are looked at again (a thousand lookups per wake-up per
+        // query otherwise).
+        let mut pending = all.clone();
         loop {
             // Registered before the check, so an apply between the check and the wait
             // still wakes it.
             let woken = self.applied.notified();
-            if !behind(&self.store, &self.confirmed, id, targets)? {
-                return Ok(());
+            pending = lagging(&self.store, &self.confirmed, id, &pending)?;
+            if pending.is_empty() {
+                // Each caught up by now; all of them at once, so one that went back
+                // meanwhile (a rollback cleared it) is waited for again.
+                pending = lagging(&self.store, &self.confirmed, id, &all)?;
+                if pending.is_empty() {
+                    return Ok(());
+                }
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return Err(WaitError::Timeout);
@@ -187,20 +198,25 @@ impl IndexService {
     }
 }
 
-/// Whether index `id` misses any of `targets`: a vbucket with a seqno above 0 it has not
-/// applied up to, or whose position no producer confirmed since its source (re)connected.
-fn behind(
+/// The `targets` index `id` misses: a vbucket with a seqno above 0 it has not applied up
+/// to, or whose position no producer confirmed since its source (re)connected.
+fn lagging(
     store: &IndexStore,
     confirmed: &feeder::Confirmed,
     id: IndexId,
-    targets: &BTreeMap<VbId, Seqno>,
-) -> Result<bool, IndexError> {
-    let positions = store.positions(id)?;
+    targets: &[(VbId, Seqno)],
+) -> Result<Vec<(VbId, Seqno)>, IndexError> {
     let confirmed = confirmed.lock();
     let confirmed = confirmed.get(&id);
-    Ok(targets.iter().any(|(vb, want)| {
-        *want > Seqno::ZERO
-            && (positions.get(vb).is_none_or(|p| p.seqno < *want)
-                || confirmed.is_none_or(|c| !c.contains(vb)))
-    }))
+    store.with_positions(id, |positions| {
+        targets
+            .iter()
+            .filter(|(vb, want)| {
+                *want > Seqno::ZERO
+                    && (positions.get(vb).is_none_or(|p| p.seqno < *want)
+                        || confirmed.is_none_or(|c| !c.contains(vb)))
+            })
+            .copied()
+            .collect()
+    })
 }

@@ -54,18 +54,20 @@ impl SeqnoReader {
         &self,
         node: &Node,
         bucket: &BucketHandle,
-    ) -> Result<BTreeMap<VbId, Seqno>, SeqnoError> {
+    ) -> Result<Arc<BTreeMap<VbId, Seqno>>, SeqnoError> {
         let view = bucket.cluster_map();
         let reads = sources(&view.map)
             .into_values()
             .map(|source| self.read(node, bucket, source, view.this));
-        let mut out = BTreeMap::new();
+        let mut all = Vec::new();
         for part in futures_util::future::join_all(reads).await {
-            out.extend(part?);
+            all.extend(part?);
         }
-        self.last
-            .lock()
-            .insert(bucket.name.clone(), Arc::new(out.clone()));
+        // Built once from sorted pairs, and shared with `last`, not copied: a request_plus
+        // query reads this once per query.
+        all.sort_unstable_by_key(|(vb, _)| *vb);
+        let out = Arc::new(BTreeMap::from_iter(all));
+        self.last.lock().insert(bucket.name.clone(), out.clone());
         Ok(out)
     }
 
@@ -81,29 +83,36 @@ impl SeqnoReader {
         source: Source,
         this: sluice_cluster::NodeId,
     ) -> Result<Vec<(VbId, Seqno)>, SeqnoError> {
-        let reported: BTreeMap<VbId, Seqno> = if source.node.id == this {
-            bucket
-                .engine
-                .vb_visible_seqnos(Some(VbState::Active))
-                .into_iter()
-                .collect()
+        // What the member reports, by vbucket number.
+        let reported: Vec<(VbId, Seqno)> = if source.node.id == this {
+            bucket.engine.vb_visible_seqnos(Some(VbState::Active))
         } else {
             let addr = node.peer_kv_addr(&source.node);
             match tokio::time::timeout(READ_TIMEOUT, self.remote(node, &bucket.name, &addr)).await {
-                Ok(r) => r?.into_iter().collect(),
+                Ok(r) => r?,
                 Err(_) => {
                     self.forget(&bucket.name, &addr);
                     return Err(SeqnoError::Timeout { addr });
                 }
             }
         };
+        let mut by_vb: Vec<Option<Seqno>> = Vec::new();
+        for (vb, seqno) in reported {
+            let i = usize::from(vb.0);
+            if by_vb.len() <= i {
+                by_vb.resize(i + 1, None);
+            }
+            by_vb[i] = Some(seqno);
+        }
         source
             .vbuckets
             .iter()
             .map(|vb| {
-                reported
-                    .get(vb)
-                    .map(|s| (*vb, *s))
+                by_vb
+                    .get(usize::from(vb.0))
+                    .copied()
+                    .flatten()
+                    .map(|s| (*vb, s))
                     .ok_or(SeqnoError::NotActive { vb: vb.0 })
             })
             .collect()

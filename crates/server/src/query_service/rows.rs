@@ -94,7 +94,7 @@ impl QueryService {
         req: &QueryRequest,
         deadline: Instant,
     ) -> Result<(), ServiceError> {
-        let targets: BTreeMap<VbId, Seqno> = match &req.consistency {
+        let targets: std::sync::Arc<BTreeMap<VbId, Seqno>> = match &req.consistency {
             Consistency::NotBounded => return Ok(()),
             Consistency::RequestPlus => {
                 let b =
@@ -103,11 +103,13 @@ impl QueryService {
                     })?;
                 self.cluster_seqnos(&b, deadline).await?
             }
-            Consistency::AtPlus(vectors) => vectors
-                .get(bucket)
-                .or_else(|| vectors.get(""))
-                .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
-                .unwrap_or_default(),
+            Consistency::AtPlus(vectors) => std::sync::Arc::new(
+                vectors
+                    .get(bucket)
+                    .or_else(|| vectors.get(""))
+                    .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
+                    .unwrap_or_default(),
+            ),
         };
         let mut wait = deadline.saturating_duration_since(Instant::now());
         if let Some(scan_wait) = req.scan_wait {
@@ -128,7 +130,7 @@ impl QueryService {
         &self,
         bucket: &crate::bucket_handle::BucketHandle,
         deadline: Instant,
-    ) -> Result<BTreeMap<VbId, Seqno>, ServiceError> {
+    ) -> Result<std::sync::Arc<BTreeMap<VbId, Seqno>>, ServiceError> {
         loop {
             match self
                 .node
