@@ -145,3 +145,20 @@ fn an_order_the_index_gives_runs_no_order_stage() {
         assert!(ops(sorted).contains(&"Order".to_owned()), "{sorted}");
     }
 }
+
+#[test]
+fn a_covered_scan_lists_its_covers_and_fetches_nothing() {
+    let ix = [index("ix_k", &["k"])];
+    let got = explained("SELECT META().id, k FROM default WHERE k >= 5", &ix);
+    let kids = got["plan"]["~children"].as_array().expect("children");
+    assert_eq!(kids[0]["#operator"], "IndexScan3");
+    assert_eq!(
+        kids[0]["covers"],
+        json!(["cover (`k`)", "cover ((meta().id))"])
+    );
+    assert!(kids.iter().all(|op| op["#operator"] != "Fetch"), "{got}");
+    // Reading more than the index holds: a Fetch, and no covers.
+    let fetched = explained("SELECT META().id, k, v FROM default WHERE k >= 5", &ix);
+    let kids = fetched["plan"]["~children"].as_array().expect("children");
+    assert!(kids[0].get("covers").is_none() && kids[1]["#operator"] == "Fetch");
+}
