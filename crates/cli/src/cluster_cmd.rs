@@ -67,6 +67,9 @@ pub struct UpArgs {
     /// Memory quota of the bucket on each node, in MiB.
     #[arg(long, default_value_t = 256)]
     pub memory_quota_mb: u64,
+    /// Each node's index block cache, in MiB (see `sluice server --help`).
+    #[arg(long, default_value_t = sluice_server::INDEX_MEMORY_QUOTA_MB_DEFAULT)]
+    pub index_memory_quota_mb: u64,
     /// Number of vbuckets (fixed for the life of the data directory).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub vbuckets: u16,
@@ -277,6 +280,8 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
         args.replicas.to_string(),
         "--memory-quota-mb".into(),
         args.memory_quota_mb.to_string(),
+        "--index-memory-quota-mb".into(),
+        args.index_memory_quota_mb.to_string(),
         "--vbuckets".into(),
         args.vbuckets.to_string(),
         "--auto-failover-timeout".into(),

@@ -117,6 +117,11 @@ pub struct ServerArgs {
     /// Memory quota of the bucket, in MiB.
     #[arg(long, env = "SLUICE_MEMORY_QUOTA_MB", default_value_t = 256)]
     pub memory_quota_mb: u64,
+    /// Block cache of the index service, in MiB (Couchbase's index memory quota; at least
+    /// 16). It fills as indexes are read; index memtables come on top of it.
+    #[arg(long, env = "SLUICE_INDEX_MEMORY_QUOTA_MB",
+          default_value_t = sluice_server::INDEX_MEMORY_QUOTA_MB_DEFAULT)]
+    pub index_memory_quota_mb: u64,
     /// Number of vbuckets (fixed for the life of the data directory).
     #[arg(long, env = "SLUICE_VBUCKETS", default_value_t = 1024,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -291,6 +296,7 @@ impl ServerArgs {
             BucketTypeArg::Ephemeral => BucketType::Ephemeral,
         };
         c.memory_quota_mb = self.memory_quota_mb;
+        c.index_memory_quota_mb = self.index_memory_quota_mb;
         c.vbuckets = self.vbuckets;
         c.username = self.admin.username.clone();
         c.password = self.admin.password.clone();
@@ -333,6 +339,10 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.memory_quota_mb >= 16,
         "--memory-quota-mb must be at least 16"
+    );
+    anyhow::ensure!(
+        args.index_memory_quota_mb >= 16,
+        "--index-memory-quota-mb must be at least 16"
     );
     anyhow::ensure!(
         args.max_connections > 0,

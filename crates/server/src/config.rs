@@ -17,6 +17,9 @@ pub const UNAUTH_BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
 /// See [`ServerConfig::auth_timeout`]: SCRAM takes two round trips, even a slow client
 /// finishes in well under a second.
 pub const AUTH_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+/// See [`ServerConfig::index_memory_quota_mb`]: Couchbase's smallest index memory quota. A
+/// cache fills only as indexes are read, so an idle node does not hold it.
+pub const INDEX_MEMORY_QUOTA_MB_DEFAULT: u64 = 256;
 /// See [`ServerConfig::idle_timeout`]. The SDKs poll the cluster map every few seconds, so a
 /// live SDK connection is never idle this long.
 pub const IDLE_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -69,6 +72,9 @@ pub struct ServerConfig {
     pub bucket: String,
     pub bucket_type: BucketType,
     pub memory_quota_mb: u64,
+    /// The index service's block cache, in MiB (`--index-memory-quota-mb`): what Couchbase
+    /// calls the index memory quota. Index memtables are on top of it.
+    pub index_memory_quota_mb: u64,
     pub vbuckets: u16,
     pub username: String,
     pub password: String,
@@ -140,6 +146,7 @@ impl ServerConfig {
             bucket: "default".into(),
             bucket_type: BucketType::Couchbase,
             memory_quota_mb: 256,
+            index_memory_quota_mb: INDEX_MEMORY_QUOTA_MB_DEFAULT,
             vbuckets: 1024,
             username: "Administrator".into(),
             password: "password".into(),

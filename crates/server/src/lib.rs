@@ -56,7 +56,8 @@ pub use bucket_handle::{BucketHandle, BucketSpec, Buckets};
 pub use cluster_map::{BucketFacts, MapView};
 pub use config::{
     ClusterEncryption, ServerConfig, AUTH_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT,
-    SYSTEM_CONNECTIONS_DEFAULT, UNAUTH_BODY_BYTES_MAX_DEFAULT, WRITE_STALL_DEFAULT,
+    INDEX_MEMORY_QUOTA_MB_DEFAULT, SYSTEM_CONNECTIONS_DEFAULT, UNAUTH_BODY_BYTES_MAX_DEFAULT,
+    WRITE_STALL_DEFAULT,
 };
 pub use credentials::{
     credential_record, Caller, ClusterIdentityError, CredentialsRefused, NodeCredentials,

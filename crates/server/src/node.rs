@@ -132,11 +132,13 @@ impl Node {
             &me,
         )?);
         let index_dir = config.data_dir.join("index");
-        let index = crate::index_service::IndexService::open(&index_dir).map_err(|source| {
-            OpenError::Index {
-                dir: index_dir,
-                source,
-            }
+        let index = crate::index_service::IndexService::open(
+            &index_dir,
+            config.index_memory_quota_mb.saturating_mul(1024 * 1024),
+        )
+        .map_err(|source| OpenError::Index {
+            dir: index_dir,
+            source,
         })?;
         let buckets = Buckets::default();
         buckets.insert(bucket.clone());

@@ -45,6 +45,9 @@ pub struct Cover {
     /// Per index key, in key order: the document path it holds, or `None` for a key that
     /// is an expression (its value is not put in the row).
     paths: Vec<Option<Vec<String>>>,
+    /// The positions of the keys that hold a path, shorter paths first: placed in this
+    /// order, a key's whole value stands for the keys below it. Fixed once, not per row.
+    placing: Vec<usize>,
     /// The keys' texts and `META().id`, as EXPLAIN lists what the scan covers.
     covers: Vec<String>,
 }
@@ -106,7 +109,13 @@ pub fn covering(select: &Select, access: &Access, indexes: &[IndexInfo]) -> Opti
         .map(|k| format!("cover ({})", k.expr))
         .collect();
     covers.push("cover ((meta().id))".to_owned());
-    Some(Cover { paths, covers })
+    let mut placing: Vec<usize> = (0..paths.len()).filter(|&i| paths[i].is_some()).collect();
+    placing.sort_by_key(|&i| paths[i].as_ref().map_or(0, Vec::len));
+    Some(Cover {
+        paths,
+        placing,
+        covers,
+    })
 }
 
 impl Cover {
@@ -119,20 +128,12 @@ impl Cover {
             self.paths.len(),
             values.len()
         );
-        let mut placed: Vec<(&[String], J)> = self
-            .paths
-            .iter()
-            .zip(values)
-            .filter_map(|(path, v)| match (path, v) {
-                (Some(p), Value::Json(j)) => Some((p.as_slice(), j)),
-                _ => None,
-            })
-            .collect();
-        // Shorter paths first: a key's whole value then stands for the keys below it.
-        placed.sort_by_key(|(p, _)| p.len());
+        let mut values: Vec<Option<Value>> = values.into_iter().map(Some).collect();
         let mut doc = Map::new();
-        for (path, v) in placed {
-            place(&mut doc, path, v);
+        for &i in &self.placing {
+            if let (Some(path), Some(Value::Json(j))) = (&self.paths[i], values[i].take()) {
+                place(&mut doc, path, j);
+            }
         }
         Row {
             key: String::from_utf8_lossy(doc_key).into_owned(),

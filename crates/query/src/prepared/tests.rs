@@ -100,3 +100,12 @@ fn the_least_recently_used_goes_first_past_either_bound() {
     assert_eq!(c.len(), 1);
     c.get("big", "").unwrap();
 }
+
+#[test]
+fn a_uuid_is_written_in_its_canonical_groups() {
+    let b: [u8; 16] = [
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x46, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
+        0xff,
+    ];
+    assert_eq!(uuid_text(&b), "00112233-4455-4677-8899-aabbccddeeff");
+}

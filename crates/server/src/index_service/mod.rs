@@ -36,9 +36,6 @@ use tokio::task::JoinHandle;
 
 use crate::node::Node;
 
-/// The block cache of the index store. Index pages are small and scans mostly sequential.
-pub const INDEX_CACHE_BYTES: u64 = 16 * 1024 * 1024;
-
 pub struct IndexService {
     pub store: Arc<IndexStore>,
     feeders: Mutex<HashMap<IndexId, JoinHandle<()>>>,
@@ -70,10 +67,10 @@ pub enum WaitError {
 }
 
 impl IndexService {
-    /// Opens the store under `dir` (blocking).
-    pub fn open(dir: &Path) -> Result<IndexService, IndexError> {
+    /// Opens the store under `dir` (blocking), with a block cache of `cache_bytes`.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<IndexService, IndexError> {
         Ok(IndexService {
-            store: Arc::new(IndexStore::open(dir, INDEX_CACHE_BYTES)?),
+            store: Arc::new(IndexStore::open(dir, cache_bytes)?),
             feeders: Mutex::new(HashMap::new()),
             applied: Arc::new(Notify::new()),
             stats: Arc::default(),

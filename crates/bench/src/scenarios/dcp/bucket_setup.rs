@@ -109,6 +109,7 @@ impl LoadedBucket {
             bucket: args.login.bucket.clone(),
             bucket_type: shape.bucket_type,
             memory_quota_mb: shape.memory_quota_mb,
+            index_memory_quota_mb: None,
             vbuckets: args.vbuckets,
             username: args.login.username.clone(),
             password: args.login.password.clone(),

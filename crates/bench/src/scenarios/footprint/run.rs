@@ -146,6 +146,7 @@ async fn socket_row(
         bucket: args.login.bucket.clone(),
         bucket_type,
         memory_quota_mb: quota_mb,
+        index_memory_quota_mb: None,
         vbuckets: args.vbuckets,
         username: args.login.username.clone(),
         password: args.login.password.clone(),

@@ -33,6 +33,9 @@ pub struct ServerSpec {
     pub bucket: String,
     pub bucket_type: BucketTypeArg,
     pub memory_quota_mb: u64,
+    /// The index service's block cache (`--index-memory-quota-mb`); `None`: the server's
+    /// default.
+    pub index_memory_quota_mb: Option<u64>,
     pub vbuckets: u16,
     pub username: String,
     pub password: String,
@@ -94,6 +97,7 @@ pub async fn sluice(args: &KvArgs) -> Result<Target, BenchError> {
         bucket: args.login.bucket.clone(),
         bucket_type: args.bucket_type,
         memory_quota_mb: args.memory_quota_mb,
+        index_memory_quota_mb: None,
         vbuckets: args.vbuckets,
         username: args.login.username.clone(),
         password: args.login.password.clone(),
@@ -139,6 +143,12 @@ pub async fn start_sluice(spec: &ServerSpec) -> Result<Target, BenchError> {
         .args(["--memory-quota-mb", &spec.memory_quota_mb.to_string()])
         .args(["--vbuckets", &spec.vbuckets.to_string()])
         .args(["--bucket", &spec.bucket])
+        .args(
+            spec.index_memory_quota_mb
+                .map(|mb| ["--index-memory-quota-mb".to_string(), mb.to_string()])
+                .into_iter()
+                .flatten(),
+        )
         // Credentials through the environment the server reads, not argv (visible in `ps`).
         .env("SLUICE_USERNAME", &spec.username)
         .env("SLUICE_PASSWORD", &spec.password);

@@ -60,6 +60,11 @@ pub struct QueryArgs {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(256..))]
     pub memory_quota_mb: u64,
 
+    /// Index memory quota (block cache) of the started Sluice; by default what PostgreSQL
+    /// gets as `shared_buffers`, so that both cache the same amount.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..))]
+    pub index_memory_quota_mb: u64,
+
     /// vbuckets of the started Sluice.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub vbuckets: u16,

@@ -290,7 +290,8 @@ impl QueryReport {
         let mut md = format!(
             "# sluice bench query\n\n\
              {docs} documents of ~1 KiB JSON (seed {seed}) in Sluice (one `sluice server`, \
-             couchbase bucket, {vb} vbuckets, indexes `ix_email` on `email` and `ix_k` on `k`) \
+             couchbase bucket, {vb} vbuckets, indexes `ix_email` on `email` and `ix_k` on `k`, \
+             index memory quota {iq} MB) \
              and PostgreSQL 15 (`docs(id text primary key, doc jsonb)`, B-tree expression \
              indexes, `synchronous_commit = off`, `shared_buffers = {sb} MB`), both on this \
              machine over loopback. {clients} closed-loop clients per phase, {dur} s measured \
@@ -309,6 +310,7 @@ impl QueryReport {
             seed = a.seed,
             vb = a.vbuckets,
             sb = a.pg_shared_buffers_mb,
+            iq = a.index_memory_quota_mb,
             clients = a.clients,
             dur = a.duration_s,
             warm = a.warmup_s,

@@ -51,6 +51,7 @@ impl SluiceSide {
             bucket: args.login.bucket.clone(),
             bucket_type: BucketTypeArg::Couchbase,
             memory_quota_mb: args.memory_quota_mb,
+            index_memory_quota_mb: Some(args.index_memory_quota_mb),
             vbuckets: args.vbuckets,
             username: args.login.username.clone(),
             password: args.login.password.clone(),
