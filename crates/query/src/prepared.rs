@@ -233,15 +233,16 @@ pub fn anonymous_name(query_context: &str, text: &str) -> String {
 
 /// 16 bytes in the UUID's text form (`8-4-4-4-12` lower-case hex digits).
 pub fn uuid_text(b: &[u8; 16]) -> String {
-    // Every response carries one (its requestID): written digit by digit, not formatted.
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex = sluice_types::hex::encode(b);
     let mut out = String::with_capacity(36);
-    for (i, x) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
+    for (i, group) in [0..8, 8..12, 12..16, 16..20, 20..32]
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
             out.push('-');
         }
-        out.push(char::from(HEX[usize::from(x >> 4)]));
-        out.push(char::from(HEX[usize::from(x & 0x0f)]));
+        out.push_str(&hex[group]);
     }
     out
 }

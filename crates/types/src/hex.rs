@@ -1,8 +1,15 @@
 //! Lowercase hex, for secrets and verifiers kept as text.
 
-/// `bytes` as lowercase hex, two digits a byte.
+/// `bytes` as lowercase hex, two digits a byte. Written digit by digit, not formatted: the
+/// query service writes a request ID with it into every answer.
 pub fn encode(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The bytes `text` spells in hex (either case), or `None` if it is not an even number of

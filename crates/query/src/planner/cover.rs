@@ -121,17 +121,18 @@ pub fn covering(select: &Select, access: &Access, indexes: &[IndexInfo]) -> Opti
 impl Cover {
     /// The row of one entry: `values` are the entry's index key values (none for a primary
     /// index), `doc_key` its document key.
-    pub fn row(&self, values: Vec<Value>, doc_key: &[u8]) -> Row {
+    pub fn row(&self, mut values: Vec<Value>, doc_key: &[u8]) -> Row {
         assert!(
             values.len() == self.paths.len(),
             "an entry of this index has {} key values, not {}",
             self.paths.len(),
             values.len()
         );
-        let mut values: Vec<Option<Value>> = values.into_iter().map(Some).collect();
         let mut doc = Map::new();
         for &i in &self.placing {
-            if let (Some(path), Some(Value::Json(j))) = (&self.paths[i], values[i].take()) {
+            // Each position is placed once: its value is moved out, not copied.
+            let value = std::mem::replace(&mut values[i], Value::Missing);
+            if let (Some(path), Value::Json(j)) = (&self.paths[i], value) {
                 place(&mut doc, path, j);
             }
         }
