@@ -467,3 +467,65 @@ fn an_entry_keeps_its_documents_expiry_and_follows_a_new_one() {
     let got: Vec<u32> = scan_all(&store, id, 10).iter().map(|e| e.expiry).collect();
     assert_eq!(got, [1_900_000_200]);
 }
+
+#[test]
+fn settling_moves_the_entries_to_one_table_and_changes_nothing_a_scan_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let id = store.create(def("by_n", &["n"])).unwrap().id;
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i:03}").into_bytes()).collect();
+    let bodies: Vec<serde_json::Value> = (0..500).map(|i| json!({"n": i % 37})).collect();
+    let changes: Vec<Change<'_>> = keys.iter().zip(&bodies).map(|(k, b)| doc(k, b)).collect();
+    store.apply(id, VbId(0), &changes, at(500)).unwrap();
+    let before = all(&store, id, 64);
+    assert_eq!(before.len(), 500);
+    assert_eq!(store.table_count(id).unwrap(), 0, "all in the memtable");
+    let buffered = store.memory().write_buffer_bytes;
+
+    store.settle(id).unwrap();
+    assert_eq!(store.table_count(id).unwrap(), 1);
+    assert!(store.memory().write_buffer_bytes < buffered);
+    assert_eq!(all(&store, id, 64), before);
+
+    // Writes after it land in the new memtable and merge with the table on reads.
+    let moved = json!({"n": 1000});
+    store
+        .apply(
+            id,
+            VbId(0),
+            &[doc(b"k000", &moved), Change::Delete { key: b"k001" }],
+            at(502),
+        )
+        .unwrap();
+    let after = all(&store, id, 64);
+    assert_eq!(after.len(), 499);
+    assert_eq!(
+        after.last().unwrap(),
+        &(vec![json!(1000)], b"k000".to_vec())
+    );
+    // And a reopen finds the same.
+    drop(store);
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(all(&store, id, 64), after);
+}
+
+#[test]
+fn the_generation_moves_with_every_change_of_the_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = IndexStore::open(dir.path(), 1 << 20).unwrap();
+    let g0 = store.generation();
+    let id = store.create(def("by_n", &["n"])).unwrap().id;
+    let g1 = store.generation();
+    assert!(g1 > g0);
+    // Entries are not definitions.
+    store
+        .apply(id, VbId(0), &[doc(b"k", &json!({"n": 1}))], at(1))
+        .unwrap();
+    assert_eq!(store.generation(), g1);
+    store.set_state(id, IndexState::Online).unwrap();
+    let g2 = store.generation();
+    assert!(g2 > g1);
+    store.drop_index(id).unwrap();
+    assert!(store.generation() > g2);
+    assert!(store.definitions().is_empty());
+}

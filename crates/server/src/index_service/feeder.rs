@@ -175,6 +175,7 @@ impl Feeder {
                     s.online.store(true, Ordering::Relaxed);
                     building = false;
                     tracing::info!(index = %def.name, "index online");
+                    settle(s.store.clone(), s.id, def.name.clone());
                 }
             }
         }
@@ -240,4 +241,21 @@ impl Feeder {
             woken.await;
         }
     }
+}
+
+/// Moves a just-built index out of its memtable into one table (`IndexStore::settle`), on
+/// the blocking pool, without holding up the feeder: queries use the index meanwhile, and
+/// get faster once it is done.
+fn settle(store: Arc<IndexStore>, id: IndexId, name: String) {
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        match store.settle(id) {
+            Ok(()) => tracing::info!(index = %name, tables = store.table_count(id).unwrap_or(0),
+                took_ms = started.elapsed().as_millis() as u64, "index settled on disk"),
+            // Dropped meanwhile: nothing left to settle.
+            Err(IndexError::NoSuchIndex(_)) => {}
+            Err(e) => tracing::warn!(index = %name, error = %e,
+                "index not settled: its entries stay in the memtable until it fills"),
+        }
+    });
 }
