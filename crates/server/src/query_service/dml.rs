@@ -214,11 +214,11 @@ impl QueryService {
             },
             None => None,
         };
-        let (defs, infos) = self.indexes(&bucket);
-        let access = plan_access(select, &infos, &req.params)?;
+        let catalog = self.indexes(&bucket);
+        let access = plan_access(select, &catalog.infos, &req.params)?;
         // A write needs each document whole (and its CAS): never covered.
         let mut rows = self
-            .rows(&bucket, access, None, &defs, req, deadline)
+            .rows(&bucket, access, None, &catalog.defs, req, deadline)
             .await?;
         let client = rows.client().clone();
         let mut done: HashSet<String> = HashSet::new();

@@ -74,6 +74,9 @@ pub struct QueryService {
     servicers: tokio::sync::Semaphore,
     /// This node's prepared statements (see `prepare`).
     prepared: Mutex<PreparedCache>,
+    /// Each bucket's indexes as the planner sees them, kept until the index store's
+    /// definitions move (see `select::Catalog`).
+    catalogs: Mutex<HashMap<String, Arc<select::Catalog>>>,
 }
 
 impl QueryService {
@@ -83,6 +86,7 @@ impl QueryService {
             clients: Mutex::new(HashMap::new()),
             servicers: tokio::sync::Semaphore::new(SERVICERS),
             prepared: Mutex::new(PreparedCache::new()),
+            catalogs: Mutex::new(HashMap::new()),
         }
     }
 

@@ -14,8 +14,9 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 pub const CHUNKS_QUEUED: usize = 4;
 
 pub struct Sink {
-    tx: mpsc::Sender<String>,
-    buf: String,
+    tx: mpsc::Sender<Vec<u8>>,
+    /// Serialized results (JSON text, comma-separated) not sent yet.
+    buf: Vec<u8>,
     count: usize,
     bytes: usize,
     prepared: Option<String>,
@@ -25,7 +26,7 @@ pub struct Sink {
 #[derive(Debug, Default)]
 pub struct Written {
     /// Results not sent as chunks yet (JSON text, comma-separated).
-    pub rest: String,
+    pub rest: Vec<u8>,
     pub count: usize,
     /// Bytes of results, separators included.
     pub bytes: usize,
@@ -35,10 +36,10 @@ pub struct Written {
 }
 
 impl Sink {
-    pub fn new(tx: mpsc::Sender<String>) -> Sink {
+    pub fn new(tx: mpsc::Sender<Vec<u8>>) -> Sink {
         Sink {
             tx,
-            buf: String::new(),
+            buf: Vec::new(),
             count: 0,
             bytes: 0,
             prepared: None,
@@ -54,10 +55,11 @@ impl Sink {
     pub fn push(&mut self, v: &serde_json::Value) {
         let before = self.buf.len();
         if self.count > 0 {
-            self.buf.push(',');
+            self.buf.push(b',');
         }
-        // Straight into the buffer; writing a serde_json value to a String cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut self.buf, format_args!("{v}"));
+        // Straight into the buffer (not through `Display`, whose formatter adapter costs
+        // a call per token); writing a serde_json value to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.buf, v);
         self.bytes += self.buf.len() - before;
         self.count += 1;
     }
