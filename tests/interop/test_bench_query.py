@@ -8,10 +8,14 @@ timeouts, figures non-zero), never timings.
 """
 
 import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import run_bench
+from conftest import run_bench, sluice_binary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,3 +68,55 @@ def test_report_has_its_tables_and_says_what_it_ran(quick_run):
         "index memory quota",
     ]:
         assert needle in md, needle
+
+
+def _children(pid: int) -> list:
+    """Pids whose parent is `pid` (from /proc)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        # The command sits in parentheses and may hold spaces; the ppid comes after it.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_bench_stops_the_server_it_started(tmp_path, sig):
+    bench = subprocess.Popen(
+        [str(sluice_binary()), "bench", "query", "--quick", "--no-pg", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Its server is up once the documents load.
+        deadline = time.monotonic() + 60
+        servers = []
+        while time.monotonic() < deadline and not servers:
+            servers = [p for p in _children(bench.pid)
+                       if b"server" in open(f"/proc/{p}/cmdline", "rb").read()]
+            time.sleep(0.2)
+        assert servers, "the bench started no server"
+        time.sleep(1)
+        bench.send_signal(sig)
+        _, err = bench.communicate(timeout=60)
+        assert bench.returncode != 0
+        assert b"interrupted" in err, err[-2000:]
+        for p in servers:
+            assert not _alive(p), f"server {p} outlived the interrupted bench"
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()

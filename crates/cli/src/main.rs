@@ -167,10 +167,19 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Runs a benchmark on a multi-threaded runtime of its own.
+/// Runs a benchmark on a multi-threaded runtime of its own. Ctrl-C or SIGTERM drops the
+/// run, and with it the servers it started (each stops when dropped): an interrupted bench
+/// leaves no process behind.
 fn bench(run: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(run)
+        .block_on(async {
+            tokio::select! {
+                done = run => done,
+                () = server_cmd::stop_signal() => {
+                    Err(anyhow::anyhow!("interrupted; the processes it started are stopped"))
+                }
+            }
+        })
 }
