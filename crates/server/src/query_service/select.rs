@@ -228,8 +228,10 @@ impl QueryService {
             infos,
         });
         let mut catalogs = self.catalogs.lock();
-        // One entry per bucket: a deleted bucket's is replaced if it comes back, and a
-        // bucket count is bounded by the cluster's.
+        // One entry per bucket that exists (the callers checked this one): deleted
+        // buckets' entries go whenever one is added, so the map stays as small as the
+        // cluster's bucket list.
+        catalogs.retain(|b, _| self.node.buckets.get(b).is_some());
         catalogs.insert(bucket.to_owned(), catalog.clone());
         catalog
     }
