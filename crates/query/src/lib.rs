@@ -62,4 +62,5 @@ pub use planner::{
     access_is_ordered, covering, explain, plan_access, Access, Cover, IndexInfo, KeyRange,
     ScanRange, Span,
 };
+pub use render::write_json_string;
 pub use value::{Num, Type, Value};

@@ -296,7 +296,7 @@ impl IndexStore {
 
     /// Moves index `id`'s entries (and its back index) out of their memtables into one
     /// sorted run on disk; blocks until done. Run once an index's build ends: the build
-    /// writes every entry into a memtable of up to 64 MiB (fjall's default), a skip list
+    /// writes its entries into a memtable (a skip list; [`INDEX_MEMTABLE_BYTES`] each)
     /// that a lookup's seek walks node by node, cache miss after cache miss (perf showed
     /// it as 12% of the server's time on point lookups over 200 000 documents), where a
     /// table is a binary search over its block index and one block. Writes go on

@@ -15,8 +15,9 @@ impl Display for Literal {
     }
 }
 
-/// A double-quoted string with JSON escapes, which the lexer reads back unchanged.
-pub(crate) fn write_json_string(f: &mut impl Write, s: &str) -> fmt::Result {
+/// A double-quoted string with JSON escapes, which the lexer reads back unchanged (and
+/// any JSON parser too: the query service writes its envelope's strings with it).
+pub fn write_json_string(f: &mut impl Write, s: &str) -> fmt::Result {
     f.write_char('"')?;
     for c in s.chars() {
         match c {

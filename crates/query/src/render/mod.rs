@@ -8,5 +8,7 @@
 mod expr;
 mod stmt;
 
+pub use expr::write_json_string;
+
 #[cfg(test)]
 mod tests;

@@ -271,8 +271,8 @@ fn concat<const N: usize>(parts: [&[u8]; N]) -> Vec<u8> {
 
 /// `text` as a JSON string.
 fn push_json_str(out: &mut String, text: &str) {
-    // serde_json escapes it; serializing a &str cannot fail.
-    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+    // Escaped in place, no string of its own; writing to a String cannot fail.
+    let _ = sluice_query::write_json_string(out, text);
 }
 
 /// A random version-4 UUID. From the thread's generator (seeded from the OS once), not
