@@ -27,7 +27,8 @@
 use bytes::Bytes;
 use sluice_proto::encode::Packet;
 use sluice_proto::{Opcode, Status};
-use sluice_types::{Cas, VbId};
+use sluice_types::collection::{qualify, QUALIFIED_KEY_BYTES_MAX};
+use sluice_types::{Cas, CollectionId, VbId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::OnceCell;
@@ -49,6 +50,9 @@ use crate::vbucket_map::{ClusterView, MapVersion};
 #[derive(Clone)]
 pub struct ClusterClient {
     inner: Arc<Inner>,
+    /// The collection its keys name. Another than the default needs the Collections
+    /// feature in the options (see [`ClusterClient::in_collection`]).
+    collection: CollectionId,
 }
 
 impl std::fmt::Debug for ClusterClient {
@@ -117,6 +121,7 @@ impl ClusterClient {
                     };
                     return Ok(ClusterClient {
                         inner: Arc::new(inner),
+                        collection: CollectionId::DEFAULT,
                     });
                 }
                 Err(e) => {
@@ -147,17 +152,30 @@ impl ClusterClient {
         self.inner.refresh(seen, None, deadline).await
     }
 
+    /// A client of the same connections and map whose keys name collection `cid`. Its
+    /// options must ask for the Collections feature for any other than the default
+    /// (each operation otherwise fails with [`ClusterError::NoCollections`]).
+    pub fn in_collection(&self, cid: CollectionId) -> ClusterClient {
+        ClusterClient {
+            inner: self.inner.clone(),
+            collection: cid,
+        }
+    }
+
     /// Reads a document from its active copy; a miss is
     /// `Err(ClusterError::Client(ClientError::Status(Status::KeyEnoent)))`
     /// (see [`ClusterError::is_not_found`]).
     pub async fn get(&self, key: &[u8]) -> Result<GetResult, ClusterError> {
-        self.inner.run(OpRef::Get(key)).await.map(into_document)
+        self.inner
+            .run(OpRef::Get(key), self.collection)
+            .await
+            .map(into_document)
     }
 
     /// Reads a document from replica `index` (0-based) of its vbucket.
     pub async fn get_replica(&self, key: &[u8], index: u8) -> Result<GetResult, ClusterError> {
         self.inner
-            .run(OpRef::GetReplica(key, index))
+            .run(OpRef::GetReplica(key, index), self.collection)
             .await
             .map(into_document)
     }
@@ -188,7 +206,7 @@ impl ClusterClient {
     }
 
     async fn write(&self, op: OpRef<'_>) -> Result<MutationResult, ClusterError> {
-        self.inner.run(op).await.map(into_mutation)
+        self.inner.run(op, self.collection).await.map(into_mutation)
     }
 
     /// Runs `ops` concurrently (pipelined per node, nodes in parallel), each with its own
@@ -203,8 +221,8 @@ impl ClusterClient {
         loop {
             while running.len() < running_max {
                 let Some((i, op)) = todo.next() else { break };
-                let inner = self.inner.clone();
-                running.spawn(async move { (i, inner.run(op.as_ref()).await) });
+                let (inner, cid) = (self.inner.clone(), self.collection);
+                running.spawn(async move { (i, inner.run(op.as_ref(), cid).await) });
             }
             match running.join_next().await {
                 None => break,
@@ -285,7 +303,7 @@ impl Inner {
     }
 
     /// One operation, with its retries.
-    async fn run(&self, op: OpRef<'_>) -> Result<OpResult, ClusterError> {
+    async fn run(&self, op: OpRef<'_>, cid: CollectionId) -> Result<OpResult, ClusterError> {
         bump(&self.counters.operations);
         let started = Instant::now();
         let deadline = started + self.options.operation_timeout;
@@ -293,7 +311,7 @@ impl Inner {
         loop {
             attempts += 1;
             let map = self.map();
-            let reason = match self.attempt(&map, op, deadline).await {
+            let reason = match self.attempt(&map, op, cid, deadline).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Final(ClusterError::Timeout { node, .. })) => {
                     return Err(ClusterError::Timeout {
@@ -340,6 +358,7 @@ impl Inner {
         &self,
         map: &ClusterView,
         op: OpRef<'_>,
+        cid: CollectionId,
         deadline: Instant,
     ) -> Result<OpResult, Failure> {
         let vb = map.vbucket_of(op.key());
@@ -368,13 +387,24 @@ impl Inner {
             })?,
         };
         let conn = self.conn(&node.addr, deadline).await?;
+        // A collection-aware connection sends every key with its collection's id (routing
+        // above hashed the logical key, as the server does).
+        let mut qualified = [0; QUALIFIED_KEY_BYTES_MAX];
+        let key = if conn.collections() {
+            qualify(cid, op.key(), &mut qualified)
+                .map_err(|e| Failure::Final(ClusterError::BadKey(e)))?
+        } else if cid == CollectionId::DEFAULT {
+            op.key()
+        } else {
+            return Err(Failure::Final(ClusterError::NoCollections(cid)));
+        };
         let extras;
         let framing;
         let packet = match op {
-            OpRef::Get(key) | OpRef::GetReplica(key, _) => {
+            OpRef::Get(_) | OpRef::GetReplica(..) => {
                 Packet::request(op.opcode().byte(), vb.0, 0).key(key)
             }
-            OpRef::Set(key, value, options) | OpRef::Add(key, value, options) => {
+            OpRef::Set(_, value, options) | OpRef::Add(_, value, options) => {
                 extras = store_extras(&options);
                 framing = options.durability.map(|d| d.framing_extras());
                 let p = Packet::request(op.opcode().byte(), vb.0, 0)
@@ -387,7 +417,7 @@ impl Inner {
                     None => p,
                 }
             }
-            OpRef::Delete(key, cas) => Packet::request(op.opcode().byte(), vb.0, 0)
+            OpRef::Delete(_, cas) => Packet::request(op.opcode().byte(), vb.0, 0)
                 .key(key)
                 .cas(cas.0),
         };

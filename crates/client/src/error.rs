@@ -161,6 +161,13 @@ pub enum ClusterError {
     },
     #[error("replica {index} asked for, but the bucket has {replicas} replica(s)")]
     NoSuchReplica { index: u8, replicas: u8 },
+    /// A key that does not fit with its collection's prefix (or is empty).
+    #[error("key not sent: {0}")]
+    BadKey(sluice_types::collection::KeyError),
+    /// A collection other than the default was named on a connection that did not
+    /// negotiate collections.
+    #[error("collection {0} named, but the connection did not negotiate collections")]
+    NoCollections(sluice_types::CollectionId),
     /// The map has no node in that replica slot (e.g. after a failover).
     #[error("{vb} has no replica {index} in map rev {version}")]
     ReplicaUnavailable {

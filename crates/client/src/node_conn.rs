@@ -82,6 +82,8 @@ pub(crate) struct NodeConn {
     pending: Arc<Mutex<Pending>>,
     /// MutationSeqno was negotiated: mutations answer with a token.
     seqno_tokens: bool,
+    /// Collections was negotiated: every key carries its collection's id.
+    collections: bool,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
@@ -111,6 +113,7 @@ impl NodeConn {
             "a node connection needs an in-flight slot"
         );
         let seqno_tokens = client.has_feature(Feature::MutationSeqno);
+        let collections = client.has_feature(Feature::Collections);
         let (stream, read_buf) = client.into_parts();
         let (submit, queue) = mpsc::channel(in_flight_max);
         let pending = Arc::new(Mutex::new(Pending::default()));
@@ -138,6 +141,7 @@ impl NodeConn {
             next_opaque: AtomicU32::new(1),
             pending,
             seqno_tokens,
+            collections,
             reader,
             writer,
         }
@@ -149,6 +153,10 @@ impl NodeConn {
 
     pub(crate) fn seqno_tokens(&self) -> bool {
         self.seqno_tokens
+    }
+
+    pub(crate) fn collections(&self) -> bool {
+        self.collections
     }
 
     pub(crate) fn is_dead(&self) -> bool {

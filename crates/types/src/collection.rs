@@ -112,6 +112,26 @@ pub fn split_key(qualified: &[u8]) -> Result<(CollectionId, &[u8]), KeyError> {
     Ok((cid, logical))
 }
 
+/// `logical` in collection `cid` as the engine keys it, built in `buf`.
+pub fn qualify<'b>(
+    cid: CollectionId,
+    logical: &[u8],
+    buf: &'b mut [u8; QUALIFIED_KEY_BYTES_MAX],
+) -> Result<&'b [u8], KeyError> {
+    if logical.is_empty() {
+        return Err(KeyError::EmptyKey);
+    }
+    let mut prefix = [0; LEB128_BYTES_MAX];
+    let prefix = cid.encode(&mut prefix);
+    let n = prefix.len() + logical.len();
+    if n > QUALIFIED_KEY_BYTES_MAX {
+        return Err(KeyError::TooLong);
+    }
+    buf[..prefix.len()].copy_from_slice(prefix);
+    buf[prefix.len()..n].copy_from_slice(logical);
+    Ok(&buf[..n])
+}
+
 /// The collection of a key the engine holds. Keys are checked when they come in, so a
 /// stored key always has a prefix; a key that somehow has none counts as the default
 /// collection's rather than failing a reader.
@@ -147,6 +167,27 @@ mod tests {
                 "{id:#x}"
             );
         }
+    }
+
+    #[test]
+    fn a_logical_key_qualifies_within_the_limit_and_splits_back() {
+        let mut buf = [0; QUALIFIED_KEY_BYTES_MAX];
+        let q = qualify(CollectionId(0x555), b"k1", &mut buf)
+            .unwrap()
+            .to_vec();
+        assert_eq!(q, [0xd5, 0x0a, b'k', b'1']);
+        assert_eq!(split_key(&q), Ok((CollectionId(0x555), &b"k1"[..])));
+        let longest = vec![b'x'; crate::limits::KEY_BYTES_MAX];
+        assert!(qualify(CollectionId(8), &longest, &mut buf).is_ok());
+        // A two-byte prefix leaves one byte less for the key.
+        assert_eq!(
+            qualify(CollectionId(0x80), &longest, &mut buf),
+            Err(KeyError::TooLong)
+        );
+        assert_eq!(
+            qualify(CollectionId(8), b"", &mut buf),
+            Err(KeyError::EmptyKey)
+        );
     }
 
     #[test]
