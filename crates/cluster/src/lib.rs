@@ -54,8 +54,8 @@ pub use failover::{
     RestartVerdict, WaitReason,
 };
 pub use metadata::{
-    desired_voters, Applied, BucketDef, ClusterState, IndexRecord, MetaCommand, MetaResponse,
-    NodeEntry, NodeStatus, RebalanceRecord, Rejection,
+    catalog_name, desired_voters, split_catalog_name, Applied, BucketDef, ClusterState,
+    IndexRecord, MetaCommand, MetaResponse, NodeEntry, NodeStatus, RebalanceRecord, Rejection,
 };
 pub use node::{NodeId, NodeInfo, NodeSetError, TlsPorts};
 pub use placement::{place, PlaceError};

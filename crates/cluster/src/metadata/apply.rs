@@ -59,7 +59,11 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
             change_manifest(state, bucket, |m| m.create_scope(name))
         }
         MetaCommand::DropScope { bucket, name } => {
-            change_manifest(state, bucket, |m| m.drop_scope(name))
+            change_manifest(state, bucket, |m| m.drop_scope(name)).inspect(|_| {
+                if let Some(entry) = state.buckets.get_mut(bucket) {
+                    indexes::drop_indexes_of(entry, name, None);
+                }
+            })
         }
         MetaCommand::CreateCollection {
             bucket,
@@ -73,7 +77,11 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
             bucket,
             scope,
             name,
-        } => change_manifest(state, bucket, |m| m.drop_collection(scope, name)),
+        } => change_manifest(state, bucket, |m| m.drop_collection(scope, name)).inspect(|_| {
+            if let Some(entry) = state.buckets.get_mut(bucket) {
+                indexes::drop_indexes_of(entry, scope, Some(name));
+            }
+        }),
         MetaCommand::SetCollectionMaxTtl {
             bucket,
             scope,

@@ -5,6 +5,12 @@
 //!
 //! The definition is the index service's own text (its JSON, with the keys as SQL++), kept
 //! opaque here: the metadata only names, counts and orders indexes.
+//!
+//! As in Couchbase, an index's name is unique within its collection. The catalog names an
+//! index by [`catalog_name`]: its own name on the bucket's default collection,
+//! `scope.collection.name` on another. Scope and collection names hold no `.`, and an index
+//! name may not either, so a catalog name splits back one way only ([`split_catalog_name`]).
+//! Dropping a collection (or its scope) drops its indexes with it.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,13 +33,51 @@ pub struct IndexRecord {
     pub deferred: bool,
 }
 
+/// The catalog's name of index `name` on `scope.collection`.
+pub fn catalog_name(scope: &str, collection: &str, name: &str) -> String {
+    if scope == DEFAULT && collection == DEFAULT {
+        name.to_string()
+    } else {
+        format!("{scope}.{collection}.{name}")
+    }
+}
+
+/// `(scope, collection, name)` of a catalog name; `None` if it is none (a name with one
+/// `.`, or more than two).
+pub fn split_catalog_name(key: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = key.split('.');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(name), None, _, _) => Some((DEFAULT, DEFAULT, name)),
+        (Some(scope), Some(collection), Some(name), None) => Some((scope, collection, name)),
+        _ => None,
+    }
+}
+
+const DEFAULT: &str = "_default";
+
+/// Drops the indexes of `scope.collection` of `entry` (every collection of `scope` when
+/// `collection` is `None`): what a dropped collection had indexed is gone with it.
+pub(super) fn drop_indexes_of(entry: &mut BucketEntry, scope: &str, collection: Option<&str>) {
+    entry
+        .indexes
+        .retain(|key, _| match split_catalog_name(key) {
+            Some((s, c, _)) => !(s == scope && collection.is_none_or(|want| want == c)),
+            None => true,
+        });
+}
+
 pub(super) fn create_index(
     state: &mut ClusterState,
     bucket: &str,
     name: &str,
     record: &IndexRecord,
 ) -> MetaResponse {
-    if name.is_empty() || name.len() > INDEX_NAME_BYTES_MAX {
+    let Some((_, _, own)) = split_catalog_name(name) else {
+        return Err(Rejection::BadIndex {
+            reason: "an index name holds no '.'".into(),
+        });
+    };
+    if own.is_empty() || own.len() > INDEX_NAME_BYTES_MAX {
         return Err(Rejection::BadIndex {
             reason: format!("an index name is 1 to {INDEX_NAME_BYTES_MAX} bytes"),
         });
@@ -224,5 +268,87 @@ mod tests {
             .remove("indexes");
         let back: ClusterState = serde_json::from_value(json).unwrap();
         assert_eq!(back, s);
+    }
+    #[test]
+    fn a_collections_indexes_are_named_in_it_and_dropped_with_it() {
+        assert_eq!(catalog_name("_default", "_default", "ix"), "ix");
+        assert_eq!(catalog_name("inv", "hotel", "ix"), "inv.hotel.ix");
+        assert_eq!(
+            split_catalog_name("ix"),
+            Some(("_default", "_default", "ix"))
+        );
+        assert_eq!(
+            split_catalog_name("inv.hotel.ix"),
+            Some(("inv", "hotel", "ix"))
+        );
+        assert_eq!(split_catalog_name("a.b"), None);
+        assert_eq!(split_catalog_name("a.b.c.d"), None);
+
+        let mut s = with_bucket();
+        for scope in ["inv", "other"] {
+            apply(
+                &mut s,
+                &MetaCommand::CreateScope {
+                    bucket: "default".into(),
+                    name: scope.into(),
+                },
+            )
+            .unwrap();
+        }
+        for (scope, c) in [("inv", "hotel"), ("inv", "air"), ("other", "hotel")] {
+            let cmd = MetaCommand::CreateCollection {
+                bucket: "default".into(),
+                scope: scope.into(),
+                name: c.into(),
+                max_ttl_s: 0,
+            };
+            apply(&mut s, &cmd).unwrap();
+        }
+        // One name on several collections, and on the default one.
+        for key in [
+            "ix",
+            "inv.hotel.ix",
+            "inv.air.ix",
+            "other.hotel.ix",
+            "other.hotel.p",
+        ] {
+            apply(&mut s, &create(key, false)).unwrap();
+        }
+        // A dotted name would read as another collection's.
+        for bad in ["a.b", "inv.hotel.x.y", "inv.hotel."] {
+            assert!(
+                matches!(
+                    apply(&mut s, &create(bad, false)),
+                    Err(Rejection::BadIndex { .. })
+                ),
+                "{bad}"
+            );
+        }
+        let keys = |s: &ClusterState| -> Vec<String> {
+            s.buckets()["default"].indexes.keys().cloned().collect()
+        };
+        let drop = MetaCommand::DropCollection {
+            bucket: "default".into(),
+            scope: "inv".into(),
+            name: "hotel".into(),
+        };
+        apply(&mut s, &drop).unwrap();
+        assert_eq!(
+            keys(&s),
+            ["inv.air.ix", "ix", "other.hotel.ix", "other.hotel.p"]
+        );
+        let drop = MetaCommand::DropScope {
+            bucket: "default".into(),
+            name: "other".into(),
+        };
+        apply(&mut s, &drop).unwrap();
+        assert_eq!(keys(&s), ["inv.air.ix", "ix"]);
+        // A refused drop drops no index.
+        let again = MetaCommand::DropScope {
+            bucket: "default".into(),
+            name: "other".into(),
+        };
+        assert!(apply(&mut s, &again).is_err());
+        assert_eq!(keys(&s), ["inv.air.ix", "ix"]);
     }
 }

@@ -25,7 +25,7 @@ mod tests;
 
 pub use apply::apply;
 pub use command::{Applied, BucketVbmap, FailOverCommand, MetaCommand, MetaResponse, Rejection};
-pub use indexes::{IndexRecord, INDEXES_PER_BUCKET_MAX};
+pub use indexes::{catalog_name, split_catalog_name, IndexRecord, INDEXES_PER_BUCKET_MAX};
 pub use state::{
     BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
     StateError, BUCKETS_MAX, BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
