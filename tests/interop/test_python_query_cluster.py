@@ -355,6 +355,7 @@ def test_rebalance_moves_the_streams_without_rebuilding(tmp_path):
         assert int(index_stats(base)["index_memory_write_buffer_bytes"]) > 0
         metrics = metric_lines(base + 1)
         assert any(re.fullmatch(r'sluice_index_changes_per_second\{bucket="default",'
+                                r'scope="_default",collection="_default",'
                                 r'index="by_n"\} \d+', m) for m in metrics), metrics
         assert any(m.startswith("sluice_index_memory_write_buffer_bytes ") for m in metrics)
         moved = [vb for vb, c in enumerate(vbucket_map(base + 1)) if c[0] == base + 20]

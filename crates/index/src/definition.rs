@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use sluice_query::ast::{Expr, Ident, IndexKey};
+use sluice_types::CollectionId;
 
 use crate::error::{IndexError, Result};
 
@@ -43,6 +44,9 @@ pub struct IndexDef {
     pub bucket: String,
     pub scope: String,
     pub collection: String,
+    /// The collection's id when the index was defined: a collection dropped and created
+    /// again under the same name is another collection, which this index never fed on.
+    pub collection_id: CollectionId,
     /// Empty for a primary index.
     pub keys: Vec<IndexKey>,
     /// A partial index's `WHERE`: only documents it holds true for are indexed.
@@ -79,6 +83,7 @@ impl IndexDef {
             bucket: self.bucket.clone(),
             scope: self.scope.clone(),
             collection: self.collection.clone(),
+            collection_id: self.collection_id.0,
             primary: self.primary,
             keys: self
                 .keys
@@ -122,6 +127,7 @@ impl IndexDef {
             bucket: s.bucket,
             scope: s.scope,
             collection: s.collection,
+            collection_id: CollectionId(s.collection_id),
             keys,
             condition,
             primary: s.primary,
@@ -137,6 +143,10 @@ struct Stored {
     bucket: String,
     scope: String,
     collection: String,
+    /// Absent (0, the default collection's) in definitions stored before collections
+    /// were indexed.
+    #[serde(default)]
+    collection_id: u32,
     primary: bool,
     keys: Vec<StoredKey>,
     condition: Option<String>,
@@ -162,6 +172,7 @@ mod tests {
             bucket: "travel".into(),
             scope: "inventory".into(),
             collection: "hotel".into(),
+            collection_id: CollectionId(9),
             keys: vec![
                 IndexKey {
                     expr: sluice_query::parse_expression("address.city").expect("parses"),

@@ -75,6 +75,7 @@ mod tests {
             bucket: "default".into(),
             scope: "_default".into(),
             collection: "_default".into(),
+            collection_id: sluice_types::CollectionId::DEFAULT,
             keys: keys
                 .iter()
                 .map(|(t, missing)| IndexKey {

@@ -273,6 +273,8 @@ fn encode_index(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std:
         for r in &reports {
             let labels = [
                 ("bucket", r.def.bucket.as_str()),
+                ("scope", r.def.scope.as_str()),
+                ("collection", r.def.collection.as_str()),
                 ("index", r.def.name.as_str()),
             ];
             ConstGauge::new(get(r) as i64).encode(family.encode_family(&labels)?)?;
@@ -287,6 +289,8 @@ fn encode_index(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std:
     for r in &reports {
         let labels = [
             ("bucket", r.def.bucket.as_str()),
+            ("scope", r.def.scope.as_str()),
+            ("collection", r.def.collection.as_str()),
             ("index", r.def.name.as_str()),
         ];
         encode_us_histogram(&r.lag.latency(), family.encode_family(&labels)?)?;

@@ -18,6 +18,7 @@ fn def(name: &str, keys: &[&str]) -> IndexDef {
         bucket: "default".into(),
         scope: "_default".into(),
         collection: "_default".into(),
+        collection_id: sluice_types::CollectionId::DEFAULT,
         keys: keys
             .iter()
             .map(|k| IndexKey {

@@ -8,8 +8,9 @@
 //! give it back in the form the client sent.
 
 use sluice_cluster::Manifest;
-use sluice_types::collection::{split_key, CollectionId, KeyError, QUALIFIED_KEY_BYTES_MAX};
-use sluice_types::limits::KEY_BYTES_MAX;
+use sluice_types::collection::{
+    qualify, split_key, CollectionId, KeyError, QUALIFIED_KEY_BYTES_MAX,
+};
 
 /// Room for any qualified key.
 pub type KeyBuf = [u8; QUALIFIED_KEY_BYTES_MAX];
@@ -44,15 +45,7 @@ impl Keyspace<'_> {
                 false => Err(KeyRefusal::UnknownCollection),
             };
         }
-        if wire.is_empty() {
-            return Err(KeyRefusal::Invalid(KeyError::EmptyKey));
-        }
-        if wire.len() > KEY_BYTES_MAX {
-            return Err(KeyRefusal::Invalid(KeyError::TooLong));
-        }
-        buf[0] = 0;
-        buf[1..=wire.len()].copy_from_slice(wire);
-        Ok(&buf[..=wire.len()])
+        qualify(CollectionId::DEFAULT, wire, buf).map_err(KeyRefusal::Invalid)
     }
 
     /// The key to give back to the client for the engine's `qualified` key.
@@ -154,7 +147,7 @@ mod tests {
         let plain = Keyspace::Plain;
         assert_eq!(plain.qualify(b"doc", &mut buf), Ok(&b"\x00doc"[..]));
         assert_eq!(plain.wire_key(b"\x00doc"), b"doc");
-        let long = vec![b'k'; KEY_BYTES_MAX + 1];
+        let long = vec![b'k'; sluice_types::limits::KEY_BYTES_MAX + 1];
         assert_eq!(
             plain.qualify(&long, &mut buf),
             Err(KeyRefusal::Invalid(KeyError::TooLong))

@@ -273,7 +273,11 @@ pub fn collect(
                 if r.def.bucket != handle.name {
                     continue;
                 }
-                let p = format!("index:{}", r.def.name);
+                // A named collection's index as the catalog names it: `scope.collection.name`.
+                let p = format!(
+                    "index:{}",
+                    sluice_cluster::catalog_name(&r.def.scope, &r.def.collection, &r.def.name)
+                );
                 put(&format!("{p}:state"), r.def.state.as_str().to_string());
                 put(&format!("{p}:items"), r.items.to_string());
                 put(

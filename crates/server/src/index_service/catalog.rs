@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use sluice_cluster::catalog_name;
 use sluice_index::{IndexDef, IndexError, IndexState};
 
 use super::IndexService;
@@ -56,7 +57,8 @@ pub trait Catalog: Send + Sync {
     fn change(&self, change: CatalogChange) -> CatalogFuture;
 }
 
-/// One index the catalog lists for a bucket.
+/// One index the catalog lists for a bucket, under its catalog name
+/// (`sluice_cluster::catalog_name`: `scope.collection.name` on a named collection).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
     pub definition: String,
@@ -99,7 +101,7 @@ impl IndexService {
         let held: BTreeMap<String, IndexDef> = self
             .definitions_of(bucket)
             .into_iter()
-            .map(|d| (d.name.clone(), d))
+            .map(|d| (catalog_name(&d.scope, &d.collection, &d.name), d))
             .collect();
         for (name, def) in &held {
             let keep = match wanted.get(name) {
@@ -115,7 +117,7 @@ impl IndexService {
         let held: BTreeMap<String, IndexDef> = self
             .definitions_of(bucket)
             .into_iter()
-            .map(|d| (d.name.clone(), d))
+            .map(|d| (catalog_name(&d.scope, &d.collection, &d.name), d))
             .collect();
         for (name, w) in wanted {
             match held.get(name) {
@@ -128,11 +130,12 @@ impl IndexService {
                 Some(_) => {}
                 None => {
                     let mut def = IndexDef::from_json(w.definition.as_bytes())?;
-                    if def.bucket != bucket || &def.name != name {
+                    let key = catalog_name(&def.scope, &def.collection, &def.name);
+                    if def.bucket != bucket || &key != name {
                         return Err(IndexError::Corrupt(format!(
-                            "the catalog lists {bucket}.{name} with the definition of \
-                             {}.{}",
-                            def.bucket, def.name
+                            "the catalog lists {bucket}:{name} with the definition of \
+                             {}:{key}",
+                            def.bucket
                         )));
                     }
                     def.state = if w.deferred {

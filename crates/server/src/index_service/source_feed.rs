@@ -183,7 +183,7 @@ impl SourceFeed {
             _ = self.stop.notified() => return Ok(()),
             r = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)) => r?,
         };
-        let mut held = Held::default();
+        let mut held = Held::of(def.collection_id);
         // The seqno each vbucket's last applied batch reached (as saved in the store).
         let mut applied: BTreeMap<VbId, Seqno> =
             saved.iter().map(|(vb, p)| (*vb, p.seqno)).collect();
@@ -319,14 +319,24 @@ struct Group {
 
 /// What a source holds until it is applied: a batch per vbucket, the bytes they hold
 /// together, and the vbuckets whose batch is due (its snapshot complete, or full).
-#[derive(Default)]
 struct Held {
+    /// The indexed collection: the others' changes only move the stream's position.
+    collection: CollectionId,
     batches: BTreeMap<VbId, Batch>,
     bytes: usize,
     due: std::collections::BTreeSet<VbId>,
 }
 
 impl Held {
+    fn of(collection: CollectionId) -> Held {
+        Held {
+            collection,
+            batches: BTreeMap::new(),
+            bytes: 0,
+            due: Default::default(),
+        }
+    }
+
     /// Takes the due batches out, each with its vbucket's position now.
     fn take_due(&mut self, positions: &StreamPositions) -> Group {
         let mut parts = Vec::with_capacity(self.due.len());
@@ -347,12 +357,11 @@ impl Held {
         self.due.remove(&vb);
     }
 
-    /// Holds `item` for its vbucket's next batch. The stream is collection-aware (its keys
-    /// carry their collection's id): only the default collection is indexed so far, so the
-    /// others' changes only move the position.
+    /// Holds `item` for its vbucket's next batch if it is of the indexed collection (the
+    /// stream is collection-aware: its keys carry their collection's id).
     fn hold(&mut self, item: &DcpItem, live: bool) {
         let key = match sluice_types::collection::split_key(&item.key) {
-            Ok((CollectionId::DEFAULT, key)) => key,
+            Ok((cid, key)) if cid == self.collection => key,
             _ => return,
         };
         let batch = self.batches.entry(item.vb).or_default();

@@ -10,6 +10,7 @@ use sluice_client::admin_http;
 use tokio::time::Instant;
 
 use super::error::ServiceError;
+use super::keyspace::Keyspace;
 use super::QueryService;
 
 /// How often the other nodes are asked again.
@@ -43,17 +44,17 @@ impl Want {
 }
 
 impl QueryService {
-    /// Waits until every other node serving `bucket` holds its copy of index `name` as
-    /// `want` says, or `deadline` passes (a node down and not failed over makes DDL wait
-    /// for it, then fail with a timeout: its copy would be missing).
+    /// Waits until every other node serving `ks`'s bucket holds its copy of index `name`
+    /// of `ks` as `want` says, or `deadline` passes (a node down and not failed over makes
+    /// DDL wait for it, then fail with a timeout: its copy would be missing).
     pub(super) async fn wait_other_copies(
         &self,
-        bucket: &str,
+        ks: &Keyspace,
         name: &str,
         want: Want,
         deadline: Instant,
     ) -> Result<(), ServiceError> {
-        let Some(handle) = self.node.buckets.get(bucket) else {
+        let Some(handle) = self.node.buckets.get(&ks.bucket) else {
             return Ok(());
         };
         let view = handle.cluster_map();
@@ -67,12 +68,26 @@ impl QueryService {
             .collect();
         let dial = self.node.member_dial();
         let who = self.node.peer_credentials();
-        let body = json!({
-            "statement": "SELECT RAW state FROM system:indexes \
-                          WHERE keyspace_id = $bucket AND name = $name",
-            "$bucket": bucket,
-            "$name": name,
-        });
+        // `system:indexes` names a default collection's keyspace by its bucket alone.
+        let body = if ks.is_default() {
+            json!({
+                "statement": "SELECT RAW state FROM system:indexes \
+                              WHERE keyspace_id = $bucket AND bucket_id IS MISSING \
+                              AND name = $name",
+                "$bucket": ks.bucket,
+                "$name": name,
+            })
+        } else {
+            json!({
+                "statement": "SELECT RAW state FROM system:indexes \
+                              WHERE bucket_id = $bucket AND scope_id = $scope \
+                              AND keyspace_id = $collection AND name = $name",
+                "$bucket": ks.bucket,
+                "$scope": ks.scope,
+                "$collection": ks.collection,
+                "$name": name,
+            })
+        };
         for addr in others {
             loop {
                 let answer = admin_http::call(

@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use sluice_cluster::rbac::Privilege;
+use sluice_cluster::{catalog_name, split_catalog_name};
 use sluice_index::{IndexDef, IndexError, IndexId, IndexState};
+use sluice_types::CollectionId;
 
 use crate::index_service::catalog::{CatalogChange, CatalogError};
 use sluice_query::ast::{
@@ -20,7 +22,7 @@ use tokio::time::Instant;
 
 use super::copies::Want;
 use super::error::ServiceError;
-use super::keyspace::{resolve, Target};
+use super::keyspace::{resolve, Keyspace, Target};
 use super::{Authenticated, QueryService};
 
 /// How often a statement checks whether this node's copy of an index is as the catalog
@@ -40,37 +42,41 @@ struct NewIndex<'a> {
 }
 
 impl QueryService {
-    fn ddl_bucket(
+    /// The keyspace a DDL statement changes, checked: the caller may manage its bucket's
+    /// indexes, and it exists; with its collection id.
+    fn ddl_target(
         &self,
         who: &Authenticated,
         ks: &KeyspaceRef,
         qc: Option<&str>,
-    ) -> Result<String, ServiceError> {
-        let bucket = match resolve(ks, qc)? {
-            Target::Bucket(b) => b,
+    ) -> Result<(Keyspace, CollectionId), ServiceError> {
+        let ks = match resolve(ks, qc)? {
+            Target::Keyspace(ks) => ks,
             Target::SystemIndexes | Target::SystemPrepareds => {
                 return Err(ServiceError::NotSupported(
                     "system keyspaces cannot be indexed".into(),
                 ))
             }
         };
+        let bucket = &ks.bucket;
         Self::check(
             who,
-            Privilege::ManageBucket(&bucket),
-            &bucket,
+            Privilege::ManageBucket(bucket),
+            bucket,
             "index",
             "query_manage_index",
         )?;
-        self.bucket_exists(&bucket)?;
-        Ok(bucket)
+        let (_, cid) = self.collection(&ks)?;
+        Ok((ks, cid))
     }
 
-    fn find(&self, bucket: &str, name: &str) -> Option<IndexDef> {
+    /// This node's copy of index `name` of `ks`.
+    fn find(&self, ks: &Keyspace, name: &str) -> Option<IndexDef> {
         self.node
             .index
-            .definitions_of(bucket)
+            .definitions_of(&ks.bucket)
             .into_iter()
-            .find(|d| d.name == name && d.scope == "_default" && d.collection == "_default")
+            .find(|d| d.name == name && ks.holds(d))
     }
 
     pub(super) async fn create_index(
@@ -119,8 +125,16 @@ impl QueryService {
         qc: Option<&str>,
         deadline: Instant,
     ) -> Result<(), ServiceError> {
-        let bucket = self.ddl_bucket(who, new.keyspace, qc)?;
+        let (ks, cid) = self.ddl_target(who, new.keyspace, qc)?;
         let (defer, replicas) = with_options(new.with)?;
+        // The catalog names an index `scope.collection.name` on a named collection, so a
+        // dot in the name would read as another keyspace's.
+        if new.name.contains('.') {
+            return Err(ServiceError::NotSupported(format!(
+                "index name {}: an index name holds no '.'",
+                new.name
+            )));
+        }
         // Every node holds a copy of every index: `num_replica` copies besides the first
         // need that many other nodes.
         let nodes = self.node.cluster_map().map.nodes().len().max(1) as u64;
@@ -135,9 +149,10 @@ impl QueryService {
         let def = IndexDef {
             id: IndexId(0),
             name: new.name,
-            bucket: bucket.clone(),
-            scope: "_default".into(),
-            collection: "_default".into(),
+            bucket: ks.bucket.clone(),
+            scope: ks.scope.clone(),
+            collection: ks.collection.clone(),
+            collection_id: cid,
             primary: new.keys.is_empty(),
             keys: new.keys,
             condition: new.condition,
@@ -146,8 +161,8 @@ impl QueryService {
         let definition = String::from_utf8(def.to_json())
             .map_err(|e| ServiceError::Index(IndexError::Corrupt(e.to_string())))?;
         let change = CatalogChange::Create {
-            bucket: bucket.clone(),
-            name: name.clone(),
+            bucket: ks.bucket.clone(),
+            name: catalog_name(&ks.scope, &ks.collection, &name),
             definition,
             deferred: defer,
         };
@@ -156,15 +171,16 @@ impl QueryService {
             Err(ServiceError::IndexExists(_)) if new.if_not_exists => return Ok(()),
             Err(e) => return Err(e),
         }
-        tracing::info!(index = %name, %bucket, deferred = defer, "index created in the catalog");
+        tracing::info!(index = %name, keyspace = %ks.path(), deferred = defer,
+            "index created in the catalog");
         // This node's copy: there once the catalog reached it, online once built; then
         // every other node's.
-        self.wait_local(&bucket, &name, deadline, |d| {
+        self.wait_local(&ks, &name, deadline, |d| {
             d.is_some_and(|d| defer || d.state == IndexState::Online)
         })
         .await?;
         let want = if defer { Want::Listed } else { Want::Online };
-        self.wait_other_copies(&bucket, &name, want, deadline).await
+        self.wait_other_copies(&ks, &name, want, deadline).await
     }
 
     /// Proposes `change` to the cluster's catalog.
@@ -172,24 +188,30 @@ impl QueryService {
         let catalog = self.node.index.catalog().ok_or_else(|| {
             ServiceError::NotSupported("the index catalog is not ready yet".into())
         })?;
+        // The catalog's name of an index on a named collection is `scope.collection.name`;
+        // errors name the index as the statement did.
+        let own = |key: String| match split_catalog_name(&key) {
+            Some((_, _, name)) => name.to_string(),
+            None => key,
+        };
         catalog.change(change).await.map_err(|e| match e {
-            CatalogError::Exists(name) => ServiceError::IndexExists(name),
-            CatalogError::NotFound(name) => ServiceError::IndexNotFound(name),
+            CatalogError::Exists(name) => ServiceError::IndexExists(own(name)),
+            CatalogError::NotFound(name) => ServiceError::IndexNotFound(own(name)),
             e => ServiceError::Catalog(e),
         })
     }
 
-    /// Waits until this node's copy of `bucket`'s index `name` (or its absence) is what
-    /// `done` wants.
+    /// Waits until this node's copy of `ks`'s index `name` (or its absence) is what `done`
+    /// wants.
     async fn wait_local(
         &self,
-        bucket: &str,
+        ks: &Keyspace,
         name: &str,
         deadline: Instant,
         done: impl Fn(Option<&IndexDef>) -> bool,
     ) -> Result<(), ServiceError> {
         loop {
-            if done(self.find(bucket, name).as_ref()) {
+            if done(self.find(ks, name).as_ref()) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -230,21 +252,21 @@ impl QueryService {
         ks: &KeyspaceRef,
         qc: Option<&str>,
     ) -> Result<(), ServiceError> {
-        let bucket = self.ddl_bucket(who, ks, qc)?;
+        let (ks, _) = self.ddl_target(who, ks, qc)?;
         let change = CatalogChange::Drop {
-            bucket: bucket.clone(),
-            name: name.to_string(),
+            bucket: ks.bucket.clone(),
+            name: catalog_name(&ks.scope, &ks.collection, name),
         };
         match self.catalog_change(change).await {
             Ok(()) => {}
             Err(ServiceError::IndexNotFound(_)) if if_exists => return Ok(()),
             Err(e) => return Err(e),
         }
-        tracing::info!(index = %name, %bucket, "index dropped from the catalog");
+        tracing::info!(index = %name, keyspace = %ks.path(), "index dropped from the catalog");
         let deadline = Instant::now() + LOCAL_WAIT;
-        self.wait_local(&bucket, name, deadline, |d| d.is_none())
+        self.wait_local(&ks, name, deadline, |d| d.is_none())
             .await?;
-        self.wait_other_copies(&bucket, name, Want::Gone, deadline)
+        self.wait_other_copies(&ks, name, Want::Gone, deadline)
             .await
     }
 
@@ -254,22 +276,25 @@ impl QueryService {
         b: &BuildIndex,
         qc: Option<&str>,
     ) -> Result<(), ServiceError> {
-        let bucket = self.ddl_bucket(who, &b.keyspace, qc)?;
+        let (ks, _) = self.ddl_target(who, &b.keyspace, qc)?;
         let names: Vec<String> = b.names.iter().map(|n| n.as_str().to_string()).collect();
         let change = CatalogChange::Build {
-            bucket: bucket.clone(),
-            names: names.clone(),
+            bucket: ks.bucket.clone(),
+            names: names
+                .iter()
+                .map(|n| catalog_name(&ks.scope, &ks.collection, n))
+                .collect(),
         };
         self.catalog_change(change).await?;
         // The builds go on in the background; this node's copies have left `deferred`
         // before the statement returns, so `system:indexes` shows them building.
         let deadline = Instant::now() + LOCAL_WAIT;
         for name in &names {
-            self.wait_local(&bucket, name, deadline, |d| {
+            self.wait_local(&ks, name, deadline, |d| {
                 d.is_none_or(|d| d.state != IndexState::Deferred)
             })
             .await?;
-            self.wait_other_copies(&bucket, name, Want::NotDeferred, deadline)
+            self.wait_other_copies(&ks, name, Want::NotDeferred, deadline)
                 .await?;
         }
         Ok(())

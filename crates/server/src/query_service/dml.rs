@@ -13,6 +13,7 @@
 //! - At most [`DML_DOCS_MAX`] documents per statement; beyond that, LIMIT splits the work.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use sluice_client::{ClusterClient, StoreOptions};
 use sluice_cluster::rbac::Privilege;
@@ -21,14 +22,15 @@ use sluice_query::ast::{
     Update,
 };
 use sluice_query::{evaluate, evaluate_row, plan_access, DocMeta, Limits, Pipeline, Row, Value};
-use sluice_types::Cas;
+use sluice_types::{Cas, CollectionId};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::json_path::{path_of, set, unset};
-use super::keyspace::{resolve, Target};
+use super::keyspace::{resolve, Keyspace, Target};
 use super::select::Outcome;
 use super::{Authenticated, QueryService};
+use crate::bucket_handle::BucketHandle;
 use sluice_query::request::QueryRequest;
 
 /// Most documents one statement writes.
@@ -45,39 +47,30 @@ enum Change<'a> {
 }
 
 impl QueryService {
-    fn dml_bucket(
+    /// The keyspace a DML statement writes, checked: the caller may write it (and read
+    /// it, for UPDATE and DELETE), and it exists; with its bucket and collection id.
+    fn dml_target(
         &self,
         who: &Authenticated,
         ks: &KeyspaceRef,
         req: &QueryRequest,
         read_too: bool,
-    ) -> Result<String, ServiceError> {
-        let bucket = match resolve(ks, req.query_context.as_deref())? {
-            Target::Bucket(b) => b,
+    ) -> Result<(Keyspace, Arc<BucketHandle>, CollectionId), ServiceError> {
+        let ks = match resolve(ks, req.query_context.as_deref())? {
+            Target::Keyspace(ks) => ks,
             Target::SystemIndexes | Target::SystemPrepareds => {
                 return Err(ServiceError::NotSupported(
                     "system keyspaces cannot be written".into(),
                 ))
             }
         };
-        Self::check(
-            who,
-            Privilege::Write(&bucket),
-            &bucket,
-            "DML",
-            "query_update",
-        )?;
+        let bucket = &ks.bucket;
+        Self::check(who, Privilege::Write(bucket), bucket, "DML", "query_update")?;
         if read_too {
-            Self::check(
-                who,
-                Privilege::Read(&bucket),
-                &bucket,
-                "DML",
-                "query_select",
-            )?;
+            Self::check(who, Privilege::Read(bucket), bucket, "DML", "query_select")?;
         }
-        self.bucket_exists(&bucket)?;
-        Ok(bucket)
+        let (handle, cid) = self.collection(&ks)?;
+        Ok((ks, handle, cid))
     }
 
     pub(super) async fn insert(
@@ -86,8 +79,8 @@ impl QueryService {
         ins: &Insert,
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
-        let bucket = self.dml_bucket(who, &ins.keyspace, req, false)?;
-        let client = self.client(&bucket).await?;
+        let (_, bucket, cid) = self.dml_target(who, &ins.keyspace, req, false)?;
+        let client = self.client(&bucket.name).await?.in_collection(cid);
         let mut written = Vec::new();
         let mut first_error = None;
         for kv in &ins.values {
@@ -198,7 +191,7 @@ impl QueryService {
         deadline: Instant,
     ) -> Result<Outcome, ServiceError> {
         let from = select.from.as_ref().expect("a finder has a FROM");
-        let bucket = self.dml_bucket(who, &from.keyspace, req, true)?;
+        let (ks, bucket, cid) = self.dml_target(who, &from.keyspace, req, true)?;
         let alias = from.alias().clone();
         let limit = match limit {
             Some(e) => match evaluate(e, &req.params)?
@@ -214,11 +207,11 @@ impl QueryService {
             },
             None => None,
         };
-        let catalog = self.indexes(&bucket);
+        let catalog = self.indexes(&ks, cid);
         let access = plan_access(select, &catalog.infos, &req.params)?;
         // A write needs each document whole (and its CAS): never covered.
         let mut rows = self
-            .rows(&bucket, access, None, &catalog.defs, req, deadline)
+            .rows((bucket, cid), access, None, &catalog.defs, req, deadline)
             .await?;
         let client = rows.client().clone();
         let mut done: HashSet<String> = HashSet::new();

@@ -1,5 +1,6 @@
 //! Which data a statement's keyspace names.
 
+use sluice_index::IndexDef;
 use sluice_query::ast::{KeyspaceRef, Namespace};
 
 use super::error::ServiceError;
@@ -11,19 +12,57 @@ pub enum Target {
     SystemIndexes,
     /// `system:prepareds`: this node's prepared statements.
     SystemPrepareds,
-    /// A bucket's default collection.
-    Bucket(String),
+    /// A collection of a bucket (its default collection for a bucket's bare name).
+    Keyspace(Keyspace),
 }
 
-/// Resolves `ks` against the request's `query_context` (`[default:]bucket.scope`). Only
-/// default collections are indexed so far: another collection is refused, saying so.
+/// A bucket's collection, by name. Whether it exists is the caller's to check (the
+/// bucket's manifest).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Keyspace {
+    pub bucket: String,
+    pub scope: String,
+    pub collection: String,
+}
+
+impl Keyspace {
+    pub fn default_of(bucket: &str) -> Keyspace {
+        Keyspace::new(bucket, DEFAULT, DEFAULT)
+    }
+
+    pub fn new(bucket: &str, scope: &str, collection: &str) -> Keyspace {
+        Keyspace {
+            bucket: bucket.to_string(),
+            scope: scope.to_string(),
+            collection: collection.to_string(),
+        }
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.scope == DEFAULT && self.collection == DEFAULT
+    }
+
+    /// Whether `def` is an index of this keyspace.
+    pub fn holds(&self, def: &IndexDef) -> bool {
+        def.bucket == self.bucket && def.scope == self.scope && def.collection == self.collection
+    }
+
+    /// The name Couchbase's messages give it: `default:b`, or `default:b.s.c`.
+    pub fn path(&self) -> String {
+        if self.is_default() {
+            format!("default:{}", self.bucket)
+        } else {
+            format!("default:{}.{}.{}", self.bucket, self.scope, self.collection)
+        }
+    }
+}
+
+const DEFAULT: &str = "_default";
+
+/// Resolves `ks` against the request's `query_context` (`[default:]bucket.scope`): with a
+/// context, a one-part name is a collection of its scope and `s.c` a collection of its
+/// bucket; without one, a one-part name is a bucket (its default collection).
 pub fn resolve(ks: &KeyspaceRef, query_context: Option<&str>) -> Result<Target, ServiceError> {
-    let not_yet = |name: String| {
-        ServiceError::NotSupported(format!(
-            "{name}: Sluice's query service reads the default collection of a bucket only \
-             (named collections are not indexed yet)"
-        ))
-    };
     match ks {
         KeyspaceRef::Bucket {
             namespace: Some(Namespace::System),
@@ -33,39 +72,25 @@ pub fn resolve(ks: &KeyspaceRef, query_context: Option<&str>) -> Result<Target, 
             "prepareds" => Ok(Target::SystemPrepareds),
             other => Err(ServiceError::KeyspaceNotFound(format!("system:{other}"))),
         },
-        KeyspaceRef::Bucket { bucket, .. } => match context(query_context) {
-            // With a query context, a one-part name is a collection of its scope.
-            Some((b, s)) if s == "_default" && bucket.as_str() == "_default" => {
-                Ok(Target::Bucket(b.to_string()))
-            }
-            Some((b, s)) => Err(not_yet(format!("{b}.{s}.{}", bucket.as_str()))),
-            None => Ok(Target::Bucket(bucket.as_str().to_string())),
-        },
+        KeyspaceRef::Bucket { bucket, .. } => Ok(Target::Keyspace(match context(query_context) {
+            Some((b, s)) => Keyspace::new(&b, &s, bucket.as_str()),
+            None => Keyspace::default_of(bucket.as_str()),
+        })),
         KeyspaceRef::Collection {
             bucket,
             scope,
             collection,
             ..
-        } => {
-            if scope.as_str() == "_default" && collection.as_str() == "_default" {
-                Ok(Target::Bucket(bucket.as_str().to_string()))
-            } else {
-                Err(not_yet(format!(
-                    "{}.{}.{}",
-                    bucket.as_str(),
-                    scope.as_str(),
-                    collection.as_str()
-                )))
-            }
-        }
+        } => Ok(Target::Keyspace(Keyspace::new(
+            bucket.as_str(),
+            scope.as_str(),
+            collection.as_str(),
+        ))),
         KeyspaceRef::Relative { scope, collection } => match context(query_context) {
-            Some((b, _)) if scope.as_str() == "_default" && collection.as_str() == "_default" => {
-                Ok(Target::Bucket(b.to_string()))
-            }
-            Some((b, _)) => Err(not_yet(format!(
-                "{b}.{}.{}",
+            Some((b, _)) => Ok(Target::Keyspace(Keyspace::new(
+                &b,
                 scope.as_str(),
-                collection.as_str()
+                collection.as_str(),
             ))),
             None => Err(ServiceError::KeyspaceNotFound(format!(
                 "{}.{} (a scope-relative name needs a query_context)",
@@ -97,29 +122,40 @@ mod tests {
     }
 
     #[test]
-    fn keyspaces_resolve_to_default_collections_and_system_indexes() {
+    fn keyspaces_resolve_to_collections_and_system_keyspaces() {
         let r = |s: &str, qc| resolve(&ks(s), qc);
+        let ks = |b: &str, s: &str, c: &str| Target::Keyspace(Keyspace::new(b, s, c));
         assert_eq!(
             r("SELECT * FROM system:indexes", None).unwrap(),
             Target::SystemIndexes
         );
         assert_eq!(
             r("SELECT * FROM b", None).unwrap(),
-            Target::Bucket("b".into())
+            Target::Keyspace(Keyspace::default_of("b"))
         );
         assert_eq!(
             r("SELECT * FROM default:b._default._default", None).unwrap(),
-            Target::Bucket("b".into())
+            ks("b", "_default", "_default")
         );
         assert_eq!(
             r("SELECT * FROM _default", Some("default:`b`.`_default`")).unwrap(),
-            Target::Bucket("b".into())
+            Target::Keyspace(Keyspace::default_of("b"))
+        );
+        assert_eq!(r("SELECT * FROM b.s.c", None).unwrap(), ks("b", "s", "c"));
+        assert_eq!(
+            r("SELECT * FROM hotel", Some("default:`travel`.`inv`")).unwrap(),
+            ks("travel", "inv", "hotel")
+        );
+        assert_eq!(
+            r("SELECT * FROM inv.hotel", Some("travel.other")).unwrap(),
+            ks("travel", "inv", "hotel")
         );
         assert_eq!(
             r("SELECT * FROM system:nodes", None).unwrap_err().code(),
             12003
         );
-        assert_eq!(r("SELECT * FROM b.s.c", None).unwrap_err().code(), 1020);
         assert_eq!(r("SELECT * FROM s.c", None).unwrap_err().code(), 12003);
+        assert_eq!(Keyspace::default_of("b").path(), "default:b");
+        assert_eq!(Keyspace::new("b", "s", "c").path(), "default:b.s.c");
     }
 }

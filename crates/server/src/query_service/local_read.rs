@@ -14,11 +14,10 @@
 use bytes::Bytes;
 use sluice_client::GetResult;
 use sluice_engine::EngineError;
-use sluice_types::collection::QUALIFIED_KEY_BYTES_MAX;
-use sluice_types::{vbucket_of, Datatype};
+use sluice_types::collection::{qualify, QUALIFIED_KEY_BYTES_MAX};
+use sluice_types::{vbucket_of, CollectionId, Datatype};
 
 use crate::bucket_handle::BucketHandle;
-use crate::exec::keyspace::{KeyBuf, Keyspace};
 use crate::node::Node;
 
 /// What the engine of this node says of one document.
@@ -31,16 +30,15 @@ pub(super) enum LocalRead {
     Elsewhere,
 }
 
-/// Reads the default collection's document `key` of `bucket` from this node's engine.
-pub(super) fn read(node: &Node, bucket: &BucketHandle, key: &[u8]) -> LocalRead {
+/// Reads the document `key` of collection `cid` of `bucket` from this node's engine.
+pub(super) fn read(node: &Node, bucket: &BucketHandle, cid: CollectionId, key: &[u8]) -> LocalRead {
     // A fenced node serves no active vbucket; KV says so with the right status.
     if node.is_fenced() {
         return LocalRead::Elsewhere;
     }
-    // The default collection's key, as KV qualifies a key from a client without collections
-    // (a key that is no key is left to KV, which says why).
-    let mut buf: KeyBuf = [0; QUALIFIED_KEY_BYTES_MAX];
-    let Ok(qualified) = Keyspace::Plain.qualify(key, &mut buf) else {
+    // The key as the engine holds it (a key that is no key is left to KV, which says why).
+    let mut buf = [0; QUALIFIED_KEY_BYTES_MAX];
+    let Ok(qualified) = qualify(cid, key, &mut buf) else {
         return LocalRead::Elsewhere;
     };
     let engine = &bucket.engine;

@@ -43,6 +43,7 @@ use parking_lot::Mutex;
 use sluice_client::{ClusterClient, ClusterOptions};
 use sluice_cluster::rbac::{allows, Privilege, Role};
 use sluice_query::prepared::PreparedCache;
+use sluice_types::CollectionId;
 
 use crate::credentials::Caller;
 use crate::node::Node;
@@ -74,9 +75,9 @@ pub struct QueryService {
     servicers: tokio::sync::Semaphore,
     /// This node's prepared statements (see `prepare`).
     prepared: Mutex<PreparedCache>,
-    /// Each bucket's indexes as the planner sees them, kept until the index store's
+    /// Each keyspace's indexes as the planner sees them, kept until the index store's
     /// definitions move (see `select::Catalog`).
-    catalogs: Mutex<HashMap<String, Arc<select::Catalog>>>,
+    catalogs: Mutex<HashMap<keyspace::Keyspace, Arc<select::Catalog>>>,
 }
 
 impl QueryService {
@@ -96,7 +97,11 @@ impl QueryService {
             return Ok(c.clone());
         }
         let creds = self.node.peer_credentials();
-        let opts = ClusterOptions::sluice(&creds.username, &creds.password, bucket);
+        let mut opts = ClusterOptions::sluice(&creds.username, &creds.password, bucket);
+        // Its keys name their collection (`ClusterClient::in_collection`).
+        opts.connect
+            .features
+            .push(sluice_proto::Feature::Collections);
         let seed = format!(
             "{}:{}",
             self.node.config.advertise_host,
@@ -131,10 +136,21 @@ impl QueryService {
     }
 
     /// Whether `bucket` exists on this node.
-    fn bucket_exists(&self, bucket: &str) -> Result<(), ServiceError> {
-        match self.node.buckets.get(bucket) {
-            Some(_) => Ok(()),
-            None => Err(ServiceError::KeyspaceNotFound(format!("default:{bucket}"))),
+    /// `ks`'s bucket and collection id: 12003 if either does not exist (here: this node
+    /// serves no such bucket, or its manifest lists no such collection).
+    fn collection(
+        &self,
+        ks: &keyspace::Keyspace,
+    ) -> Result<(Arc<crate::bucket_handle::BucketHandle>, CollectionId), ServiceError> {
+        let missing = || ServiceError::KeyspaceNotFound(ks.path());
+        let bucket = self.node.buckets.get(&ks.bucket).ok_or_else(missing)?;
+        if ks.is_default() {
+            return Ok((bucket, CollectionId::DEFAULT));
         }
+        let cid = bucket
+            .manifest()
+            .collection_id(&ks.scope, &ks.collection)
+            .map_err(|_| missing())?;
+        Ok((bucket, CollectionId(cid)))
     }
 }

@@ -11,12 +11,13 @@ use base64::Engine as _;
 use sluice_client::ClusterClient;
 use sluice_index::{IndexDef, IndexId};
 use sluice_query::{Access, Cover, DocMeta, Row, Span};
-use sluice_types::{Seqno, VbId};
+use sluice_types::{CollectionId, Seqno, VbId};
 use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::local_read::{self, LocalRead};
 use super::QueryService;
+use crate::bucket_handle::BucketHandle;
 use crate::index_service::WaitError;
 use sluice_client::GetResult;
 use sluice_query::request::{Consistency, QueryRequest};
@@ -40,7 +41,9 @@ const FIRST_PAGE_ENTRIES: usize = 128;
 
 pub(super) struct RowSource<'a> {
     service: &'a QueryService,
-    bucket: std::sync::Arc<crate::bucket_handle::BucketHandle>,
+    bucket: std::sync::Arc<BucketHandle>,
+    /// The collection the documents are in.
+    cid: CollectionId,
     client: ClusterClient,
     from: From,
     /// The index covers the statement: rows come from its entries.
@@ -59,7 +62,7 @@ impl QueryService {
     /// with `cover`, built from the index entries (only a SELECT's scan is ever covered).
     pub(super) async fn rows(
         &self,
-        bucket: &str,
+        (bucket, cid): (std::sync::Arc<BucketHandle>, CollectionId),
         access: Access,
         cover: Option<Cover>,
         defs: &[IndexDef],
@@ -74,22 +77,19 @@ impl QueryService {
                     .iter()
                     .find(|d| d.name == index)
                     .ok_or_else(|| ServiceError::IndexNotFound(index.clone()))?;
-                self.wait_consistent(def, bucket, req, deadline).await?;
+                self.wait_consistent(def, &bucket, req, deadline).await?;
                 From::Scan {
                     id: def.id,
                     spans: spans.into(),
                 }
             }
         };
-        let handle = self
-            .node
-            .buckets
-            .get(bucket)
-            .ok_or_else(|| ServiceError::KeyspaceNotFound(format!("default:{bucket}")))?;
+        let client = self.client(&bucket.name).await?.in_collection(cid);
         Ok(RowSource {
             service: self,
-            bucket: handle,
-            client: self.client(bucket).await?,
+            bucket,
+            cid,
+            client,
             from,
             cover,
             scanned: false,
@@ -100,22 +100,16 @@ impl QueryService {
     async fn wait_consistent(
         &self,
         def: &IndexDef,
-        bucket: &str,
+        bucket: &BucketHandle,
         req: &QueryRequest,
         deadline: Instant,
     ) -> Result<(), ServiceError> {
         let targets: std::sync::Arc<BTreeMap<VbId, Seqno>> = match &req.consistency {
             Consistency::NotBounded => return Ok(()),
-            Consistency::RequestPlus => {
-                let b =
-                    self.node.buckets.get(bucket).ok_or_else(|| {
-                        ServiceError::KeyspaceNotFound(format!("default:{bucket}"))
-                    })?;
-                self.cluster_seqnos(&b, deadline).await?
-            }
+            Consistency::RequestPlus => self.cluster_seqnos(bucket, deadline).await?,
             Consistency::AtPlus(vectors) => std::sync::Arc::new(
                 vectors
-                    .get(bucket)
+                    .get(bucket.name.as_str())
                     .or_else(|| vectors.get(""))
                     .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
                     .unwrap_or_default(),
@@ -138,7 +132,7 @@ impl QueryService {
     /// member cannot say (a takeover in flight), until `deadline`.
     async fn cluster_seqnos(
         &self,
-        bucket: &crate::bucket_handle::BucketHandle,
+        bucket: &BucketHandle,
         deadline: Instant,
     ) -> Result<std::sync::Arc<BTreeMap<VbId, Seqno>>, ServiceError> {
         loop {
@@ -228,7 +222,7 @@ impl RowSource<'_> {
         let mut remote: Vec<usize> = Vec::new();
         for (i, key) in keys.iter().enumerate() {
             docs.push(
-                match local_read::read(&self.service.node, &self.bucket, key) {
+                match local_read::read(&self.service.node, &self.bucket, self.cid, key) {
                     LocalRead::Found(doc) => Some(doc),
                     LocalRead::NotFound => None,
                     LocalRead::Elsewhere => {

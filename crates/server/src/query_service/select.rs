@@ -23,19 +23,22 @@ use sluice_query::ast::Select;
 use sluice_query::{
     access_is_ordered, covering, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
 };
+use sluice_types::CollectionId;
 use tokio::time::Instant;
 
 use super::error::ServiceError;
-use super::keyspace::{resolve, Target};
+use super::keyspace::{resolve, Keyspace, Target};
 use super::prepare::Resolved;
 use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
 use sluice_query::request::QueryRequest;
 
-/// A bucket's indexes as the index store defined them at `generation`, and as the planner
-/// takes them.
+/// A keyspace's indexes as the index store defined them at `generation`, and as the
+/// planner takes them.
 pub(super) struct Catalog {
     generation: u64,
+    /// The collection the indexes were read for (see [`QueryService::indexes`]).
+    cid: CollectionId,
     pub defs: Vec<IndexDef>,
     pub infos: Vec<IndexInfo>,
 }
@@ -191,29 +194,37 @@ impl QueryService {
                     });
                 }
             }
-            Target::Bucket(b) => {
+            Target::Keyspace(ks) => {
+                let b = &ks.bucket;
                 Self::check(who, Privilege::Read(b), b, "SELECT", "query_select")?;
-                self.bucket_exists(b)?;
+                self.collection(ks)?;
             }
         }
         Ok(Some(target))
     }
 
-    /// `bucket`'s indexes: the catalog kept from an earlier statement while the index
-    /// store's definitions have not moved since (reading and cloning every definition for
-    /// each statement was 1% of a point lookup's time), else read afresh.
-    pub(super) fn indexes(&self, bucket: &str) -> Arc<Catalog> {
+    /// The indexes of `ks` (collection `cid`): the catalog kept from an earlier statement
+    /// while the index store's definitions have not moved since (reading and cloning every
+    /// definition for each statement was 1% of a point lookup's time), else read afresh.
+    /// An index defined on an earlier collection of the same name (dropped since) is not
+    /// one of them.
+    pub(super) fn indexes(&self, ks: &Keyspace, cid: CollectionId) -> Arc<Catalog> {
         let store = &self.node.index.store;
         let generation = store.generation();
-        if let Some(c) = self.catalogs.lock().get(bucket) {
-            if c.generation == generation {
+        if let Some(c) = self.catalogs.lock().get(ks) {
+            if c.generation == generation && c.cid == cid {
                 return c.clone();
             }
         }
-        let defs = self.node.index.definitions_of(bucket);
+        let defs: Vec<IndexDef> = self
+            .node
+            .index
+            .definitions_of(&ks.bucket)
+            .into_iter()
+            .filter(|d| ks.holds(d) && d.collection_id == cid)
+            .collect();
         let infos = defs
             .iter()
-            .filter(|d| d.scope == "_default" && d.collection == "_default")
             .map(|d| IndexInfo {
                 name: d.name.clone(),
                 keys: d.keys.clone(),
@@ -224,15 +235,16 @@ impl QueryService {
             .collect();
         let catalog = Arc::new(Catalog {
             generation,
+            cid,
             defs,
             infos,
         });
         let mut catalogs = self.catalogs.lock();
-        // One entry per bucket that exists (the callers checked this one): deleted
-        // buckets' entries go whenever one is added, so the map stays as small as the
-        // cluster's bucket list.
-        catalogs.retain(|b, _| self.node.buckets.get(b).is_some());
-        catalogs.insert(bucket.to_owned(), catalog.clone());
+        // Entries of keyspaces that exist (the callers checked this one): deleted buckets'
+        // and collections' entries go whenever one is added, so the map stays as small as
+        // the cluster's list of collections.
+        catalogs.retain(|k, _| self.collection(k).is_ok());
+        catalogs.insert(ks.clone(), catalog.clone());
         catalog
     }
 
@@ -243,8 +255,9 @@ impl QueryService {
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
         let (access, ordered, cover) = match self.read_target(who, s, req)? {
-            Some(Target::Bucket(bucket)) => {
-                let infos = &self.indexes(&bucket).infos;
+            Some(Target::Keyspace(ks)) => {
+                let (_, cid) = self.collection(&ks)?;
+                let infos = &self.indexes(&ks, cid).infos;
                 let access = plan_access(s, infos, &req.params)?;
                 let ordered = access_is_ordered(s, &access, infos);
                 let cover = covering(s, &access, infos);
@@ -271,8 +284,8 @@ impl QueryService {
         let limits = Limits::default();
         let mut pipeline = Pipeline::new(s, &req.params, limits)?;
         let mut results = Vec::new();
-        let bucket = match self.read_target(who, s, req)? {
-            Some(Target::Bucket(b)) => b,
+        let ks = match self.read_target(who, s, req)? {
+            Some(Target::Keyspace(ks)) => ks,
             Some(Target::SystemPrepareds) => {
                 for row in self.prepared_rows() {
                     if pipeline.push(&row, &mut results)? == Flow::Done {
@@ -306,7 +319,8 @@ impl QueryService {
                 return Ok(Outcome::read(results));
             }
         };
-        let catalog = self.indexes(&bucket);
+        let (bucket, cid) = self.collection(&ks)?;
+        let catalog = self.indexes(&ks, cid);
         let (defs, infos) = (&catalog.defs, &catalog.infos);
         let access = plan_access(s, infos, &req.params)?;
         if access_is_ordered(s, &access, infos) {
@@ -314,7 +328,7 @@ impl QueryService {
         }
         let cover = covering(s, &access, infos);
         let mut rows = self
-            .rows(&bucket, access, cover, defs, req, deadline)
+            .rows((bucket, cid), access, cover, defs, req, deadline)
             .await?;
         'pages: while let Some(page) = rows.next_page(pipeline.wanted()).await? {
             for row in &page {
