@@ -355,7 +355,8 @@ def test_bucket_refusals_and_the_cli(tmp_path):
                                    "--admin", f"{HOST}:{base + 1}"],
                                   capture_output=True, text=True, timeout=90)
         out = cli("create", "cli-made", "--ram-quota-mb", "100", "--replicas", "2",
-                  "--durability-min", "majority-and-persist-active")
+                  "--durability-min", "majority-and-persist-active",
+                  "--conflict-resolution", "lww")
         assert out.returncode == 0 and "bucket cli-made created" in out.stdout, out
         out = cli("create", "cli-made", "--ram-quota-mb", "100")
         assert out.returncode != 0 and "already exists" in out.stderr, out
@@ -364,7 +365,7 @@ def test_bucket_refusals_and_the_cli(tmp_path):
         out = cli("list")
         rows = [line.split("\t") for line in out.stdout.splitlines()]
         assert ["cli-made", "membase", "100 MiB", "2 replicas",
-                "durability majorityAndPersistActive"] in rows, out.stdout
+                "durability majorityAndPersistActive", "conflicts lww"] in rows, out.stdout
         assert sorted(r[0] for r in rows) == ["cli-made", "default", "eph"], out.stdout
         with kv_connect(kv_port(base, 2), USERNAME, PASSWORD, bucket="cli-made") as c:
             assert c.set(b"k", b"v", vb=mcbin.vbucket_of(b"k", 64)).status in (

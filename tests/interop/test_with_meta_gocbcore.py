@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -194,3 +196,77 @@ def test_with_meta_needs_replication_target(server):
     assert (m["deleted"], m["rev"], m["cas"]) == (0, 5, C), m
     ok(t["delete_meta"])
     assert t["delete_meta"]["cas"] == C + 1, t["delete_meta"]
+
+
+def create_bucket(srv, name: str, **fields) -> tuple:
+    """POST /pools/default/buckets (a form, as Couchbase's REST takes it): (status, body)."""
+    body = urllib.parse.urlencode({"name": name, "ramQuotaMB": "100", **fields}).encode()
+    req = urllib.request.Request(
+        f"{srv.admin_url}/pools/default/buckets", data=body, method="POST",
+        headers={"content-type": "application/x-www-form-urlencoded", "authorization": basic()})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def bucket_info(srv, name: str) -> dict:
+    req = urllib.request.Request(f"{srv.admin_url}/pools/default/buckets/{name}",
+                                 headers={"authorization": basic()})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_last_write_wins_bucket_resolves_by_cas_first(server):
+    # The conflict mode is chosen at creation and shown; an unknown one is refused.
+    status, body = create_bucket(server, "lww", conflictResolutionType="lww")
+    assert status == 202, (status, body)
+    assert bucket_info(server, "lww")["conflictResolutionType"] == "lww"
+    assert bucket_info(server, BUCKET)["conflictResolutionType"] == "seqno"
+    status, body = create_bucket(server, "bad", conflictResolutionType="newest")
+    assert status == 400 and b"conflictResolutionType" in body, (status, body)
+    # ... and fixed for the bucket's life.
+    edit = urllib.request.Request(
+        f"{server.admin_url}/pools/default/buckets/lww",
+        data=urllib.parse.urlencode({"conflictResolutionType": "seqno"}).encode(),
+        method="POST",
+        headers={"content-type": "application/x-www-form-urlencoded", "authorization": basic()})
+    with pytest.raises(urllib.error.HTTPError) as refused_edit:
+        urllib.request.urlopen(edit, timeout=10)
+    assert refused_edit.value.code == 400
+
+    args = [str(metaops_binary()), "--addr", f"127.0.0.1:{server.kv_port}", "--bucket", "lww",
+            "--user", USERNAME, "--password", PASSWORD, "--scenario", "full", "--key",
+            "lww-doc", "--timeout", "20"]
+    deadline = time.monotonic() + 30
+    while True:   # the new bucket's vbuckets become active on every node shortly after 202
+        p = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=90)
+        if p.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert p.returncode == 0, p.stderr[-4000:]
+    s = {st["step"]: st for st in json.loads(p.stdout)}
+
+    ok(s["set_new"])
+    # CAS decides, not revisions (the opposite of the revision bucket's walk above): rev 9
+    # with CAS C+10 wins, rev 11 with CAS C-5 loses.
+    assert ok(s["set_older_rev"])["cas"] == C + 10
+    refused(s["set_newer_rev_xattr"], KEY_EEXISTS, "document_exists")
+    m = meta(s["get_meta_xattr"])
+    assert (m["deleted"], m["rev"], m["cas"]) == (0, 9, C + 10), m
+    # A deletion with a smaller CAS loses too, whatever its revision.
+    refused(s["delete_meta"], KEY_EEXISTS, "document_exists")
+    m = meta(s["get_meta_tombstone"])
+    assert (m["deleted"], m["rev"], m["cas"]) == (0, 9, C + 10), m
+    refused(s["set_behind_tombstone"], KEY_EEXISTS, "document_exists")
+    refused(s["set_regenerate_alone"], EINVAL, "invalid_argument")
+    regen = ok(s["set_skip_regenerate"])["cas"]
+    assert regen > C + 10, hex(regen)
+    # FORCE_ACCEPT_WITH_META_OPS is a last-write-wins bucket's: the version goes in as sent,
+    # though its CAS is below the one here.
+    assert ok(s["set_force_accept"])["cas"] == C + 4
+    local = ok(s["local_set"])["cas"]
+    assert local > regen, (hex(local), hex(regen))
+    refused(s["set_identical"], KEY_EEXISTS, "document_exists")

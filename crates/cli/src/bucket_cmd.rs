@@ -14,7 +14,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum BucketCommand {
     /// Create a bucket, placed on every active node.
     Create(CreateArgs),
-    /// List the buckets: name, type, quota per node, replicas, durability minimum.
+    /// List the buckets: name, type, quota per node, replicas, durability minimum, conflict
+    /// resolution.
     List(AdminTarget),
     /// Delete a bucket: its data and files go on every node.
     Delete(NamedTarget),
@@ -26,6 +27,12 @@ pub enum TypeArg {
     Couchbase,
     /// Memory only.
     Ephemeral,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ConflictArg {
+    Seqno,
+    Lww,
 }
 
 #[derive(Args)]
@@ -44,6 +51,10 @@ pub struct CreateArgs {
     /// SyncWrite); none by default. An ephemeral bucket's is at most majority.
     #[arg(long, value_enum)]
     pub durability_min: Option<LevelArg>,
+    /// How versions written by other clusters (`*_WITH_META`) are judged, fixed for the
+    /// bucket's life: seqno (revisions first) or lww (last write wins: CAS first).
+    #[arg(long, value_enum, default_value = "seqno")]
+    pub conflict_resolution: ConflictArg,
     #[command(flatten)]
     pub common: AdminTarget,
 }
@@ -70,6 +81,13 @@ pub fn run(cmd: BucketCommand) -> anyhow::Result<()> {
                     ("replicaNumber", replicas.as_str()),
                     ("bucketType", kind),
                     ("durabilityMinLevel", durability_min),
+                    (
+                        "conflictResolutionType",
+                        match a.conflict_resolution {
+                            ConflictArg::Seqno => "seqno",
+                            ConflictArg::Lww => "lww",
+                        },
+                    ),
                 ];
                 (&a.common, Method::POST, BUCKETS.to_string(), form)
             }
@@ -82,11 +100,12 @@ pub fn run(cmd: BucketCommand) -> anyhow::Result<()> {
                 for b in answer.as_array().into_iter().flatten() {
                     let mb = b["quota"]["rawRAM"].as_u64().unwrap_or(0) >> 20;
                     println!(
-                        "{}\t{}\t{mb} MiB\t{} replicas\tdurability {}",
+                        "{}\t{}\t{mb} MiB\t{} replicas\tdurability {}\tconflicts {}",
                         b["name"].as_str().unwrap_or("?"),
                         b["bucketType"].as_str().unwrap_or("?"),
                         b["replicaNumber"],
                         b["durabilityMinLevel"].as_str().unwrap_or("?"),
+                        b["conflictResolutionType"].as_str().unwrap_or("?"),
                     );
                 }
             }

@@ -42,6 +42,9 @@ pub struct BucketConfig {
     pub expiry_pager_interval: Duration,
     /// Tombstones older than this are purged.
     pub tombstone_purge_age: Duration,
+    /// How `*_WITH_META` versions are judged against the ones here; fixed for the bucket's
+    /// life.
+    pub conflict_resolution: crate::conflict::ConflictResolution,
 }
 
 impl BucketConfig {
@@ -60,6 +63,7 @@ impl BucketConfig {
             flush_interval: FLUSH_INTERVAL_DEFAULT,
             expiry_pager_interval: Duration::from_secs(10),
             tombstone_purge_age: Duration::from_secs(24 * 3600),
+            conflict_resolution: Default::default(),
         }
     }
 

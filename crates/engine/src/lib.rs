@@ -42,6 +42,7 @@ mod clock;
 mod collections;
 mod config;
 mod conflict;
+pub use conflict::ConflictResolution;
 mod datatype;
 mod dirty_vbuckets;
 mod error;

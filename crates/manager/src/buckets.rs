@@ -15,9 +15,9 @@
 //! Runs on every node, until the meta node stops.
 
 use crate::control::{BucketControl, Control};
-use sluice_cluster::metadata::{BucketEntry, ClusterState};
+use sluice_cluster::metadata::{BucketEntry, ClusterState, ConflictMode};
 use sluice_cluster::{BucketKind, NodeId};
-use sluice_engine::BucketType;
+use sluice_engine::{BucketType, ConflictResolution};
 use sluice_meta::MetaNode;
 use sluice_server::{BucketHandle, BucketSpec};
 use std::sync::Arc;
@@ -124,6 +124,10 @@ async fn open(
         replicas: def.replicas,
         quota_bytes: def.quota_bytes,
         uuid: Some(def.uuid.clone()),
+        conflict_resolution: match def.conflict_resolution {
+            ConflictMode::Seqno => ConflictResolution::Revision,
+            ConflictMode::Lww => ConflictResolution::LastWriteWins,
+        },
     };
     let me = node.node_info(meta.id());
     let opened =

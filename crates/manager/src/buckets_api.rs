@@ -7,16 +7,16 @@
 //!   `name`, `ramQuotaMB` (per node, at least [`QUOTA_MB_MIN`]), `bucketType`
 //!   (`couchbase`/`membase` or `ephemeral`), `replicaNumber` (0 to 3, default 1),
 //!   `durabilityMinLevel` (`none`, `majority`, `majorityAndPersistActive` or
-//!   `persistToMajority`; an ephemeral bucket's at most `majority`); the setting Sluice has
-//!   no choice in is accepted at the only value it has (`conflictResolutionType=seqno`) and
-//!   refused otherwise.
+//!   `persistToMajority`; an ephemeral bucket's at most `majority`),
+//!   `conflictResolutionType` (`seqno`, the default: revisions first; or `lww`: last write
+//!   wins, CAS first), fixed for the bucket's life.
 //!   The bucket is placed on every active node at once (it is empty: nothing moves) and the
 //!   answer (202) comes once every node serves it, or after [`SERVED_WAIT`];
 //! - `POST /pools/default/buckets/B` — edits it (`bucket_admin[B]`): a new `ramQuotaMB`
 //!   applies on every node at once (a smaller one makes the pager evict down to it); a new
 //!   `replicaNumber` is recorded and the next rebalance builds or drops the copies, as in
 //!   Couchbase Server; a new `durabilityMinLevel` applies to the next write; changing
-//!   `bucketType` is refused, as Couchbase refuses it;
+//!   `bucketType` or `conflictResolutionType` is refused, as Couchbase refuses it;
 //! - `DELETE /pools/default/buckets/B` — deletes it on every node (`cluster_admin`): its
 //!   data and files go, its connections close.
 //!
@@ -34,7 +34,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use sluice_client::admin_http;
 use sluice_cluster::metadata::{
-    BucketDef, BucketEntry, BucketError, MetaCommand, NodeStatus, Rejection,
+    BucketDef, BucketEntry, BucketError, ConflictMode, MetaCommand, NodeStatus, Rejection,
 };
 use sluice_cluster::{BucketKind, ClusterMap, NodeInfo};
 use sluice_meta::MetaNode;
@@ -222,7 +222,13 @@ fn read_edit(form: &BucketForm, def: &BucketDef) -> Result<Edit, BTreeMap<String
         errors.insert("bucketType".into(), "Cannot change bucket type.".into());
     }
     let durability_min = form.durability_min(&mut errors);
-    fixed_settings(form, &mut errors);
+    // Fixed at creation, as in Couchbase: the versions stored were judged by it.
+    if form.conflict_resolution_type.is_some()
+        && conflict_mode(form, &mut errors).is_some_and(|m| m != def.conflict_resolution)
+    {
+        let why = "Conflict resolution type cannot be changed".into();
+        errors.insert(CONFLICT_FIELD.into(), why);
+    }
     if let Some(level) = durability_min {
         let edited = BucketDef {
             durability_min: level,
@@ -302,17 +308,21 @@ impl BucketForm {
 /// The form field a durability minimum comes in, and its errors go under.
 const DURABILITY_FIELD: &str = "durabilityMinLevel";
 
-/// The setting Sluice has one value of: any other is refused.
-fn fixed_settings(form: &BucketForm, errors: &mut BTreeMap<String, String>) {
-    if form
-        .conflict_resolution_type
-        .as_deref()
-        .is_some_and(|c| c != "seqno")
-    {
-        let why = "Sluice resolves conflicts by sequence number (seqno) only".into();
-        errors.insert("conflictResolutionType".into(), why);
+/// The form's `conflictResolutionType` (`seqno`, the default, or `lww`); `None` after an
+/// error.
+fn conflict_mode(form: &BucketForm, errors: &mut BTreeMap<String, String>) -> Option<ConflictMode> {
+    let Some(word) = form.conflict_resolution_type.as_deref() else {
+        return Some(ConflictMode::Seqno);
+    };
+    let mode = ConflictMode::parse(word);
+    if mode.is_none() {
+        let why = "Conflict resolution type must be seqno or lww".into();
+        errors.insert(CONFLICT_FIELD.into(), why);
     }
+    mode
 }
+
+const CONFLICT_FIELD: &str = "conflictResolutionType";
 
 /// A create's form checked and made a definition, or the errors by field.
 fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<String, String>> {
@@ -344,7 +354,7 @@ fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<S
         Some(_) => form.replicas(&mut errors).unwrap_or(0),
     };
     let durability_min = form.durability_min(&mut errors).flatten();
-    fixed_settings(form, &mut errors);
+    let conflict_resolution = conflict_mode(form, &mut errors).unwrap_or_default();
     let def = BucketDef {
         name,
         uuid: format!("{:032x}", rand::random::<u128>()),
@@ -353,6 +363,7 @@ fn read_create(form: &BucketForm, vbuckets: u16) -> Result<BucketDef, BTreeMap<S
         vbuckets,
         quota_bytes: quota_mb * 1024 * 1024,
         durability_min,
+        conflict_resolution,
     };
     if errors.is_empty() {
         check_definition(&def, &mut errors);
@@ -407,7 +418,7 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         "replicaNumber": def.replicas,
         "numVBuckets": def.vbuckets,
         "evictionPolicy": eviction,
-        "conflictResolutionType": "seqno",
+        "conflictResolutionType": def.conflict_resolution.as_str(),
         "durabilityMinLevel": def.durability_min.map_or("none", DurabilityLevel::name),
         "replicaIndex": false,
         "controllers": { "flush": format!("/pools/default/buckets/{name}/controller/doFlush") },
@@ -524,7 +535,7 @@ mod tests {
             ("bucketType", "memcached"),
             ("replicaNumber", "4"),
             ("durabilityMinLevel", "all"),
-            ("conflictResolutionType", "lww"),
+            ("conflictResolutionType", "newest"),
         ]);
         let errors = read_create(&bad, 64).unwrap_err();
         let fields: Vec<&str> = errors.keys().map(String::as_str).collect();
@@ -571,8 +582,22 @@ mod tests {
             ("replicaNumber", "1"),
             ("bucketType", "membase"),
             ("durabilityMinLevel", "none"),
+            ("conflictResolutionType", "seqno"),
         ]);
         assert_eq!(same, changes(Some(100), None));
+        // Conflict resolution is fixed at creation.
+        let errors = edit(&[("conflictResolutionType", "lww")]).unwrap_err();
+        assert!(errors.contains_key("conflictResolutionType"), "{errors:?}");
+        let lww = form(&[
+            ("name", "l"),
+            ("ramQuotaMB", "100"),
+            ("conflictResolutionType", "lww"),
+        ]);
+        let lww = read_create(&lww, 64).unwrap();
+        assert_eq!(lww.conflict_resolution, ConflictMode::Lww);
+        assert_eq!(def.conflict_resolution, ConflictMode::Seqno);
+        let same_lww = read_edit(&form(&[("conflictResolutionType", "lww")]), &lww);
+        assert_eq!(same_lww, changes(None, None));
         assert_eq!(edit(&[]), changes(None, None));
         let majority = Some(DurabilityLevel::MajorityAndPersistOnMaster);
         assert_eq!(

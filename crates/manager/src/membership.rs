@@ -358,6 +358,7 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
             vbuckets: cfg.vbuckets,
             quota_bytes: cfg.memory_quota_mb * 1024 * 1024,
             durability_min: None,
+            conflict_resolution: Default::default(),
         };
         let define = MetaCommand::DefineBucket { bucket };
         expect_applied(meta, "defining the bucket", define).await?;

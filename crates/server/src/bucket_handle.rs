@@ -33,6 +33,8 @@ pub struct BucketSpec {
     /// another uuid belong to a deleted one, and are wiped. `None`: keep (or create) the
     /// local identity's (the node's own bucket, opened before the node knows the cluster).
     pub uuid: Option<String>,
+    /// How `*_WITH_META` versions are judged, fixed at the bucket's creation.
+    pub conflict_resolution: sluice_engine::ConflictResolution,
 }
 
 impl BucketSpec {
@@ -45,6 +47,7 @@ impl BucketSpec {
             replicas: config.replicas,
             quota_bytes: config.memory_quota_mb * 1024 * 1024,
             uuid: None,
+            conflict_resolution: Default::default(),
         }
     }
 }
@@ -108,6 +111,7 @@ impl BucketHandle {
         bc.value_bytes_max = config.value_bytes_max;
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
         bc.flush_interval = config.flush_interval;
+        bc.conflict_resolution = spec.conflict_resolution;
         let store: Option<Arc<dyn sluice_storage::Store>> = match spec.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
                 open_store_in_batch_thread(
@@ -432,6 +436,7 @@ mod tests {
             replicas: 0,
             quota_bytes: 16 << 20,
             uuid: None,
+            conflict_resolution: Default::default(),
         };
         BucketHandle::open(&config, &spec, &me(11210)).unwrap()
     }

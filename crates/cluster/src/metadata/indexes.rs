@@ -165,6 +165,7 @@ mod tests {
             vbuckets: 16,
             quota_bytes: 100 << 20,
             durability_min: None,
+            conflict_resolution: Default::default(),
         };
         apply(&mut state, &MetaCommand::DefineBucket { bucket: def }).unwrap();
         state

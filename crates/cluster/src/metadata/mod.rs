@@ -27,8 +27,9 @@ pub use apply::apply;
 pub use command::{Applied, BucketVbmap, FailOverCommand, MetaCommand, MetaResponse, Rejection};
 pub use indexes::{catalog_name, split_catalog_name, IndexRecord, INDEXES_PER_BUCKET_MAX};
 pub use state::{
-    BucketDef, BucketEntry, BucketError, ClusterState, NodeEntry, NodeStatus, RebalanceRecord,
-    StateError, BUCKETS_MAX, BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX, HOST_BYTES_MAX,
+    BucketDef, BucketEntry, BucketError, ClusterState, ConflictMode, NodeEntry, NodeStatus,
+    RebalanceRecord, StateError, BUCKETS_MAX, BUCKET_NAME_BYTES_MAX, BUCKET_UUID_BYTES_MAX,
+    HOST_BYTES_MAX,
 };
 pub use users::{
     check_user_name, CredentialRecord, ScramRecord, UserRecord, USERS_MAX, USER_NAME_BYTES_MAX,

@@ -70,6 +70,42 @@ pub struct BucketDef {
     /// durable as their clients ask. An ephemeral bucket can only ask for `Majority`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability_min: Option<DurabilityLevel>,
+    /// How versions from other clusters (`*_WITH_META`) are judged (Couchbase's
+    /// `conflictResolutionType`), fixed at creation.
+    #[serde(default, skip_serializing_if = "ConflictMode::is_seqno")]
+    pub conflict_resolution: ConflictMode,
+}
+
+/// A bucket's conflict resolution: by revision count (`seqno`, the default) or last write
+/// wins (`lww`, CAS first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConflictMode {
+    #[default]
+    Seqno,
+    Lww,
+}
+
+impl ConflictMode {
+    /// The word Couchbase's REST uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictMode::Seqno => "seqno",
+            ConflictMode::Lww => "lww",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<ConflictMode> {
+        match word {
+            "seqno" => Some(ConflictMode::Seqno),
+            "lww" => Some(ConflictMode::Lww),
+            _ => None,
+        }
+    }
+
+    fn is_seqno(&self) -> bool {
+        *self == ConflictMode::Seqno
+    }
 }
 
 /// Most buckets in one cluster (Couchbase's default limit).
@@ -262,6 +298,7 @@ impl BucketEntry {
                 vbuckets: 0,
                 quota_bytes: 0,
                 durability_min: None,
+                conflict_resolution: Default::default(),
             },
             map: None,
             manifest: Manifest::new(),

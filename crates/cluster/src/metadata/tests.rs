@@ -30,6 +30,7 @@ fn bucket() -> BucketDef {
         vbuckets: 8,
         quota_bytes: 64 << 20,
         durability_min: None,
+        conflict_resolution: Default::default(),
     }
 }
 

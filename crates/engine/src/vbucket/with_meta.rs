@@ -9,7 +9,7 @@
 
 use super::{NewVersion, OpCtx, VbInner};
 use crate::checkpoint::QueueOp;
-use crate::conflict::{resolve_by_revision, Resolution, VersionMeta};
+use crate::conflict::{resolve, ConflictResolution, Resolution, VersionMeta};
 use crate::error::EngineError;
 use crate::item::{Mutation, WithMetaKind, WithMetaRequest};
 use bytes::Bytes;
@@ -21,6 +21,7 @@ impl VbInner {
         &mut self,
         req: &WithMetaRequest<'_>,
         datatype: Datatype,
+        mode: ConflictResolution,
         ctx: &OpCtx,
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
@@ -49,7 +50,7 @@ impl VbInner {
                 flags: req.flags,
                 xattrs: datatype.is_xattr(),
             };
-            if resolve_by_revision(&version_of(&here), &incoming, deletion) != Resolution::Accept {
+            if resolve(mode, &version_of(&here), &incoming, deletion) != Resolution::Accept {
                 return Err(EngineError::KeyExists);
             }
         }
@@ -108,8 +109,9 @@ impl crate::bucket::Bucket {
                 ));
             }
         }
+        let mode = self.config.conflict_resolution;
         self.mutate(vb, req.key.len() + req.value.len(), |inner, ctx| {
-            inner.store_with_meta(req, dt, ctx)
+            inner.store_with_meta(req, dt, mode, ctx)
         })
     }
 }
@@ -157,7 +159,12 @@ mod tests {
         let mut v = vb();
         let c = ctx(1000);
         let m = v
-            .store_with_meta(&wm(WithMetaKind::Set, 40, 1 << 60), Datatype::RAW, &c)
+            .store_with_meta(
+                &wm(WithMetaKind::Set, 40, 1 << 60),
+                Datatype::RAW,
+                ConflictResolution::Revision,
+                &c,
+            )
             .unwrap();
         assert_eq!((m.seqno, m.cas), (Seqno(1), Cas(1 << 60)));
         let got = meta(&mut v);
@@ -177,21 +184,43 @@ mod tests {
     fn the_version_with_more_revisions_wins_and_the_loser_is_key_exists() {
         let mut v = vb();
         let c = ctx(1000);
-        v.store_with_meta(&wm(WithMetaKind::Set, 10, 500), Datatype::RAW, &c)
-            .unwrap();
-        let behind = v.store_with_meta(&wm(WithMetaKind::Set, 9, 900), Datatype::RAW, &c);
+        v.store_with_meta(
+            &wm(WithMetaKind::Set, 10, 500),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        )
+        .unwrap();
+        let behind = v.store_with_meta(
+            &wm(WithMetaKind::Set, 9, 900),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        );
         assert_eq!(behind.unwrap_err(), EngineError::KeyExists);
-        let same = v.store_with_meta(&wm(WithMetaKind::Set, 10, 500), Datatype::RAW, &c);
+        let same = v.store_with_meta(
+            &wm(WithMetaKind::Set, 10, 500),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        );
         assert_eq!(same.unwrap_err(), EngineError::KeyExists, "identical");
-        v.store_with_meta(&wm(WithMetaKind::Set, 10, 501), Datatype::RAW, &c)
-            .unwrap();
+        v.store_with_meta(
+            &wm(WithMetaKind::Set, 10, 501),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        )
+        .unwrap();
         // Without conflict resolution anything goes, under a new CAS if asked.
         let forced = WithMetaRequest {
             check_conflicts: false,
             regenerate_cas: true,
             ..wm(WithMetaKind::Set, 1, 1)
         };
-        let m = v.store_with_meta(&forced, Datatype::RAW, &c).unwrap();
+        let m = v
+            .store_with_meta(&forced, Datatype::RAW, ConflictResolution::Revision, &c)
+            .unwrap();
         assert!(m.cas > Cas(501));
         assert_eq!(meta(&mut v).rev_seqno, 1);
     }
@@ -200,29 +229,51 @@ mod tests {
     fn deletions_resolve_against_tombstones_and_add_only_beats_no_live_document() {
         let mut v = vb();
         let c = ctx(1000);
-        v.store_with_meta(&wm(WithMetaKind::Set, 3, 300), Datatype::RAW, &c)
-            .unwrap();
-        let add = v.store_with_meta(&wm(WithMetaKind::Add, 9, 900), Datatype::RAW, &c);
+        v.store_with_meta(
+            &wm(WithMetaKind::Set, 3, 300),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        )
+        .unwrap();
+        let add = v.store_with_meta(
+            &wm(WithMetaKind::Add, 9, 900),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        );
         assert_eq!(add.unwrap_err(), EngineError::KeyExists, "a live document");
         let del = WithMetaRequest {
             value: b"",
             ..wm(WithMetaKind::Delete, 4, 400)
         };
-        v.store_with_meta(&del, Datatype::RAW, &c).unwrap();
+        v.store_with_meta(&del, Datatype::RAW, ConflictResolution::Revision, &c)
+            .unwrap();
         let t = meta(&mut v);
         assert!(t.deleted && t.rev_seqno == 4 && t.expiry == Expiry::NEVER);
         assert_eq!(v.num_items, 0);
         // The tombstone still takes part: an older version does not bring the key back.
-        let stale = v.store_with_meta(&wm(WithMetaKind::Add, 3, 999), Datatype::RAW, &c);
+        let stale = v.store_with_meta(
+            &wm(WithMetaKind::Add, 3, 999),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        );
         assert_eq!(stale.unwrap_err(), EngineError::KeyExists);
-        v.store_with_meta(&wm(WithMetaKind::Add, 5, 1), Datatype::RAW, &c)
-            .unwrap();
+        v.store_with_meta(
+            &wm(WithMetaKind::Add, 5, 1),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        )
+        .unwrap();
         assert_eq!(v.num_items, 1);
         let expire = WithMetaRequest {
             value: b"",
             ..wm(WithMetaKind::Expire, 6, 1)
         };
-        v.store_with_meta(&expire, Datatype::RAW, &c).unwrap();
+        v.store_with_meta(&expire, Datatype::RAW, ConflictResolution::Revision, &c)
+            .unwrap();
         assert_eq!(
             super::super::tombstone_op(&meta(&mut v)),
             QueueOp::Expiration
@@ -237,16 +288,22 @@ mod tests {
             cas_check: Cas(77),
             ..wm(WithMetaKind::Set, 1, 1)
         };
-        let none = v.store_with_meta(&checked, Datatype::RAW, &c);
+        let none = v.store_with_meta(&checked, Datatype::RAW, ConflictResolution::Revision, &c);
         assert_eq!(none.unwrap_err(), EngineError::KeyNotFound);
-        v.store_with_meta(&wm(WithMetaKind::Set, 1, 1), Datatype::RAW, &c)
-            .unwrap();
-        let wrong = v.store_with_meta(&checked, Datatype::RAW, &c);
+        v.store_with_meta(
+            &wm(WithMetaKind::Set, 1, 1),
+            Datatype::RAW,
+            ConflictResolution::Revision,
+            &c,
+        )
+        .unwrap();
+        let wrong = v.store_with_meta(&checked, Datatype::RAW, ConflictResolution::Revision, &c);
         assert_eq!(wrong.unwrap_err(), EngineError::KeyExists);
         let right = WithMetaRequest {
             cas_check: Cas(1),
             ..wm(WithMetaKind::Set, 2, 2)
         };
-        v.store_with_meta(&right, Datatype::RAW, &c).unwrap();
+        v.store_with_meta(&right, Datatype::RAW, ConflictResolution::Revision, &c)
+            .unwrap();
     }
 }

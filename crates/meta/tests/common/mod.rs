@@ -181,6 +181,7 @@ pub fn bucket() -> BucketDef {
         vbuckets: 16,
         quota_bytes: 64 << 20,
         durability_min: None,
+        conflict_resolution: Default::default(),
     }
 }
 

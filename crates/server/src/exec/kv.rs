@@ -8,8 +8,8 @@ use crate::durability::{DurableWrite, TrackError};
 use crate::node::Node;
 use bytes::Bytes;
 use sluice_engine::{
-    ArithmeticRequest, EngineError, Mutation, StoreKind, StoreRequest, WithMetaKind,
-    WithMetaRequest,
+    ArithmeticRequest, ConflictResolution, EngineError, Mutation, StoreKind, StoreRequest,
+    WithMetaKind, WithMetaRequest,
 };
 use sluice_proto::request::{KvCommand, Request, StoreOp, WithMetaOp, WithMetaOptions};
 use sluice_proto::{DurabilityLevel, Status};
@@ -167,10 +167,12 @@ pub fn execute(
                 );
                 return Next::Continue;
             }
-            if meta
+            // As in Couchbase: forcing a version in is for last-write-wins buckets only,
+            // where it skips conflict resolution.
+            let forced = meta
                 .options
-                .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS)
-            {
+                .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
+            if forced && bucket.config.conflict_resolution != ConflictResolution::LastWriteWins {
                 r.error(
                     Status::Einval,
                     "FORCE_ACCEPT_WITH_META_OPS is for last-write-wins buckets; this bucket resolves conflicts by revision",
@@ -194,7 +196,7 @@ pub fn execute(
                 rev_seqno: meta.rev_seqno,
                 cas: Cas(meta.cas),
                 cas_check: cas,
-                check_conflicts: meta.options.check_conflicts(),
+                check_conflicts: meta.options.check_conflicts() && !forced,
                 regenerate_cas: meta.options.has(WithMetaOptions::REGENERATE_CAS),
             };
             bucket

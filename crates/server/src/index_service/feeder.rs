@@ -171,7 +171,11 @@ impl Feeder {
                 }
                 built = &mut build, if building => {
                     built?;
-                    s.store.set_state(s.id, IndexState::Online)?;
+                    // The state change commits to disk: on the blocking pool, not on a
+                    // thread that serves requests.
+                    let (store, id) = (s.store.clone(), s.id);
+                    tokio::task::spawn_blocking(move || store.set_state(id, IndexState::Online))
+                        .await??;
                     s.online.store(true, Ordering::Relaxed);
                     building = false;
                     tracing::info!(index = %def.name, "index online");
