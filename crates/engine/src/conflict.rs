@@ -88,29 +88,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn revisions_then_cas_then_expiry_then_flags_decide() {
-        let here = v(5, 100, 10, 3, false);
-        let rows: &[(&str, VersionMeta, bool, Resolution)] = &[
-            ("more revisions", v(6, 1, 0, 0, false), false, Accept),
-            (
-                "fewer revisions",
-                v(4, 999, 99, 9, false),
-                false,
-                RejectBehind,
-            ),
-            (
-                "same revisions, larger cas",
-                v(5, 101, 0, 0, false),
-                false,
-                Accept,
-            ),
-            (
-                "same revisions, smaller cas",
-                v(5, 99, 99, 9, false),
-                false,
-                RejectBehind,
-            ),
+    type Row = (&'static str, VersionMeta, bool, Resolution);
+
+    /// What is here in every table.
+    fn here() -> VersionMeta {
+        v(5, 100, 10, 3, false)
+    }
+
+    /// Versions with the same revisions and CAS as [`here`]: both modes then compare the
+    /// same way.
+    fn tie_breaks() -> Vec<Row> {
+        vec![
             (
                 "then the later expiry",
                 v(5, 100, 11, 0, false),
@@ -155,113 +143,7 @@ mod tests {
                 RejectIdentical,
             ),
             (
-                "a deletion with more revisions",
-                v(6, 0, 0, 0, false),
-                true,
-                Accept,
-            ),
-            (
-                "a deletion with a larger cas",
-                v(5, 101, 0, 0, false),
-                true,
-                Accept,
-            ),
-            (
-                "a deletion ignores xattrs",
-                v(5, 100, 10, 3, true),
-                true,
-                RejectIdentical,
-            ),
-        ];
-        for (what, incoming, deletion, want) in rows {
-            assert_eq!(
-                resolve(ConflictResolution::Revision, &here, incoming, *deletion),
-                *want,
-                "{what}"
-            );
-        }
-    }
-
-    #[test]
-    fn last_write_wins_puts_cas_before_revisions_then_the_same_tie_breaks() {
-        let lww = ConflictResolution::LastWriteWins;
-        let here = v(5, 100, 10, 3, false);
-        let rows: &[(&str, VersionMeta, bool, Resolution)] = &[
-            (
-                "a larger cas, fewer revisions",
-                v(1, 101, 0, 0, false),
-                false,
-                Accept,
-            ),
-            (
-                "a smaller cas, more revisions",
-                v(99, 99, 99, 9, false),
-                false,
-                RejectBehind,
-            ),
-            (
-                "same cas, more revisions",
-                v(6, 100, 0, 0, false),
-                false,
-                Accept,
-            ),
-            (
-                "same cas, fewer revisions",
-                v(4, 100, 99, 9, false),
-                false,
-                RejectBehind,
-            ),
-            (
-                "then the later expiry",
-                v(5, 100, 11, 0, false),
-                false,
-                Accept,
-            ),
-            (
-                "then the earlier expiry",
-                v(5, 100, 9, 9, false),
-                false,
-                RejectBehind,
-            ),
-            (
-                "then the larger flags",
-                v(5, 100, 10, 4, false),
-                false,
-                Accept,
-            ),
-            (
-                "then the smaller flags",
-                v(5, 100, 10, 2, false),
-                false,
-                RejectBehind,
-            ),
-            ("identical", v(5, 100, 10, 3, false), false, RejectIdentical),
-            (
-                "identical but with xattrs",
-                v(5, 100, 10, 3, true),
-                false,
-                Accept,
-            ),
-            (
-                "a deletion with a larger cas",
-                v(1, 101, 0, 0, false),
-                true,
-                Accept,
-            ),
-            (
-                "a deletion with a smaller cas",
-                v(9, 99, 0, 0, false),
-                true,
-                RejectBehind,
-            ),
-            (
-                "a deletion, same cas, more revisions",
-                v(6, 100, 0, 0, false),
-                true,
-                Accept,
-            ),
-            (
-                "a deletion ignores expiry and flags",
+                "a deletion ignores both",
                 v(5, 100, 99, 9, false),
                 true,
                 RejectIdentical,
@@ -272,16 +154,115 @@ mod tests {
                 true,
                 RejectIdentical,
             ),
-        ];
-        for (what, incoming, deletion, want) in rows {
-            assert_eq!(resolve(lww, &here, incoming, *deletion), *want, "{what}");
+        ]
+    }
+
+    fn check(mode: ConflictResolution, rows: &[Row]) {
+        for (what, incoming, deletion, want) in rows.iter().chain(&tie_breaks()) {
+            assert_eq!(
+                resolve(mode, &here(), incoming, *deletion),
+                *want,
+                "{mode:?}: {what}"
+            );
         }
+    }
+
+    #[test]
+    fn revisions_then_cas_then_expiry_then_flags_decide() {
+        check(
+            ConflictResolution::Revision,
+            &[
+                ("more revisions", v(6, 1, 0, 0, false), false, Accept),
+                (
+                    "fewer revisions",
+                    v(4, 999, 99, 9, false),
+                    false,
+                    RejectBehind,
+                ),
+                (
+                    "same revisions, larger cas",
+                    v(5, 101, 0, 0, false),
+                    false,
+                    Accept,
+                ),
+                (
+                    "same revisions, smaller cas",
+                    v(5, 99, 99, 9, false),
+                    false,
+                    RejectBehind,
+                ),
+                (
+                    "a deletion with more revisions",
+                    v(6, 0, 0, 0, false),
+                    true,
+                    Accept,
+                ),
+                (
+                    "a deletion with a larger cas",
+                    v(5, 101, 0, 0, false),
+                    true,
+                    Accept,
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn last_write_wins_puts_cas_before_revisions_then_the_same_tie_breaks() {
+        let lww = ConflictResolution::LastWriteWins;
+        check(
+            lww,
+            &[
+                (
+                    "a larger cas, fewer revisions",
+                    v(1, 101, 0, 0, false),
+                    false,
+                    Accept,
+                ),
+                (
+                    "a smaller cas, more revisions",
+                    v(99, 99, 99, 9, false),
+                    false,
+                    RejectBehind,
+                ),
+                (
+                    "same cas, more revisions",
+                    v(6, 100, 0, 0, false),
+                    false,
+                    Accept,
+                ),
+                (
+                    "same cas, fewer revisions",
+                    v(4, 100, 99, 9, false),
+                    false,
+                    RejectBehind,
+                ),
+                (
+                    "a deletion with a larger cas",
+                    v(1, 101, 0, 0, false),
+                    true,
+                    Accept,
+                ),
+                (
+                    "a deletion with a smaller cas",
+                    v(9, 99, 0, 0, false),
+                    true,
+                    RejectBehind,
+                ),
+                (
+                    "a deletion, same cas, more revisions",
+                    v(6, 100, 0, 0, false),
+                    true,
+                    Accept,
+                ),
+            ],
+        );
         // The two modes disagree exactly when revisions and CAS point different ways.
         let older_more_revised = v(9, 50, 0, 0, false);
         let rev = ConflictResolution::Revision;
-        assert_eq!(resolve(rev, &here, &older_more_revised, false), Accept);
+        assert_eq!(resolve(rev, &here(), &older_more_revised, false), Accept);
         assert_eq!(
-            resolve(lww, &here, &older_more_revised, false),
+            resolve(lww, &here(), &older_more_revised, false),
             RejectBehind
         );
     }

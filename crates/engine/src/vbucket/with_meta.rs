@@ -150,6 +150,15 @@ mod tests {
         }
     }
 
+    /// `req` stored as a bucket resolving by revision stores it.
+    fn store(
+        v: &mut VbInner,
+        req: &WithMetaRequest<'_>,
+        c: &OpCtx,
+    ) -> Result<Mutation, EngineError> {
+        v.store_with_meta(req, Datatype::RAW, ConflictResolution::Revision, c)
+    }
+
     fn meta(v: &mut VbInner) -> ItemMeta {
         v.ht.get(b"k").expect("an entry").meta
     }
@@ -158,14 +167,7 @@ mod tests {
     fn a_new_key_takes_the_version_as_sent_and_the_next_seqno() {
         let mut v = vb();
         let c = ctx(1000);
-        let m = v
-            .store_with_meta(
-                &wm(WithMetaKind::Set, 40, 1 << 60),
-                Datatype::RAW,
-                ConflictResolution::Revision,
-                &c,
-            )
-            .unwrap();
+        let m = store(&mut v, &wm(WithMetaKind::Set, 40, 1 << 60), &c).unwrap();
         assert_eq!((m.seqno, m.cas), (Seqno(1), Cas(1 << 60)));
         let got = meta(&mut v);
         assert_eq!((got.rev_seqno, got.cas, got.flags), (40, Cas(1 << 60), 9));
@@ -184,43 +186,19 @@ mod tests {
     fn the_version_with_more_revisions_wins_and_the_loser_is_key_exists() {
         let mut v = vb();
         let c = ctx(1000);
-        v.store_with_meta(
-            &wm(WithMetaKind::Set, 10, 500),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        )
-        .unwrap();
-        let behind = v.store_with_meta(
-            &wm(WithMetaKind::Set, 9, 900),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        );
+        store(&mut v, &wm(WithMetaKind::Set, 10, 500), &c).unwrap();
+        let behind = store(&mut v, &wm(WithMetaKind::Set, 9, 900), &c);
         assert_eq!(behind.unwrap_err(), EngineError::KeyExists);
-        let same = v.store_with_meta(
-            &wm(WithMetaKind::Set, 10, 500),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        );
+        let same = store(&mut v, &wm(WithMetaKind::Set, 10, 500), &c);
         assert_eq!(same.unwrap_err(), EngineError::KeyExists, "identical");
-        v.store_with_meta(
-            &wm(WithMetaKind::Set, 10, 501),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        )
-        .unwrap();
+        store(&mut v, &wm(WithMetaKind::Set, 10, 501), &c).unwrap();
         // Without conflict resolution anything goes, under a new CAS if asked.
         let forced = WithMetaRequest {
             check_conflicts: false,
             regenerate_cas: true,
             ..wm(WithMetaKind::Set, 1, 1)
         };
-        let m = v
-            .store_with_meta(&forced, Datatype::RAW, ConflictResolution::Revision, &c)
-            .unwrap();
+        let m = store(&mut v, &forced, &c).unwrap();
         assert!(m.cas > Cas(501));
         assert_eq!(meta(&mut v).rev_seqno, 1);
     }
@@ -229,51 +207,27 @@ mod tests {
     fn deletions_resolve_against_tombstones_and_add_only_beats_no_live_document() {
         let mut v = vb();
         let c = ctx(1000);
-        v.store_with_meta(
-            &wm(WithMetaKind::Set, 3, 300),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        )
-        .unwrap();
-        let add = v.store_with_meta(
-            &wm(WithMetaKind::Add, 9, 900),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        );
+        store(&mut v, &wm(WithMetaKind::Set, 3, 300), &c).unwrap();
+        let add = store(&mut v, &wm(WithMetaKind::Add, 9, 900), &c);
         assert_eq!(add.unwrap_err(), EngineError::KeyExists, "a live document");
         let del = WithMetaRequest {
             value: b"",
             ..wm(WithMetaKind::Delete, 4, 400)
         };
-        v.store_with_meta(&del, Datatype::RAW, ConflictResolution::Revision, &c)
-            .unwrap();
+        store(&mut v, &del, &c).unwrap();
         let t = meta(&mut v);
         assert!(t.deleted && t.rev_seqno == 4 && t.expiry == Expiry::NEVER);
         assert_eq!(v.num_items, 0);
         // The tombstone still takes part: an older version does not bring the key back.
-        let stale = v.store_with_meta(
-            &wm(WithMetaKind::Add, 3, 999),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        );
+        let stale = store(&mut v, &wm(WithMetaKind::Add, 3, 999), &c);
         assert_eq!(stale.unwrap_err(), EngineError::KeyExists);
-        v.store_with_meta(
-            &wm(WithMetaKind::Add, 5, 1),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        )
-        .unwrap();
+        store(&mut v, &wm(WithMetaKind::Add, 5, 1), &c).unwrap();
         assert_eq!(v.num_items, 1);
         let expire = WithMetaRequest {
             value: b"",
             ..wm(WithMetaKind::Expire, 6, 1)
         };
-        v.store_with_meta(&expire, Datatype::RAW, ConflictResolution::Revision, &c)
-            .unwrap();
+        store(&mut v, &expire, &c).unwrap();
         assert_eq!(
             super::super::tombstone_op(&meta(&mut v)),
             QueueOp::Expiration
@@ -288,22 +242,15 @@ mod tests {
             cas_check: Cas(77),
             ..wm(WithMetaKind::Set, 1, 1)
         };
-        let none = v.store_with_meta(&checked, Datatype::RAW, ConflictResolution::Revision, &c);
+        let none = store(&mut v, &checked, &c);
         assert_eq!(none.unwrap_err(), EngineError::KeyNotFound);
-        v.store_with_meta(
-            &wm(WithMetaKind::Set, 1, 1),
-            Datatype::RAW,
-            ConflictResolution::Revision,
-            &c,
-        )
-        .unwrap();
-        let wrong = v.store_with_meta(&checked, Datatype::RAW, ConflictResolution::Revision, &c);
+        store(&mut v, &wm(WithMetaKind::Set, 1, 1), &c).unwrap();
+        let wrong = store(&mut v, &checked, &c);
         assert_eq!(wrong.unwrap_err(), EngineError::KeyExists);
         let right = WithMetaRequest {
             cas_check: Cas(1),
             ..wm(WithMetaKind::Set, 2, 2)
         };
-        v.store_with_meta(&right, Datatype::RAW, ConflictResolution::Revision, &c)
-            .unwrap();
+        store(&mut v, &right, &c).unwrap();
     }
 }

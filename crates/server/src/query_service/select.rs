@@ -31,6 +31,7 @@ use super::keyspace::{resolve, Keyspace, Target};
 use super::prepare::Resolved;
 use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
+use crate::bucket_handle::BucketHandle;
 use sluice_query::request::QueryRequest;
 
 /// A keyspace's indexes as the index store defined them at `generation`, and as the
@@ -41,6 +42,14 @@ pub(super) struct Catalog {
     cid: CollectionId,
     pub defs: Vec<IndexDef>,
     pub infos: Vec<IndexInfo>,
+}
+
+/// What a SELECT reads, found and checked.
+enum Source {
+    SystemIndexes,
+    SystemPrepareds,
+    /// A collection that exists: its bucket and id.
+    Collection(Keyspace, Arc<BucketHandle>, CollectionId),
 }
 
 /// What a statement gives back.
@@ -171,20 +180,19 @@ impl QueryService {
         }
     }
 
-    /// What a SELECT reads (checked: a bucket exists and the caller may read it), or
-    /// `None` without FROM.
+    /// What a SELECT reads (checked: it exists and the caller may read it), or `None`
+    /// without FROM.
     fn read_target(
         &self,
         who: &Authenticated,
         s: &Select,
         req: &QueryRequest,
-    ) -> Result<Option<Target>, ServiceError> {
+    ) -> Result<Option<Source>, ServiceError> {
         let Some(from) = &s.from else {
             return Ok(None);
         };
-        let target = resolve(&from.keyspace, req.query_context.as_deref())?;
-        match &target {
-            Target::SystemIndexes => {}
+        let source = match resolve(&from.keyspace, req.query_context.as_deref())? {
+            Target::SystemIndexes => Source::SystemIndexes,
             Target::SystemPrepareds => {
                 if !who.allows(Privilege::ClusterRead) {
                     return Err(ServiceError::NotAllowed {
@@ -193,14 +201,16 @@ impl QueryService {
                         role: "query_system_catalog",
                     });
                 }
+                Source::SystemPrepareds
             }
             Target::Keyspace(ks) => {
                 let b = &ks.bucket;
                 Self::check(who, Privilege::Read(b), b, "SELECT", "query_select")?;
-                self.collection(ks)?;
+                let (bucket, cid) = self.collection(&ks)?;
+                Source::Collection(ks, bucket, cid)
             }
-        }
-        Ok(Some(target))
+        };
+        Ok(Some(source))
     }
 
     /// The indexes of `ks` (collection `cid`): the catalog kept from an earlier statement
@@ -255,8 +265,7 @@ impl QueryService {
         req: &QueryRequest,
     ) -> Result<Outcome, ServiceError> {
         let (access, ordered, cover) = match self.read_target(who, s, req)? {
-            Some(Target::Keyspace(ks)) => {
-                let (_, cid) = self.collection(&ks)?;
+            Some(Source::Collection(ks, _, cid)) => {
                 let infos = &self.indexes(&ks, cid).infos;
                 let access = plan_access(s, infos, &req.params)?;
                 let ordered = access_is_ordered(s, &access, infos);
@@ -284,9 +293,9 @@ impl QueryService {
         let limits = Limits::default();
         let mut pipeline = Pipeline::new(s, &req.params, limits)?;
         let mut results = Vec::new();
-        let ks = match self.read_target(who, s, req)? {
-            Some(Target::Keyspace(ks)) => ks,
-            Some(Target::SystemPrepareds) => {
+        let (ks, bucket, cid) = match self.read_target(who, s, req)? {
+            Some(Source::Collection(ks, bucket, cid)) => (ks, bucket, cid),
+            Some(Source::SystemPrepareds) => {
                 for row in self.prepared_rows() {
                     if pipeline.push(&row, &mut results)? == Flow::Done {
                         break;
@@ -295,7 +304,7 @@ impl QueryService {
                 pipeline.finish(&mut results)?;
                 return Ok(Outcome::read(results));
             }
-            Some(Target::SystemIndexes) => {
+            Some(Source::SystemIndexes) => {
                 // system:indexes: the indexes of the buckets the caller has a role on.
                 let datastore = format!(
                     "http://{}:{}",
@@ -319,7 +328,6 @@ impl QueryService {
                 return Ok(Outcome::read(results));
             }
         };
-        let (bucket, cid) = self.collection(&ks)?;
         let catalog = self.indexes(&ks, cid);
         let (defs, infos) = (&catalog.defs, &catalog.infos);
         let access = plan_access(s, infos, &req.params)?;
