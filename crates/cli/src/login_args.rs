@@ -91,7 +91,14 @@ fn refusal(body: &serde_json::Value) -> String {
     match body["errors"].as_object() {
         Some(errors) => errors
             .iter()
-            .map(|(field, why)| format!("{field}: {}", why.as_str().unwrap_or("?")))
+            .map(|(field, why)| {
+                let why = why.as_str().unwrap_or("?");
+                // `_` is Couchbase's key for a reason that is not about one field.
+                match field.as_str() {
+                    "_" => why.to_string(),
+                    _ => format!("{field}: {why}"),
+                }
+            })
             .collect::<Vec<_>>()
             .join("; "),
         None => body["error"]

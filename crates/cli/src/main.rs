@@ -8,6 +8,7 @@
 //! - `rebalance` — move data onto joined nodes and off ejected ones (`rebalance_cmd`);
 //! - `bench`  — load generators and scenarios (`sluice-bench`);
 //! - `user`   — the cluster's users and their roles (`user_cmd`);
+//! - `xdcr`   — replication to other clusters: remote references, replications, status (`xdcr_cmd`);
 //! - `watch`  — follow a bucket's changes (DCP) as JSON lines (`watch_cmd`).
 
 mod bucket_cmd;
@@ -21,6 +22,7 @@ mod rebalance_cmd;
 mod server_cmd;
 mod user_cmd;
 mod watch_cmd;
+mod xdcr_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -73,6 +75,10 @@ enum Command {
     /// The cluster's users and their roles: set, list, delete.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
+    /// Cross-cluster replication: remote clusters, replications (create, pause, resume,
+    /// delete) and their status.
+    #[command(subcommand)]
+    Xdcr(xdcr_cmd::XdcrCommand),
     /// The cluster's buckets: create, list, delete.
     #[command(subcommand)]
     Bucket(bucket_cmd::BucketCommand),
@@ -150,6 +156,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Rebalance(args) => rebalance_cmd::run(args),
         Command::User(cmd) => user_cmd::run(cmd),
+        Command::Xdcr(cmd) => xdcr_cmd::run(cmd),
         Command::Bucket(cmd) => bucket_cmd::run(cmd),
         Command::Collection(cmd) => collection_cmd::run(cmd),
         Command::Watch(args) => watch_cmd::run(args),

@@ -399,6 +399,7 @@ impl Inner {
             return Err(Failure::Final(ClusterError::NoCollections(cid)));
         };
         let extras;
+        let meta_extras;
         let framing;
         let packet = match op {
             OpRef::Get(_) | OpRef::GetReplica(..) => {
@@ -420,6 +421,14 @@ impl Inner {
             OpRef::Delete(_, cas) => Packet::request(op.opcode().byte(), vb.0, 0)
                 .key(key)
                 .cas(cas.0),
+            OpRef::WithMeta(_, _, value, meta, datatype) => {
+                meta_extras = meta.extras();
+                Packet::request(op.opcode().byte(), vb.0, 0)
+                    .extras(&meta_extras)
+                    .key(key)
+                    .value(value)
+                    .datatype(datatype)
+            }
         };
         let resp = match conn.call(packet, deadline).await {
             Ok(resp) => resp,
@@ -496,9 +505,9 @@ impl Inner {
             OpRef::Get(_) | OpRef::GetReplica(..) => get_result(resp)
                 .map(OpResult::Document)
                 .map_err(|e| Failure::Final(ClusterError::Client(e))),
-            OpRef::Set(..) | OpRef::Add(..) | OpRef::Delete(..) => Ok(OpResult::Mutation(
-                mutation_result(vb, &resp, conn.seqno_tokens()),
-            )),
+            OpRef::Set(..) | OpRef::Add(..) | OpRef::Delete(..) | OpRef::WithMeta(..) => Ok(
+                OpResult::Mutation(mutation_result(vb, &resp, conn.seqno_tokens())),
+            ),
         }
     }
 

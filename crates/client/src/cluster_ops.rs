@@ -2,6 +2,7 @@
 //! their results, and its counters.
 
 use bytes::Bytes;
+use sluice_proto::request::{WithMeta, WithMetaOp};
 use sluice_proto::Opcode;
 use sluice_types::Cas;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,6 +86,17 @@ pub enum Op {
         key: Bytes,
         cas: Cas,
     },
+    /// SET / ADD / DEL_WITH_META: a version made elsewhere, stored with its own metadata
+    /// if it wins the target's conflict resolution (KEY_EEXISTS if it loses).
+    WithMeta {
+        op: WithMetaOp,
+        key: Bytes,
+        /// Empty for a deletion; for a document with xattrs, the xattr section first.
+        value: Bytes,
+        meta: WithMeta,
+        /// The value's datatype bits as stored at the source (JSON, XATTR).
+        datatype: u8,
+    },
 }
 
 /// The answer to an [`Op`]: a document for the reads, a mutation for the writes.
@@ -144,6 +156,7 @@ pub(crate) enum OpRef<'a> {
     Set(&'a [u8], &'a [u8], StoreOptions),
     Add(&'a [u8], &'a [u8], StoreOptions),
     Delete(&'a [u8], Cas),
+    WithMeta(WithMetaOp, &'a [u8], &'a [u8], WithMeta, u8),
 }
 
 impl Op {
@@ -162,6 +175,13 @@ impl Op {
                 options,
             } => OpRef::Add(key, value, *options),
             Op::Delete { key, cas } => OpRef::Delete(key, *cas),
+            Op::WithMeta {
+                op,
+                key,
+                value,
+                meta,
+                datatype,
+            } => OpRef::WithMeta(*op, key, value, *meta, *datatype),
         }
     }
 }
@@ -173,7 +193,8 @@ impl OpRef<'_> {
             | OpRef::GetReplica(k, _)
             | OpRef::Set(k, _, _)
             | OpRef::Add(k, _, _)
-            | OpRef::Delete(k, _) => k,
+            | OpRef::Delete(k, _)
+            | OpRef::WithMeta(_, k, ..) => k,
         }
     }
 
@@ -184,6 +205,7 @@ impl OpRef<'_> {
             OpRef::Set(..) => Opcode::Set,
             OpRef::Add(..) => Opcode::Add,
             OpRef::Delete(..) => Opcode::Delete,
+            OpRef::WithMeta(op, ..) => op.opcode(),
         }
     }
 }

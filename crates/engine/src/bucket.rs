@@ -220,6 +220,7 @@ impl Bucket {
             persistent: self.config.is_persistent(),
             value_bytes_max: self.config.value_bytes_max,
             durability: None,
+            cas_salt: self.config.cas_salt,
         }
     }
 

@@ -45,6 +45,9 @@ pub struct BucketConfig {
     /// How `*_WITH_META` versions are judged against the ones here; fixed for the bucket's
     /// life.
     pub conflict_resolution: crate::conflict::ConflictResolution,
+    /// What every CAS this node makes in the bucket ends in (see `hlc`): chosen at random
+    /// when a node opens the bucket, so that two nodes rarely share one.
+    pub cas_salt: u16,
 }
 
 impl BucketConfig {
@@ -64,6 +67,7 @@ impl BucketConfig {
             expiry_pager_interval: Duration::from_secs(10),
             tombstone_purge_age: Duration::from_secs(24 * 3600),
             conflict_resolution: Default::default(),
+            cas_salt: 0,
         }
     }
 

@@ -49,6 +49,7 @@ mod error;
 mod flusher;
 mod hash_table;
 mod hlc;
+pub use hlc::CAS_SALT_MODULUS;
 mod item;
 mod listeners;
 mod locks;

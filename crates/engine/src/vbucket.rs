@@ -30,6 +30,8 @@ pub struct OpCtx {
     pub value_bytes_max: usize,
     /// A durable write: the mutation becomes a prepare at this level (see `prepares`).
     pub durability: Option<DurabilityLevel>,
+    /// What this node's CAS values end in (`hlc`).
+    pub cas_salt: u16,
 }
 
 pub struct VBucket {
@@ -257,7 +259,9 @@ impl VbInner {
         // Every version written here is visible (prepares and aborts have their own paths).
         debug_assert!(v.op.visible(), "{:?} written as a visible version", v.op);
         self.max_visible_seqno = seqno;
-        let cas = v.cas.unwrap_or_else(|| self.hlc.next(ctx.now_unix_ns));
+        let cas = v
+            .cas
+            .unwrap_or_else(|| self.hlc.next(ctx.now_unix_ns, ctx.cas_salt));
         // Local CAS values stay above every CAS stored here, whoever made it.
         self.hlc.observe(cas.0);
         let mut meta = ItemMeta {
@@ -343,7 +347,7 @@ impl VbInner {
     ) -> Mutation {
         let seqno = self.high_seqno.next();
         self.high_seqno = seqno;
-        let cas = self.hlc.next(ctx.now_unix_ns);
+        let cas = self.hlc.next(ctx.now_unix_ns, ctx.cas_salt);
         let rev_seqno = self
             .ht
             .get(key)
@@ -556,7 +560,7 @@ impl VbInner {
         } else {
             let cas = {
                 let mut h = self.hlc;
-                h.next(ctx.now_unix_ns)
+                h.next(ctx.now_unix_ns, ctx.cas_salt)
             };
             let seqno = self.high_seqno.next();
             let mut v = req.value.to_vec();

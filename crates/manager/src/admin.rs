@@ -68,6 +68,7 @@ pub async fn serve(
     let janitor = crate::janitor::routes::router(control.clone());
     let buckets = crate::buckets_api::router(control.clone(), meta.clone());
     let collections = crate::collections_api::router(control.clone(), meta.clone());
+    let xdcr = crate::xdcr::routes::router(control.clone(), meta.clone());
     let query = sluice_server::query_service::http::router(Arc::new(
         sluice_server::query_service::QueryService::new(node.clone()),
     ));
@@ -84,6 +85,7 @@ pub async fn serve(
         .merge(data)
         .merge(query)
         .merge(users)
+        .merge(xdcr)
         .merge(internal)
         // Last, so it wraps every route above, and the fallback too.
         .layer(axum::middleware::from_fn_with_state(

@@ -6,6 +6,8 @@
 //! |---|---|
 //! | `/health` | nothing (probes, load balancers) |
 //! | `/query/service` | any user (each statement is checked against the roles: see `sluice_server::query_service`) |
+//! | `GET /pools` (the cluster's uuid, as a remote cluster checks credentials) | any user |
+//! | remote clusters and replications (`/pools/default/remoteClusters...`, `/controller/createReplication`, `/controller/cancelXDCR/...`, `/settings/replications/...`) | reading: reading the cluster; changing: managing XDCR (`replication_admin`, `cluster_admin`) |
 //! | `GET /api/v1/cluster...`, other GETs | reading the cluster (`ro_admin`, `cluster_admin`, `replication_admin`) |
 //! | `POST /api/v1/cluster/...`, `/internal/meta/join/*`, other non-GETs | changing the cluster (`cluster_admin`) |
 //! | `/metrics`, `/api/v1/buckets/B/stats` | stats (`stats_reader`, `ro_admin`, `bucket_admin`) |
@@ -63,6 +65,7 @@ pub(crate) enum Need {
     ClusterWrite,
     Stats,
     Security,
+    Replication,
 }
 
 impl Need {
@@ -74,6 +77,7 @@ impl Need {
             Need::ClusterWrite => Privilege::ClusterWrite,
             Need::Stats => Privilege::Stats,
             Need::Security => Privilege::Security,
+            Need::Replication => Privilege::Replication,
         }
     }
 }
@@ -83,8 +87,13 @@ pub(crate) fn rule(method: &Method, path: &str) -> Rule {
     let changes = method != Method::GET && method != Method::HEAD;
     if path == "/health" {
         Rule::Open
-    } else if path == "/query/service" {
+    } else if path == "/query/service" || path == "/pools" {
         Rule::Authenticated
+    } else if is_xdcr(path) {
+        match changes {
+            true => Rule::Needs(Need::Replication),
+            false => Rule::Needs(Need::ClusterRead),
+        }
     } else if path.starts_with("/internal/meta/join/") {
         Rule::Needs(Need::ClusterWrite)
     } else if path == "/internal" || path.starts_with("/internal/") {
@@ -129,6 +138,15 @@ fn collections_bucket(path: &str) -> Option<&str> {
         .split_once('/')?;
     let scopes = rest == "scopes" || rest.starts_with("scopes/");
     (scopes && !bucket.is_empty()).then_some(bucket)
+}
+
+/// Remote clusters and replications (`xdcr::routes`).
+fn is_xdcr(path: &str) -> bool {
+    path == "/pools/default/remoteClusters"
+        || path.starts_with("/pools/default/remoteClusters/")
+        || path == "/controller/createReplication"
+        || path.starts_with("/controller/cancelXDCR/")
+        || path.starts_with("/settings/replications/")
 }
 
 fn is_bucket_stats(path: &str) -> bool {
@@ -313,6 +331,44 @@ mod tests {
         let table = [
             (&get, "/health", Rule::Open),
             (&get, "/health/", needs(Need::ClusterRead)),
+            (&get, "/pools", Rule::Authenticated),
+            (
+                &get,
+                "/pools/default/remoteClusters",
+                needs(Need::ClusterRead),
+            ),
+            (
+                &post,
+                "/pools/default/remoteClusters",
+                needs(Need::Replication),
+            ),
+            (
+                &Method::DELETE,
+                "/pools/default/remoteClusters/east",
+                needs(Need::Replication),
+            ),
+            (
+                &post,
+                "/controller/createReplication",
+                needs(Need::Replication),
+            ),
+            (
+                &Method::DELETE,
+                "/controller/cancelXDCR/u%2Fa%2Fb",
+                needs(Need::Replication),
+            ),
+            (
+                &get,
+                "/settings/replications/u%2Fa%2Fb",
+                needs(Need::ClusterRead),
+            ),
+            (
+                &post,
+                "/settings/replications/u%2Fa%2Fb",
+                needs(Need::Replication),
+            ),
+            (&get, "/pools/default/tasks", needs(Need::ClusterRead)),
+            (&get, "/internal/xdcr/stats", Rule::Cluster),
             (&get, "/metrics", needs(Need::Stats)),
             (&get, "/api/v1/buckets/default/stats", needs(Need::Stats)),
             (&get, "/api/v1/cluster", needs(Need::ClusterRead)),

@@ -20,6 +20,8 @@ pub struct Control {
     pub rebalance: SharedStatus,
     /// One per bucket the node serves, by name.
     buckets: RwLock<BTreeMap<String, Arc<BucketControl>>>,
+    /// This node's replications to other clusters.
+    pub xdcr: crate::xdcr::Xdcr,
 }
 
 /// The control plane's share of one bucket on this node.
@@ -43,6 +45,7 @@ impl Control {
         let control = Control {
             rebalance: SharedStatus::default(),
             buckets: RwLock::new(BTreeMap::new()),
+            xdcr: crate::xdcr::Xdcr::default(),
             node,
         };
         control.insert(BucketControl::new(control.node.bucket.clone()));

@@ -27,7 +27,9 @@
 //! - `peer`        — calls to another member's admin port, as the cluster identity;
 //! - `admin`       — the admin port: the data plane's routes, the cluster's, and Raft's;
 //!   `admin_auth` — who may call which of them (HTTP Basic, the callers' roles);
-//!   `users_api` — users and their roles (`/settings/rbac/users`).
+//!   `users_api` — users and their roles (`/settings/rbac/users`);
+//! - `xdcr`        — cross-cluster replication: remote clusters, replications, and the
+//!   pipelines that stream this node's active vbuckets to the remote clusters.
 
 mod admin;
 mod admin_auth;
@@ -49,6 +51,7 @@ mod peer;
 mod rebalance;
 mod restart_hold;
 mod users_api;
+pub mod xdcr;
 
 pub use cluster_agent::{plan as agent_plan, AgentPlan, FeedSpec};
 pub use control::Control;
@@ -126,6 +129,14 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
             .install_map(map.clone(), id, &node.node_info(id));
     }
     node.credentials.set_users(state.users());
+    let view = xdcr::StatsView {
+        control: Arc::downgrade(&control),
+        meta: meta.clone(),
+    };
+    let _ = node.control_stats.set(Arc::new(view));
+    if state.uuid().is_empty() {
+        tasks.push(tokio::spawn(membership::ensure_cluster_uuid(meta.clone())));
+    }
     // The query service's DDL goes to the replicated catalog.
     node.index
         .set_catalog(Arc::new(index_catalog::MetaCatalog { meta: meta.clone() }));
@@ -163,6 +174,8 @@ pub async fn start(config: ServerConfig) -> Result<Running, NodeError> {
         )));
         // It repairs what the agents cannot see alone; a hand-set replica has no agent.
         tasks.push(tokio::spawn(janitor::run(meta.clone(), control.clone())));
+        // Replications to other clusters, from the buckets' vbuckets active here.
+        tasks.push(tokio::spawn(xdcr::follow(control.clone(), meta.clone())));
     }
 
     tasks.extend(
@@ -206,6 +219,7 @@ impl Running {
             t.abort();
         }
         self.node.index.stop_all();
+        self.control.xdcr.stop_all().await;
         for bc in self.control.buckets() {
             bc.stop().await;
         }

@@ -346,6 +346,12 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
         let add = MetaCommand::AddNode { info: me.clone() };
         expect_applied(meta, "adding node 0", add).await?;
     }
+    if state().uuid().is_empty() {
+        let uuid = MetaCommand::SetClusterUuid {
+            uuid: new_cluster_uuid(),
+        };
+        expect_applied(meta, "naming the cluster", uuid).await?;
+    }
     if state().bucket(&cfg.bucket).is_none() {
         let bucket = BucketDef {
             name: cfg.bucket.clone(),
@@ -382,6 +388,28 @@ async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<()
     )?;
     tracing::info!(node = %me.id, "created a new cluster");
     Ok(())
+}
+
+/// A fresh cluster uuid: 128 random bits in hex, as Couchbase's.
+fn new_cluster_uuid() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Gives a cluster created before clusters had uuids its uuid: proposed until one is set
+/// (by this node or another; the first proposal wins), retrying while there is no quorum.
+pub async fn ensure_cluster_uuid(meta: MetaNode) {
+    let mut pause = std::time::Duration::from_millis(200);
+    while meta.state().borrow().uuid().is_empty() {
+        let cmd = MetaCommand::SetClusterUuid {
+            uuid: new_cluster_uuid(),
+        };
+        match meta.propose(cmd).await {
+            Ok(_) => return,
+            Err(e) => tracing::debug!(error = %e, "naming the cluster; retrying"),
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
 }
 
 /// This node restarted on other ports: peers must reach its Raft routes at the new admin

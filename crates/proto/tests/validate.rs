@@ -259,6 +259,9 @@ fn with_meta_requests_carry_their_version_and_drop_legacy_ext_meta() {
     );
     // 28: options; 30: options and ext-meta length.
     let e28 = with(&0x18u32.to_be_bytes());
+    // What a sender writes is what is read back.
+    assert_eq!(meta(0x18).extras().to_vec(), e28);
+    assert_eq!(WithMetaOp::Delete.opcode().byte(), 0xa8);
     assert_eq!(
         check(req(0xa8).key(b"k").extras(&e28)),
         Ok(Command::Kv(KvCommand::WithMeta {

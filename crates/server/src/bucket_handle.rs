@@ -112,6 +112,9 @@ impl BucketHandle {
         bc.expiry_pager_interval = Duration::from_secs(config.expiry_pager_interval_s.max(1));
         bc.flush_interval = config.flush_interval;
         bc.conflict_resolution = spec.conflict_resolution;
+        // Per node and bucket, so concurrent writes on two nodes (of two clusters replicating
+        // both ways) rarely tie on CAS: see sluice_engine's `hlc`.
+        bc.cas_salt = (rand::random::<u64>() % sluice_engine::CAS_SALT_MODULUS) as u16;
         let store: Option<Arc<dyn sluice_storage::Store>> = match spec.bucket_type {
             BucketType::Couchbase => Some(Arc::new(
                 open_store_in_batch_thread(

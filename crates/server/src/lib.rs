@@ -34,6 +34,7 @@ mod bucket_handle;
 mod cluster_map;
 mod config;
 mod connection;
+pub mod control_stats;
 mod credentials;
 mod dcp;
 mod durability;
@@ -64,6 +65,7 @@ pub use credentials::{
     RecordError, UserError,
 };
 pub use dcp::replication::{Replication, ReplicationSpec, TAKEOVERS_QUEUED_MAX};
+pub use dcp::replication_stats::now_unix_ns;
 pub use dcp::stages::{Stage, StageLatency};
 pub use node::Node;
 pub use node_error::OpenError;

@@ -44,6 +44,7 @@ impl Collector for NodeCollector {
         encode_collections(node, &mut encoder)?;
         encode_replication(node, &mut encoder)?;
         encode_index(node, &mut encoder)?;
+        encode_xdcr(node, &mut encoder)?;
         let m = encoder.encode_descriptor(
             "uptime_seconds",
             "seconds since start",
@@ -294,6 +295,61 @@ fn encode_index(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std:
             ("index", r.def.name.as_str()),
         ];
         encode_us_histogram(&r.lag.latency(), family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Cross-cluster replication, per replication whose pipeline runs or ran on this node
+/// (labelled `bucket`, `replication`): each counter as `xdcr_NAME`, and the latency from
+/// the source write to the target's answer.
+fn encode_xdcr(node: &Node, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let figures = node
+        .control_stats
+        .get()
+        .map(|c| c.xdcr())
+        .unwrap_or_default();
+    let Some(first) = figures.first() else {
+        return Ok(());
+    };
+    // Every replication reports the same names in the same order.
+    for (i, (name, _)) in first.values.iter().enumerate() {
+        let (kind, help) = match *name {
+            "changes_left" | "checkpoint_unix_ms" | "resumed_vbuckets" | "resumed_seqnos" => (
+                MetricType::Gauge,
+                "XDCR figure (see the manager's xdcr::stats)",
+            ),
+            _ => (
+                MetricType::Counter,
+                "XDCR counter (see the manager's xdcr::stats)",
+            ),
+        };
+        let metric = format!("xdcr_{name}");
+        let mut family = encoder.encode_descriptor(&metric, help, None, kind)?;
+        for f in &figures {
+            let labels = [
+                ("bucket", f.bucket.as_str()),
+                ("replication", f.id.as_str()),
+            ];
+            let value = f.values.get(i).map_or(0, |(_, v)| *v);
+            let m = family.encode_family(&labels)?;
+            match kind {
+                MetricType::Counter => ConstCounter::new(value).encode(m)?,
+                _ => ConstGauge::new(value as i64).encode(m)?,
+            }
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "xdcr_latency_seconds",
+        "from the write at the source to the target cluster's answer",
+        None,
+        MetricType::Histogram,
+    )?;
+    for f in &figures {
+        let labels = [
+            ("bucket", f.bucket.as_str()),
+            ("replication", f.id.as_str()),
+        ];
+        encode_us_histogram(&f.latency_us, family.encode_family(&labels)?)?;
     }
     Ok(())
 }

@@ -47,6 +47,8 @@ pub struct Node {
     pub lease: crate::lease::Lease,
     /// The index service: the index store under `data_dir/index` and its feeders.
     pub index: Arc<crate::index_service::IndexService>,
+    /// The control plane's figures (XDCR), once it installed them.
+    pub control_stats: std::sync::OnceLock<Arc<dyn crate::control_stats::ControlStats>>,
 }
 
 impl Node {
@@ -165,6 +167,7 @@ impl Node {
             fenced: std::sync::atomic::AtomicBool::new(false),
             lease: crate::lease::Lease::new(std::time::Instant::now()),
             index: Arc::new(index),
+            control_stats: std::sync::OnceLock::new(),
         })
     }
 

@@ -8,12 +8,12 @@ use crate::cluster_map::{ClusterMap, Rev};
 use crate::collections::{Manifest, ManifestError};
 use crate::limits::{NODES_MAX, VBUCKETS_MAX};
 use crate::metadata::command::{Applied, FailOverCommand, MetaCommand, MetaResponse, Rejection};
-use crate::metadata::indexes;
 use crate::metadata::state::{
     BucketDef, BucketEntry, ClusterState, NodeEntry, NodeStatus, RebalanceRecord, BUCKETS_MAX,
     HOST_BYTES_MAX,
 };
 use crate::metadata::users::{check_user_name, UserRecord, USERS_MAX};
+use crate::metadata::{indexes, xdcr};
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use sluice_types::VbId;
@@ -97,6 +97,19 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         } => indexes::create_index(state, bucket, name, index),
         MetaCommand::DropIndex { bucket, name } => indexes::drop_index(state, bucket, name),
         MetaCommand::BuildIndexes { bucket, names } => indexes::build_indexes(state, bucket, names),
+        MetaCommand::SetClusterUuid { uuid } => xdcr::set_cluster_uuid(state, uuid),
+        MetaCommand::PutRemoteCluster { remote, create } => {
+            xdcr::put_remote(state, remote, *create)
+        }
+        MetaCommand::DeleteRemoteCluster { name } => xdcr::delete_remote(state, name),
+        MetaCommand::CreateReplication { replication } => {
+            xdcr::create_replication(state, replication)
+        }
+        MetaCommand::SetReplicationPaused { id, paused } => xdcr::set_paused(state, id, *paused),
+        MetaCommand::DeleteReplication { id } => xdcr::delete_replication(state, id),
+        MetaCommand::SaveXdcrCheckpoints { id, checkpoints } => {
+            xdcr::save_checkpoints(state, id, checkpoints)
+        }
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response
@@ -254,6 +267,7 @@ fn delete_bucket(state: &mut ClusterState, name: &str) -> MetaResponse {
         return Err(Rejection::RebalanceRunning);
     }
     state.buckets.remove(name);
+    xdcr::drop_replications_from(state, name);
     Ok(Applied::BucketDeleted)
 }
 

@@ -14,6 +14,7 @@ use crate::collections::ManifestError;
 use crate::metadata::indexes::IndexRecord;
 use crate::metadata::state::{BucketDef, BucketError};
 use crate::metadata::users::UserRecord;
+use crate::metadata::xdcr::{RemoteCluster, ReplicationDef, XdcrCheckpoint};
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use serde::{Deserialize, Serialize};
@@ -27,25 +28,41 @@ pub enum MetaCommand {
     /// arrives is simply never used.
     AllocateNodeId,
     /// Adds a node with an id `AllocateNodeId` handed out. It starts `Joining`.
-    AddNode { info: NodeInfo },
+    AddNode {
+        info: NodeInfo,
+    },
     /// Records that a node now listens elsewhere (it restarted on other ports): its table
     /// entry, and the map if it lists the node (as the next revision, so clients and peers
     /// learn it), carry the new address. The same address again changes nothing.
-    MoveNode { info: NodeInfo },
+    MoveNode {
+        info: NodeInfo,
+    },
     /// Removes a node that holds no copy and is not in the map or a running rebalance. Its id
     /// is retired.
-    RemoveNode { id: NodeId },
+    RemoveNode {
+        id: NodeId,
+    },
     /// Creates a bucket. Defining the same bucket again changes nothing (so a retried
     /// proposal is harmless); a different one under the same name is refused. Not while a
     /// rebalance runs (it would miss the new bucket), and at most `BUCKETS_MAX`.
-    DefineBucket { bucket: BucketDef },
+    DefineBucket {
+        bucket: BucketDef,
+    },
     /// Deletes a bucket and its map. Not while a rebalance runs.
-    DeleteBucket { name: String },
+    DeleteBucket {
+        name: String,
+    },
     /// Gives bucket `name` a new memory quota per node (above 0).
-    SetBucketQuota { name: String, quota_bytes: u64 },
+    SetBucketQuota {
+        name: String,
+        quota_bytes: u64,
+    },
     /// Gives bucket `name` a new replica count (0..=`REPLICAS_MAX`). Its map keeps its
     /// chains: the next rebalance builds or drops the copies, as in Couchbase Server.
-    SetBucketReplicas { name: String, replicas: u8 },
+    SetBucketReplicas {
+        name: String,
+        replicas: u8,
+    },
     /// Gives bucket `name` a new durability minimum (`None`: none), applied to the next
     /// write on every node. An ephemeral bucket's is at most `Majority`.
     SetBucketDurabilityMin {
@@ -79,22 +96,35 @@ pub enum MetaCommand {
     /// Declares nodes failed, in every bucket at once (see `FailOverCommand`).
     FailOver(FailOverCommand),
     /// Records the start of a rebalance of every bucket onto `target`.
-    StartRebalance { target: Vec<NodeId> },
+    StartRebalance {
+        target: Vec<NodeId>,
+    },
     /// Ends the running rebalance once every bucket's map lists only nodes of the target:
     /// target nodes become `Active`, every other node is ejected (removed, id retired).
     FinishRebalance {},
     /// Forgets the running rebalance; the maps stay as the moves so far left them.
     AbortRebalance,
     /// Creates a user, or replaces one's roles and credentials.
-    PutUser { name: String, user: UserRecord },
+    PutUser {
+        name: String,
+        user: UserRecord,
+    },
     /// Deletes a user.
-    DeleteUser { name: String },
+    DeleteUser {
+        name: String,
+    },
     /// Creates scope `name` in bucket `bucket`'s collections manifest (see
     /// `collections::Manifest` for the rules every change below follows). Not idempotent, as
     /// in Couchbase: a scope that exists is refused with `ScopeExists`.
-    CreateScope { bucket: String, name: String },
+    CreateScope {
+        bucket: String,
+        name: String,
+    },
     /// Drops scope `name` of bucket `bucket`, and every collection in it.
-    DropScope { bucket: String, name: String },
+    DropScope {
+        bucket: String,
+        name: String,
+    },
     /// Creates collection `name` in scope `scope` of bucket `bucket`; its documents live at
     /// most `max_ttl_s` seconds (0: no limit).
     CreateCollection {
@@ -125,9 +155,42 @@ pub enum MetaCommand {
         index: IndexRecord,
     },
     /// Removes index `name` from bucket `bucket`'s catalog.
-    DropIndex { bucket: String, name: String },
+    DropIndex {
+        bucket: String,
+        name: String,
+    },
     /// Marks deferred indexes of bucket `bucket` built (all of `names`, or none).
-    BuildIndexes { bucket: String, names: Vec<String> },
+    BuildIndexes {
+        bucket: String,
+        names: Vec<String>,
+    },
+    /// Gives the cluster its uuid, if it has none (see `xdcr`).
+    SetClusterUuid {
+        uuid: String,
+    },
+    /// Creates (`create`) or replaces a remote cluster reference.
+    PutRemoteCluster {
+        remote: RemoteCluster,
+        create: bool,
+    },
+    DeleteRemoteCluster {
+        name: String,
+    },
+    CreateReplication {
+        replication: ReplicationDef,
+    },
+    SetReplicationPaused {
+        id: String,
+        paused: bool,
+    },
+    DeleteReplication {
+        id: String,
+    },
+    /// A pipeline's report of where its vbuckets' streams reached (`xdcr`).
+    SaveXdcrCheckpoints {
+        id: String,
+        checkpoints: Vec<XdcrCheckpoint>,
+    },
 }
 
 /// Declares `nodes` failed: they become `FailedOver` and leave every map's node list, and
@@ -240,6 +303,12 @@ pub enum Applied {
     },
     /// A bucket's index catalog changed.
     IndexesChanged,
+    /// `set` is false when the cluster had a uuid already.
+    ClusterUuidSet {
+        set: bool,
+    },
+    /// A remote cluster reference or a replication changed.
+    XdcrChanged,
 }
 
 /// Why a command changed nothing.
@@ -329,6 +398,27 @@ pub enum Rejection {
     TooManyIndexes { max: usize },
     #[error("bad index: {reason}")]
     BadIndex { reason: String },
+    #[error("bad remote cluster reference: {reason}")]
+    BadRemote { reason: String },
+    #[error("a remote cluster named {name:?} already exists")]
+    RemoteExists { name: String },
+    #[error("there is no remote cluster named {name:?}")]
+    NoSuchRemote { name: String },
+    #[error("remote cluster {name:?} is used by replications {replications:?}; delete them first")]
+    RemoteInUse {
+        name: String,
+        replications: Vec<String>,
+    },
+    #[error("the cluster keeps at most {max} remote cluster references")]
+    TooManyRemotes { max: usize },
+    #[error("bad replication: {reason}")]
+    BadReplication { reason: String },
+    #[error("replication {id} already exists")]
+    ReplicationExists { id: String },
+    #[error("there is no replication {id}")]
+    NoSuchReplication { id: String },
+    #[error("the cluster runs at most {max} replications")]
+    TooManyReplications { max: usize },
 }
 
 /// The state machine's answer to a command: what it did, or why it changed nothing.

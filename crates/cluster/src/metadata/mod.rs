@@ -7,7 +7,8 @@
 //! - `command` — `MetaCommand`, `Applied`, `Rejection`, `MetaResponse`;
 //! - `apply` — `apply`, one handler per command;
 //! - `indexes` — the index catalog: each bucket's secondary indexes;
-//! - `voters` — `desired_voters`: which nodes vote in the Raft group.
+//! - `voters` — `desired_voters`: which nodes vote in the Raft group;
+//! - `xdcr` — the cluster's uuid, remote cluster references and replications.
 //!
 //! No I/O, clock or randomness: the same commands give the same state on every replica and
 //! in tests. What needs randomness (a bucket uuid) or a decision (the next map) is computed by
@@ -19,6 +20,7 @@ pub mod indexes;
 mod state;
 mod users;
 mod voters;
+pub mod xdcr;
 
 #[cfg(test)]
 mod tests;
@@ -35,3 +37,4 @@ pub use users::{
     check_user_name, CredentialRecord, ScramRecord, UserRecord, USERS_MAX, USER_NAME_BYTES_MAX,
 };
 pub use voters::{desired_voters, voter_count, VOTERS_LARGE, VOTERS_SMALL};
+pub use xdcr::{replication_id, RemoteCluster, ReplicationDef, XdcrCheckpoint};

@@ -9,7 +9,8 @@
 //! - a bucket's map has the bucket's vbucket count and lists only known nodes that have not
 //!   failed over, with the addresses the node table holds;
 //! - a bucket's collections manifest holds its own invariants (`Manifest::check`);
-//! - a rebalance's target nodes are known and have not failed over.
+//! - a rebalance's target nodes are known and have not failed over;
+//! - every replication to a remote cluster names a known reference and bucket (`xdcr`).
 //!
 //! A node's life (`NodeStatus`):
 //!
@@ -235,6 +236,19 @@ pub struct ClusterState {
     pub(crate) buckets: BTreeMap<String, BucketEntry>,
     pub(crate) rebalance: Option<RebalanceRecord>,
     pub(crate) users: BTreeMap<String, crate::metadata::users::UserRecord>,
+    /// The cluster's own uuid (`xdcr::set_cluster_uuid`): empty until a node proposed one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) uuid: String,
+    /// Remote cluster references, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) remotes: BTreeMap<String, crate::metadata::xdcr::RemoteCluster>,
+    /// Replications to remote clusters, by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) replications: BTreeMap<String, crate::metadata::xdcr::ReplicationDef>,
+    /// Each replication's checkpoints, by id and vbucket.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) xdcr_checkpoints:
+        BTreeMap<String, BTreeMap<u16, crate::metadata::xdcr::XdcrCheckpoint>>,
 }
 
 /// How a state reads from JSON: today's fields, and the single `bucket` and `map` of states
@@ -253,6 +267,14 @@ struct StateWire {
     rebalance: Option<RebalanceRecord>,
     #[serde(default)]
     users: BTreeMap<String, crate::metadata::users::UserRecord>,
+    #[serde(default)]
+    uuid: String,
+    #[serde(default)]
+    remotes: BTreeMap<String, crate::metadata::xdcr::RemoteCluster>,
+    #[serde(default)]
+    replications: BTreeMap<String, crate::metadata::xdcr::ReplicationDef>,
+    #[serde(default)]
+    xdcr_checkpoints: BTreeMap<String, BTreeMap<u16, crate::metadata::xdcr::XdcrCheckpoint>>,
 }
 
 impl From<StateWire> for ClusterState {
@@ -282,6 +304,10 @@ impl From<StateWire> for ClusterState {
             buckets,
             rebalance: w.rebalance,
             users: w.users,
+            uuid: w.uuid,
+            remotes: w.remotes,
+            replications: w.replications,
+            xdcr_checkpoints: w.xdcr_checkpoints,
         }
     }
 }
@@ -341,6 +367,8 @@ pub enum StateError {
         bucket: String,
         problem: ManifestInvariant,
     },
+    #[error("cross-cluster replication metadata: {problem}")]
+    Xdcr { problem: String },
 }
 
 impl ClusterState {
@@ -392,6 +420,29 @@ impl ClusterState {
         &self.users
     }
 
+    /// The cluster's uuid; empty until one was set.
+    pub fn uuid(&self) -> &str {
+        &self.uuid
+    }
+
+    /// Remote cluster references, by name.
+    pub fn remotes(&self) -> &BTreeMap<String, crate::metadata::xdcr::RemoteCluster> {
+        &self.remotes
+    }
+
+    /// Replications to remote clusters, by id.
+    pub fn replications(&self) -> &BTreeMap<String, crate::metadata::xdcr::ReplicationDef> {
+        &self.replications
+    }
+
+    /// Replication `id`'s checkpoints, by vbucket, as its pipelines last reported them.
+    pub fn xdcr_checkpoints(
+        &self,
+        id: &str,
+    ) -> Option<&BTreeMap<u16, crate::metadata::xdcr::XdcrCheckpoint>> {
+        self.xdcr_checkpoints.get(id)
+    }
+
     /// Bucket `name`'s map in force, once it has one.
     pub fn map(&self, name: &str) -> Option<&ClusterMap> {
         self.buckets.get(name).and_then(|b| b.map.as_ref())
@@ -417,7 +468,8 @@ impl ClusterState {
     pub fn check(&self) -> Result<(), StateError> {
         self.check_nodes()?;
         self.check_buckets()?;
-        self.check_rebalance()
+        self.check_rebalance()?;
+        crate::metadata::xdcr::check(self).map_err(|problem| StateError::Xdcr { problem })
     }
 
     fn check_nodes(&self) -> Result<(), StateError> {

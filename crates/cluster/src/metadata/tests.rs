@@ -10,6 +10,7 @@ use crate::vbmap::{Chain, MapError, VbMap};
 
 mod buckets;
 mod collections;
+mod xdcr;
 
 fn info(id: u32) -> NodeInfo {
     NodeInfo {

@@ -104,7 +104,7 @@ impl VbInner {
             return Err(EngineError::NeedsFetch);
         }
         let (meta, value) = self.live_value(key, ctx)?.ok_or(EngineError::KeyNotFound)?;
-        let cas = self.hlc.next(ctx.now_unix_ns);
+        let cas = self.hlc.next(ctx.now_unix_ns, ctx.cas_salt);
         self.locks.lock(key, cas, ctx.now_unix_s, seconds)?;
         Ok(Document {
             meta: ItemMeta { cas, ..meta },

@@ -31,6 +31,7 @@ pub(super) fn ctx(now_s: u32) -> OpCtx {
         persistent: true,
         value_bytes_max: 1024,
         durability: None,
+        cas_salt: 0,
     }
 }
 

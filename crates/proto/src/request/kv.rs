@@ -43,6 +43,34 @@ pub struct WithMeta {
     pub options: WithMetaOptions,
 }
 
+/// Bytes of [`WithMeta::extras`]: flags, expiry, revision, CAS and options.
+pub const WITH_META_EXTRAS_BYTES: usize = 28;
+
+impl WithMeta {
+    /// The request's extras as a sender writes them, with the options word and no
+    /// extended-metadata length (what [`KvCommand::WithMeta`]'s decoder reads back).
+    pub fn extras(&self) -> [u8; WITH_META_EXTRAS_BYTES] {
+        let mut e = [0u8; WITH_META_EXTRAS_BYTES];
+        e[0..4].copy_from_slice(&self.flags.to_be_bytes());
+        e[4..8].copy_from_slice(&self.expiry.to_be_bytes());
+        e[8..16].copy_from_slice(&self.rev_seqno.to_be_bytes());
+        e[16..24].copy_from_slice(&self.cas.to_be_bytes());
+        e[24..28].copy_from_slice(&self.options.0.to_be_bytes());
+        e
+    }
+}
+
+impl WithMetaOp {
+    /// The (non-quiet) opcode that carries it.
+    pub fn opcode(self) -> Opcode {
+        match self {
+            WithMetaOp::Set => Opcode::SetWithMeta,
+            WithMetaOp::Add => Opcode::AddWithMeta,
+            WithMetaOp::Delete => Opcode::DelWithMeta,
+        }
+    }
+}
+
 /// The options word of a `*_WITH_META` request (extras of 28 or 30 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WithMetaOptions(pub u32);

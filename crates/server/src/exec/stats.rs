@@ -6,6 +6,8 @@
 //! "replication" (per feed into this node's replicas: changes, bytes, latency percentiles;
 //! the summed high seqnos of the active and of the replica vbuckets; and per stage of a
 //! replicated write, its count, percentiles and histogram, see `dcp/stages.rs`).
+//! "xdcr" (per replication from this bucket whose pipeline runs or ran on this node: its
+//! counters, `changes_left`, and its latency percentiles, see the manager's `xdcr`).
 //! An unknown group answers KEY_ENOENT.
 
 use super::{Next, Responder};
@@ -359,6 +361,26 @@ pub fn collect(
                     .count()
                     .to_string(),
             );
+        }
+        "xdcr" => {
+            let figures = node
+                .control_stats
+                .get()
+                .map(|c| c.xdcr())
+                .unwrap_or_default();
+            for f in figures.iter().filter(|f| f.bucket == handle.name) {
+                let p = format!("replication:{}", f.id);
+                for (name, value) in &f.values {
+                    put(&format!("{p}:{name}"), value.to_string());
+                }
+                for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+                    let us = match f.latency_us.len() {
+                        0 => 0,
+                        _ => f.latency_us.value_at_quantile(q),
+                    };
+                    put(&format!("{p}:latency_{name}_us"), us.to_string());
+                }
+            }
         }
         _ => return None,
     }

@@ -1,0 +1,365 @@
+//! Cross-cluster replication in the replicated metadata: the cluster's own uuid (how other
+//! clusters tell it apart), the references to remote clusters, and the replications from
+//! this cluster's buckets to theirs. Any node can fail without losing them, and every node's
+//! pipeline (`sluice-manager`'s `xdcr`) follows them.
+//!
+//! - A remote cluster reference is named by the user and keeps what a pipeline needs to
+//!   reach the remote: an admin address, credentials, and the remote's uuid (learned when the
+//!   reference was checked against the remote, before it was proposed). The password is
+//!   kept as given: the pipeline logs in with it, so it cannot be a verifier.
+//! - A replication is named, as in Couchbase, `REMOTE_UUID/FROM_BUCKET/TO_BUCKET`: one
+//!   replication per pair of buckets and remote cluster.
+//! - A reference that replications use cannot be deleted, nor pointed at another cluster;
+//!   deleting a bucket deletes the replications from it.
+//! - Each replication's checkpoints (per vbucket: the stream position up to which every
+//!   change reached the target) are kept here too, as the pipelines report them every few
+//!   seconds: a vbucket that moves to another node (failover, rebalance) resumes from its
+//!   last reported checkpoint there, not from zero.
+
+use crate::metadata::command::{Applied, MetaResponse, Rejection};
+use crate::metadata::state::ClusterState;
+use serde::{Deserialize, Serialize};
+
+/// Longest remote cluster name, in bytes.
+pub const REMOTE_NAME_BYTES_MAX: usize = 255;
+/// Longest remote `host:port`.
+pub const REMOTE_HOSTNAME_BYTES_MAX: usize = 262;
+/// Longest credential (user name or password) kept for a remote.
+pub const REMOTE_CREDENTIAL_BYTES_MAX: usize = 256;
+/// Largest CA certificate bundle kept for a remote, in PEM bytes.
+pub const REMOTE_CA_BYTES_MAX: usize = 64 << 10;
+/// Longest cluster uuid.
+pub const CLUSTER_UUID_BYTES_MAX: usize = 64;
+/// Most remote cluster references one cluster keeps.
+pub const REMOTES_MAX: usize = 64;
+/// Most replications one cluster runs: each is a DCP connection per node.
+pub const REPLICATIONS_MAX: usize = 128;
+/// Longest filter expression.
+pub const FILTER_BYTES_MAX: usize = 1024;
+
+/// A reference to another cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCluster {
+    pub name: String,
+    /// The remote cluster's uuid, as its `GET /pools` gave it.
+    pub uuid: String,
+    /// `host:port` of one of the remote's admin ports; the pipeline learns the others (and
+    /// the KV ports) from the remote's map.
+    pub hostname: String,
+    pub username: String,
+    /// Sent to the remote at every login; never shown by this cluster's REST.
+    pub password: String,
+    /// The CA (PEM) the remote's certificates chain to. With it, the remote is reached over
+    /// TLS only (Couchbase's `secureType=full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
+}
+
+/// A replication from one of this cluster's buckets to a remote cluster's bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicationDef {
+    /// `REMOTE_UUID/FROM_BUCKET/TO_BUCKET` ([`replication_id`]).
+    pub id: String,
+    pub from_bucket: String,
+    /// The remote cluster reference's name.
+    pub to_cluster: String,
+    pub to_bucket: String,
+    /// Only the documents whose key the regular expression matches are replicated (their
+    /// deletions too). `None`: every document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_expression: Option<String>,
+    /// A paused replication keeps its checkpoints; resumed, it goes on from them.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// Where one vbucket's stream resumes: every change up to `seqno` (of the history
+/// `vb_uuid` names, inside the snapshot `snap_start..=snap_end`) reached the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdcrCheckpoint {
+    pub vb: u16,
+    pub vb_uuid: u64,
+    pub seqno: u64,
+    pub snap_start: u64,
+    pub snap_end: u64,
+}
+
+/// The id of the replication of `from` to bucket `to` of the cluster with uuid `remote_uuid`.
+pub fn replication_id(remote_uuid: &str, from: &str, to: &str) -> String {
+    format!("{remote_uuid}/{from}/{to}")
+}
+
+fn bad_remote(reason: &'static str) -> Rejection {
+    Rejection::BadRemote {
+        reason: reason.to_string(),
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || c == '-';
+    !s.is_empty() && s.len() <= CLUSTER_UUID_BYTES_MAX && s.chars().all(ok)
+}
+
+impl RemoteCluster {
+    /// Checks the reference's syntax and limits (not whether the remote answers: that is
+    /// the proposer's job, before it proposes).
+    pub fn validate(&self) -> Result<(), Rejection> {
+        let printable = |s: &str| !s.chars().any(char::is_control);
+        if self.name.is_empty()
+            || self.name.len() > REMOTE_NAME_BYTES_MAX
+            || !printable(&self.name)
+            || self.name.contains('/')
+        {
+            return Err(bad_remote(
+                "a name is 1 to 255 printable bytes, without '/'",
+            ));
+        }
+        if !is_uuid(&self.uuid) {
+            return Err(bad_remote("the remote's uuid is not a uuid"));
+        }
+        let host_ok = !self.hostname.is_empty()
+            && self.hostname.len() <= REMOTE_HOSTNAME_BYTES_MAX
+            && printable(&self.hostname)
+            && !self.hostname.contains('/');
+        if !host_ok {
+            return Err(bad_remote("a hostname is host or host:port"));
+        }
+        if self.username.is_empty()
+            || self.username.len() > REMOTE_CREDENTIAL_BYTES_MAX
+            || self.password.len() > REMOTE_CREDENTIAL_BYTES_MAX
+        {
+            return Err(bad_remote(
+                "a user name is 1 to 256 bytes, a password at most 256",
+            ));
+        }
+        if self
+            .ca_pem
+            .as_ref()
+            .is_some_and(|ca| ca.len() > REMOTE_CA_BYTES_MAX)
+        {
+            return Err(bad_remote("a CA bundle is at most 64 KiB"));
+        }
+        Ok(())
+    }
+}
+
+impl ReplicationDef {
+    pub fn validate(&self, remote: &RemoteCluster) -> Result<(), Rejection> {
+        let expected = replication_id(&remote.uuid, &self.from_bucket, &self.to_bucket);
+        if self.id != expected {
+            return Err(Rejection::BadReplication {
+                reason: format!("its id must be {expected}"),
+            });
+        }
+        if self.to_bucket.is_empty() || self.to_bucket.contains('/') {
+            return Err(Rejection::BadReplication {
+                reason: "the target bucket's name is empty or holds '/'".into(),
+            });
+        }
+        if self
+            .filter_expression
+            .as_ref()
+            .is_some_and(|f| f.len() > FILTER_BYTES_MAX)
+        {
+            return Err(Rejection::BadReplication {
+                reason: format!("a filter expression is at most {FILTER_BYTES_MAX} bytes"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `SetClusterUuid`: the first uuid proposed is the cluster's for good; later ones change
+/// nothing (`set: false`), so every node may propose one when it finds none.
+pub(crate) fn set_cluster_uuid(state: &mut ClusterState, uuid: &str) -> MetaResponse {
+    if !is_uuid(uuid) {
+        return Err(bad_remote(
+            "a cluster uuid is 1 to 64 letters, digits or '-'",
+        ));
+    }
+    if !state.uuid.is_empty() {
+        return Ok(Applied::ClusterUuidSet { set: false });
+    }
+    state.uuid = uuid.to_string();
+    Ok(Applied::ClusterUuidSet { set: true })
+}
+
+/// `PutRemoteCluster`: creates the reference (`create`, refused if the name is taken) or
+/// replaces it (refused if there is none, or if replications use it and it would now
+/// name another cluster).
+pub(crate) fn put_remote(
+    state: &mut ClusterState,
+    remote: &RemoteCluster,
+    create: bool,
+) -> MetaResponse {
+    remote.validate()?;
+    if remote.uuid == state.uuid {
+        return Err(bad_remote("that is this cluster"));
+    }
+    match (state.remotes.get(&remote.name), create) {
+        (Some(_), true) => {
+            return Err(Rejection::RemoteExists {
+                name: remote.name.clone(),
+            })
+        }
+        (None, false) => {
+            return Err(Rejection::NoSuchRemote {
+                name: remote.name.clone(),
+            })
+        }
+        (Some(old), false) if old.uuid != remote.uuid => {
+            let users = replications_to(state, &remote.name);
+            if !users.is_empty() {
+                return Err(Rejection::RemoteInUse {
+                    name: remote.name.clone(),
+                    replications: users,
+                });
+            }
+        }
+        _ => {}
+    }
+    if create && state.remotes.len() >= REMOTES_MAX {
+        return Err(Rejection::TooManyRemotes { max: REMOTES_MAX });
+    }
+    state.remotes.insert(remote.name.clone(), remote.clone());
+    Ok(Applied::XdcrChanged)
+}
+
+fn replications_to(state: &ClusterState, remote: &str) -> Vec<String> {
+    state
+        .replications
+        .values()
+        .filter(|r| r.to_cluster == remote)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+pub(crate) fn delete_remote(state: &mut ClusterState, name: &str) -> MetaResponse {
+    if !state.remotes.contains_key(name) {
+        return Err(Rejection::NoSuchRemote {
+            name: name.to_string(),
+        });
+    }
+    let users = replications_to(state, name);
+    if !users.is_empty() {
+        return Err(Rejection::RemoteInUse {
+            name: name.to_string(),
+            replications: users,
+        });
+    }
+    state.remotes.remove(name);
+    Ok(Applied::XdcrChanged)
+}
+
+pub(crate) fn create_replication(state: &mut ClusterState, def: &ReplicationDef) -> MetaResponse {
+    let Some(remote) = state.remotes.get(&def.to_cluster) else {
+        return Err(Rejection::NoSuchRemote {
+            name: def.to_cluster.clone(),
+        });
+    };
+    def.validate(remote)?;
+    if !state.buckets.contains_key(&def.from_bucket) {
+        return Err(Rejection::NoSuchBucket {
+            name: def.from_bucket.clone(),
+        });
+    }
+    if state.replications.contains_key(&def.id) {
+        return Err(Rejection::ReplicationExists { id: def.id.clone() });
+    }
+    if state.replications.len() >= REPLICATIONS_MAX {
+        return Err(Rejection::TooManyReplications {
+            max: REPLICATIONS_MAX,
+        });
+    }
+    state.replications.insert(def.id.clone(), def.clone());
+    Ok(Applied::XdcrChanged)
+}
+
+fn replication_mut<'s>(
+    state: &'s mut ClusterState,
+    id: &str,
+) -> Result<&'s mut ReplicationDef, Rejection> {
+    state
+        .replications
+        .get_mut(id)
+        .ok_or_else(|| Rejection::NoSuchReplication { id: id.to_string() })
+}
+
+/// `SetReplicationPaused`; pausing a paused replication changes nothing.
+pub(crate) fn set_paused(state: &mut ClusterState, id: &str, paused: bool) -> MetaResponse {
+    replication_mut(state, id)?.paused = paused;
+    Ok(Applied::XdcrChanged)
+}
+
+pub(crate) fn delete_replication(state: &mut ClusterState, id: &str) -> MetaResponse {
+    replication_mut(state, id)?;
+    state.replications.remove(id);
+    state.xdcr_checkpoints.remove(id);
+    Ok(Applied::XdcrChanged)
+}
+
+/// `SaveXdcrCheckpoints`: each vbucket's checkpoint replaced by the one reported (the last
+/// report wins: a vbucket streams from one node at a time, and a late report from the node
+/// it left only makes the next owner resend changes, which the target refuses as identical).
+pub(crate) fn save_checkpoints(
+    state: &mut ClusterState,
+    id: &str,
+    checkpoints: &[XdcrCheckpoint],
+) -> MetaResponse {
+    let def = state
+        .replications
+        .get(id)
+        .ok_or_else(|| Rejection::NoSuchReplication { id: id.to_string() })?;
+    let vbuckets = state.bucket(&def.from_bucket).map_or(0, |b| b.vbuckets);
+    if let Some(bad) = checkpoints.iter().find(|c| c.vb >= vbuckets) {
+        return Err(Rejection::BadReplication {
+            reason: format!(
+                "a checkpoint names vbucket {}; the bucket has {vbuckets}",
+                bad.vb
+            ),
+        });
+    }
+    let saved = state.xdcr_checkpoints.entry(id.to_string()).or_default();
+    saved.extend(checkpoints.iter().map(|c| (c.vb, *c)));
+    Ok(Applied::XdcrChanged)
+}
+
+/// A deleted bucket's replications go with it.
+pub(crate) fn drop_replications_from(state: &mut ClusterState, bucket: &str) {
+    state.replications.retain(|_, r| r.from_bucket != bucket);
+    let kept = &state.replications;
+    state.xdcr_checkpoints.retain(|id, _| kept.contains_key(id));
+}
+
+/// The invariants: every replication names a known remote and bucket, under its own id.
+pub(crate) fn check(state: &ClusterState) -> Result<(), String> {
+    if !state.uuid.is_empty() && !is_uuid(&state.uuid) {
+        return Err(format!("the cluster uuid {:?} is not a uuid", state.uuid));
+    }
+    for (name, remote) in &state.remotes {
+        if *name != remote.name {
+            return Err(format!("remote {name:?} is filed under another name"));
+        }
+        remote.validate().map_err(|e| e.to_string())?;
+    }
+    for (id, r) in &state.replications {
+        let Some(remote) = state.remotes.get(&r.to_cluster) else {
+            return Err(format!("replication {id} names no known remote"));
+        };
+        if *id != r.id {
+            return Err(format!("replication {id} is filed under another id"));
+        }
+        r.validate(remote).map_err(|e| e.to_string())?;
+        if !state.buckets.contains_key(&r.from_bucket) {
+            return Err(format!("replication {id} is from no known bucket"));
+        }
+    }
+    if let Some(id) = state
+        .xdcr_checkpoints
+        .keys()
+        .find(|id| !state.replications.contains_key(*id))
+    {
+        return Err(format!("checkpoints of {id}, which is no replication"));
+    }
+    Ok(())
+}

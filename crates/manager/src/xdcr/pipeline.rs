@@ -1,0 +1,671 @@
+//! One replication's pipeline on this node, for the vbuckets active here: a DCP stream of
+//! this node's own producer (long-lived, flow-controlled, committed changes only, with
+//! xattrs), a filter, and batches of SET_WITH_META / DEL_WITH_META to the target bucket's
+//! active copies, routed by the target cluster's map (the smart client follows it through
+//! rebalances, failovers and NOT_MY_VBUCKET).
+//!
+//! - **Batches.** While one batch is being written the stream is read on and the next
+//!   forms; it goes as soon as the one before is answered. A batch holds at most
+//!   [`HELD_CHANGES_MAX`] changes and [`HELD_BYTES_MAX`] bytes; past that the stream waits
+//!   (and with it the producer, through flow control). Two changes of one key in a batch
+//!   are one: only the newer is sent.
+//! - **Checkpoints.** When a batch is answered, each vbucket's checkpoint moves to where
+//!   the stream was when the batch was cut: every change before it was written, or lost
+//!   its conflict at the target, or was filtered. They are saved under the data directory
+//!   at most once a second and when the pipeline stops, and reported to the replicated
+//!   metadata every [`REPORT_EVERY`] and at stop; a restart or a pause resumes from them,
+//!   and a vbucket the map moves to another node (rebalance, failover) resumes there from
+//!   the last report (whichever of the two is further along). A batch that fails (the target unreachable past
+//!   the client's retries) restarts the pipeline from the checkpoints: changes after them
+//!   are sent again, which the target's conflict resolution makes harmless (an equal
+//!   version loses).
+//! - **Conflicts.** Each version keeps its CAS, revision, flags, expiry and datatype (xattrs
+//!   first in the value). The target keeps whichever version wins its conflict resolution;
+//!   a loser answers KEY_EEXISTS (`docs_failed_cr_target`). So a document replicated back to
+//!   where it came from (replications both ways) loses to itself and stops there.
+//! - **Scope.** Only the default collection is replicated so far: other collections'
+//!   changes only move the checkpoints (`docs_filtered`).
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use regex::Regex;
+use sluice_client::dcp::StreamPositions;
+use sluice_client::dcp::{DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, StartFrom};
+use sluice_client::{
+    ClientError, ClusterClient, ClusterError, ClusterOptions, ConnectOptions, Credentials, Feature,
+    Op, Status,
+};
+use sluice_cluster::metadata::{
+    ConflictMode, MetaCommand, RemoteCluster, ReplicationDef, XdcrCheckpoint,
+};
+use sluice_cluster::NodeInfo;
+use sluice_meta::MetaNode;
+use sluice_proto::request::{WithMeta, WithMetaOp, WithMetaOptions};
+use sluice_server::Node;
+use sluice_types::{CollectionId, VbId};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+use super::remote::{self, RemoteError};
+use super::stats::{bump, XdcrStats};
+
+/// Most changes one batch holds.
+pub const HELD_CHANGES_MAX: usize = 4096;
+/// Most key and value bytes one batch holds.
+pub const HELD_BYTES_MAX: usize = 8 << 20;
+/// The least time between two saves of the checkpoints.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// The least time between two reports of the checkpoints to the replicated metadata: what
+/// a vbucket's next owner may have to send again after a failover.
+pub const REPORT_EVERY: Duration = Duration::from_secs(5);
+/// How long the last report, as a pipeline stops, may take.
+const LAST_REPORT_WAIT: Duration = Duration::from_secs(2);
+/// The pause before a failed pipeline starts again, doubled per failure up to the max.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
+/// A target write's time limit, retries included.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest compiled filter (the regex crate's size limit), so a filter cannot take memory
+/// without bound.
+const FILTER_COMPILED_BYTES_MAX: usize = 1 << 20;
+
+/// What one replication keeps on this node across its pipeline's runs.
+pub struct Shared {
+    pub stats: XdcrStats,
+    /// Per vbucket, where the stream resumes: every change before was written or dropped.
+    checkpoints: Mutex<BTreeMap<VbId, DcpPosition>>,
+    /// Where the checkpoints are saved.
+    path: PathBuf,
+}
+
+impl Shared {
+    /// The replication `id`'s state on `node`, with the checkpoints saved by an earlier run.
+    pub fn load(node: &Node, id: &str) -> Shared {
+        let path = checkpoint_path(node, id);
+        let saved = match StreamPositions::load_if_exists(&path) {
+            Ok(p) => p.map(|p| p.iter().map(|pos| (pos.vb, *pos)).collect()),
+            Err(e) => {
+                tracing::warn!(replication = %id, error = %e,
+                    "unreadable XDCR checkpoints: the replication starts from zero");
+                None
+            }
+        };
+        Shared {
+            stats: XdcrStats::default(),
+            checkpoints: Mutex::new(saved.unwrap_or_default()),
+            path,
+        }
+    }
+
+    /// The checkpoint of `vb`'s seqno (0 when there is none).
+    pub fn checkpoint_seqno(&self, vb: VbId) -> u64 {
+        self.checkpoints.lock().get(&vb).map_or(0, |p| p.seqno.0)
+    }
+
+    /// Forgets the checkpoints (the replication was deleted).
+    pub fn remove_saved(&self) {
+        self.checkpoints.lock().clear();
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "removing XDCR checkpoints");
+            }
+        }
+    }
+
+    fn save(&self) {
+        let positions = StreamPositions::from_positions(self.checkpoints.lock().values().copied());
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = positions.save(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %e, "saving XDCR checkpoints");
+        }
+    }
+}
+
+/// `DATA_DIR/xdcr/HASH.json`: ids hold '/' and may be long, so they are hashed.
+fn checkpoint_path(node: &Node, id: &str) -> PathBuf {
+    node.config
+        .data_dir
+        .join("xdcr")
+        .join(format!("{:016x}.json", fnv1a(id.as_bytes())))
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Compiles a key filter as every node does, with its size bounded.
+pub fn compile_filter(expression: &str) -> Result<Regex, regex::Error> {
+    regex::RegexBuilder::new(expression)
+        .size_limit(FILTER_COMPILED_BYTES_MAX)
+        .build()
+}
+
+/// What one run of the pipeline needs; a change of any of it restarts the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    pub def: ReplicationDef,
+    pub remote: RemoteCluster,
+    /// The source bucket's conflict resolution: the target's must be the same.
+    pub conflict: ConflictMode,
+    /// This node, as the source bucket's map lists it.
+    pub me: NodeInfo,
+    /// The vbuckets active here.
+    pub vbuckets: Vec<VbId>,
+}
+
+/// Why one run ended.
+#[derive(Debug, thiserror::Error)]
+enum PipelineError {
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error("the target bucket resolves conflicts by {target}, the source bucket by {ours}")]
+    ConflictMismatch {
+        ours: &'static str,
+        target: &'static str,
+    },
+    #[error("the filter does not compile: {0}")]
+    Filter(#[from] regex::Error),
+    #[error("target cluster: {0}")]
+    Target(#[from] ClusterError),
+    #[error("source stream: {0}")]
+    Dcp(#[from] sluice_client::dcp::DcpError),
+    #[error("a batch's task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Runs the pipeline until `stop` is notified, starting again after each failure.
+pub async fn run(
+    node: Arc<Node>,
+    meta: MetaNode,
+    shared: Arc<Shared>,
+    spec: Spec,
+    stop: Arc<Notify>,
+) {
+    let mut pause = RETRY_PAUSE;
+    loop {
+        let run = Run {
+            node: node.clone(),
+            meta: meta.clone(),
+            shared: shared.clone(),
+            spec: &spec,
+            stop: &stop,
+        };
+        match run.once().await {
+            Ok(()) => {
+                shared.save();
+                let last = report(&meta, &shared, &spec);
+                if tokio::time::timeout(LAST_REPORT_WAIT, last).await.is_err() {
+                    tracing::debug!(replication = %spec.def.id, "last checkpoint report timed out");
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(replication = %spec.def.id, error = %e, ?pause,
+                    "XDCR pipeline failed; it starts again from its checkpoints");
+                shared.stats.set_error(Some(e.to_string()));
+            }
+        }
+        tokio::select! {
+            _ = stop.notified() => {
+                shared.save();
+                return;
+            }
+            _ = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(RETRY_PAUSE_MAX);
+    }
+}
+
+/// Reports `spec`'s vbuckets' checkpoints to the replicated metadata.
+async fn report(meta: &MetaNode, shared: &Shared, spec: &Spec) {
+    let checkpoints: Vec<XdcrCheckpoint> = {
+        let saved = shared.checkpoints.lock();
+        spec.vbuckets
+            .iter()
+            .filter_map(|vb| saved.get(vb))
+            .map(|p| XdcrCheckpoint {
+                vb: p.vb.0,
+                vb_uuid: p.vb_uuid.0,
+                seqno: p.seqno.0,
+                snap_start: p.snap_start.0,
+                snap_end: p.snap_end.0,
+            })
+            .collect()
+    };
+    if checkpoints.is_empty() {
+        return;
+    }
+    let cmd = MetaCommand::SaveXdcrCheckpoints {
+        id: spec.def.id.clone(),
+        checkpoints,
+    };
+    match meta.propose(cmd).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(why)) => tracing::debug!(replication = %spec.def.id, %why, "checkpoints not kept"),
+        Err(e) => {
+            tracing::debug!(replication = %spec.def.id, error = %e, "checkpoints not reported")
+        }
+    }
+}
+
+/// A replicated checkpoint as a stream position.
+fn position_of(c: &XdcrCheckpoint) -> DcpPosition {
+    DcpPosition {
+        vb: VbId(c.vb),
+        vb_uuid: sluice_types::VbUuid(c.vb_uuid),
+        seqno: sluice_types::Seqno(c.seqno),
+        snap_start: sluice_types::Seqno(c.snap_start),
+        snap_end: sluice_types::Seqno(c.snap_end),
+    }
+}
+
+struct Run<'a> {
+    node: Arc<Node>,
+    meta: MetaNode,
+    shared: Arc<Shared>,
+    spec: &'a Spec,
+    stop: &'a Notify,
+}
+
+/// A batch on its way: the answers, and the checkpoints it moves to once answered.
+type Written = (
+    Vec<Result<sluice_client::OpResult, ClusterError>>,
+    Vec<Sent>,
+);
+
+/// What the stats need of one sent change.
+struct Sent {
+    bytes: usize,
+    cas: u64,
+}
+
+impl Run<'_> {
+    async fn once(&self) -> Result<(), PipelineError> {
+        let (spec, stats) = (self.spec, &self.shared.stats);
+        let def = &spec.def;
+        let filter = def
+            .filter_expression
+            .as_deref()
+            .filter(|f| !f.is_empty())
+            .map(compile_filter)
+            .transpose()?;
+        let who = Credentials::new(&spec.remote.username, &spec.remote.password);
+        let admin = remote::admin_addr(&spec.remote.hostname);
+        let target = tokio::select! {
+            _ = self.stop.notified() => return Ok(()),
+            t = remote::target_bucket(&admin, &who, &def.to_bucket) => t?,
+        };
+        if target.conflict != spec.conflict {
+            return Err(PipelineError::ConflictMismatch {
+                ours: spec.conflict.as_str(),
+                target: target.conflict.as_str(),
+            });
+        }
+        let mut connect =
+            ConnectOptions::sluice(&spec.remote.username, &spec.remote.password, &def.to_bucket);
+        connect.features.push(Feature::Xattr);
+        let mut options = ClusterOptions::new(connect);
+        options.operation_timeout = WRITE_TIMEOUT;
+        let client = tokio::select! {
+            _ = self.stop.notified() => return Ok(()),
+            c = ClusterClient::connect(&target.kv_seeds, options) => c?,
+        };
+        // Last-write-wins targets take versions only from senders that say they know it.
+        let base_options = match target.conflict {
+            ConflictMode::Lww => WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS,
+            ConflictMode::Seqno => 0,
+        };
+
+        let positions = {
+            // This node's own checkpoints, or the replicated ones where they are further
+            // along (the vbucket streamed from another node since).
+            let replicated = self
+                .meta
+                .state()
+                .borrow()
+                .xdcr_checkpoints(&def.id)
+                .cloned()
+                .unwrap_or_default();
+            let mut saved = self.shared.checkpoints.lock();
+            for vb in &spec.vbuckets {
+                let Some(theirs) = replicated.get(&vb.0).map(position_of) else {
+                    continue;
+                };
+                if saved.get(vb).is_none_or(|ours| ours.seqno < theirs.seqno) {
+                    saved.insert(*vb, theirs);
+                }
+            }
+            let resumed: Vec<&DcpPosition> = spec
+                .vbuckets
+                .iter()
+                .filter_map(|vb| saved.get(vb))
+                .filter(|p| p.seqno.0 > 0)
+                .collect();
+            stats
+                .resumed_vbuckets
+                .store(resumed.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let sum = resumed.iter().map(|p| p.seqno.0).sum();
+            stats
+                .resumed_seqnos
+                .store(sum, std::sync::atomic::Ordering::Relaxed);
+            StreamPositions::from_positions(
+                spec.vbuckets
+                    .iter()
+                    .map(|&vb| saved.get(&vb).copied().unwrap_or(DcpPosition::zero(vb))),
+            )
+        };
+        bump(&stats.starts, 1);
+        let creds = self.node.peer_credentials();
+        let addr = self.node.peer_kv_addr(&spec.me);
+        let connect = self.node.member_connect_options(
+            &addr,
+            &def.from_bucket,
+            (&creds.username, &creds.password),
+            self.node.config.cluster_encryption.data(),
+        );
+        let mut opts = DcpOptions::new(connect);
+        opts.name = format!("sluice-xdcr:{:016x}@{}", fnv1a(def.id.as_bytes()), addr);
+        opts.xattrs = true;
+        let mut stream = tokio::select! {
+            _ = self.stop.notified() => return Ok(()),
+            s = DcpStream::connect(&addr, opts, StartFrom::Positions(positions)) => s?,
+        };
+        stats.set_error(None);
+        tracing::info!(replication = %def.id, vbuckets = spec.vbuckets.len(),
+            "XDCR pipeline streaming");
+
+        let mut held = Held::default();
+        let mut in_flight: Option<tokio::task::JoinHandle<Written>> = None;
+        // Where the batch in flight moves the checkpoints.
+        let mut cut: Vec<DcpPosition> = Vec::new();
+        let mut last_save = Instant::now();
+        let mut last_report = Instant::now();
+        let mut reporting: Option<tokio::task::JoinHandle<()>> = None;
+        // Whether the stream moved since the checkpoints last did (filtered changes too).
+        let mut moved = false;
+        loop {
+            if in_flight.is_none() {
+                if !held.ops.is_empty() {
+                    cut = stream.positions().iter().copied().collect();
+                    let (ops, sent) = held.take(base_options);
+                    let client = client.clone();
+                    in_flight = Some(tokio::spawn(async move {
+                        (client.execute_many(ops).await, sent)
+                    }));
+                    moved = false;
+                } else if moved && last_save.elapsed() >= SAVE_EVERY {
+                    // Only filtered changes since: the checkpoints move past them.
+                    self.advance(stream.positions().iter().copied());
+                    moved = false;
+                }
+                if last_save.elapsed() >= SAVE_EVERY {
+                    self.save_soon();
+                    last_save = Instant::now();
+                }
+                let idle = reporting.as_ref().is_none_or(|r| r.is_finished());
+                if idle && last_report.elapsed() >= REPORT_EVERY {
+                    let (meta, shared, spec) =
+                        (self.meta.clone(), self.shared.clone(), spec.clone());
+                    reporting = Some(tokio::spawn(
+                        async move { report(&meta, &shared, &spec).await },
+                    ));
+                    last_report = Instant::now();
+                }
+            }
+            let reading = held.ops.len() < HELD_CHANGES_MAX && held.bytes < HELD_BYTES_MAX;
+            let event = tokio::select! {
+                _ = self.stop.notified() => {
+                    if let Some(batch) = in_flight.take() {
+                        self.finish(batch.await?, &cut)?;
+                    }
+                    return Ok(());
+                }
+                batch = async { in_flight.as_mut().expect("guarded").await }, if in_flight.is_some() => {
+                    in_flight = None;
+                    self.finish(batch?, &cut)?;
+                    continue;
+                }
+                // Idle: the checkpoints still move past filtered changes within a second.
+                _ = tokio::time::sleep(SAVE_EVERY), if moved && held.ops.is_empty() => continue,
+                e = stream.next(), if reading => e?,
+            };
+            match &event {
+                DcpEvent::Mutation(item) => {
+                    self.hold(&mut held, filter.as_ref(), item, Change::Set)
+                }
+                DcpEvent::Deletion(item) => {
+                    self.hold(&mut held, filter.as_ref(), item, Change::Delete)
+                }
+                DcpEvent::Expiration(item) => {
+                    self.hold(&mut held, filter.as_ref(), item, Change::Expire)
+                }
+                _ => {}
+            }
+            moved = true;
+        }
+    }
+
+    fn hold(&self, held: &mut Held, filter: Option<&Regex>, item: &DcpItem, change: Change) {
+        let stats = &self.shared.stats;
+        bump(&stats.docs_received, 1);
+        let key = match sluice_types::collection::split_key(&item.key) {
+            Ok((cid, key)) if cid == CollectionId::DEFAULT => key,
+            _ => {
+                bump(&stats.docs_filtered, 1);
+                return;
+            }
+        };
+        // Keys are bytes; a filter matches the keys that are UTF-8 (as Couchbase's does).
+        let passes = filter.is_none_or(|f| std::str::from_utf8(key).is_ok_and(|k| f.is_match(k)));
+        if !passes {
+            bump(&stats.docs_filtered, 1);
+            return;
+        }
+        held.hold(Bytes::copy_from_slice(key), item, change);
+    }
+
+    /// A batch answered: counts it and moves the checkpoints to `cut`. A write that failed
+    /// otherwise than by losing its conflict fails the run.
+    fn finish(&self, (answers, sent): Written, cut: &[DcpPosition]) -> Result<(), PipelineError> {
+        let stats = &self.shared.stats;
+        let now = sluice_server::now_unix_ns();
+        for (answer, s) in answers.into_iter().zip(sent) {
+            match answer {
+                Ok(_) => stats.written(s.bytes, s.cas, now),
+                Err(ClusterError::Client(ClientError::Status(Status::KeyEexists))) => {
+                    bump(&stats.docs_failed_cr_target, 1)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        bump(&stats.batches, 1);
+        self.advance(cut.iter().copied());
+        Ok(())
+    }
+
+    fn advance(&self, to: impl Iterator<Item = DcpPosition>) {
+        self.shared.checkpoints.lock().extend(to.map(|p| (p.vb, p)));
+        let ms = sluice_server::now_unix_ns() / 1_000_000;
+        self.shared
+            .stats
+            .checkpoint_unix_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Saves the checkpoints on the blocking pool (a file write), not waiting for it.
+    fn save_soon(&self) {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || shared.save());
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Set,
+    Delete,
+    Expire,
+}
+
+/// The batch being formed: one change per key (the newest), and their bytes.
+#[derive(Default)]
+struct Held {
+    ops: HashMap<Bytes, (Op, Sent)>,
+    bytes: usize,
+}
+
+impl Held {
+    fn hold(&mut self, key: Bytes, item: &DcpItem, change: Change) {
+        let (op, value) = match change {
+            Change::Set => (WithMetaOp::Set, item.value.clone()),
+            Change::Delete | Change::Expire => (WithMetaOp::Delete, Bytes::new()),
+        };
+        let options = match change {
+            Change::Expire => WithMetaOptions::IS_EXPIRATION,
+            _ => 0,
+        };
+        let bytes = key.len() + value.len();
+        let meta = WithMeta {
+            flags: item.flags,
+            expiry: item.expiry,
+            rev_seqno: item.rev_seqno,
+            cas: item.cas.0,
+            options: WithMetaOptions(options),
+        };
+        let datatype = match change {
+            Change::Set => item.datatype.0,
+            _ => 0,
+        };
+        let sent = Sent {
+            bytes,
+            cas: item.cas.0,
+        };
+        let op = Op::WithMeta {
+            op,
+            key: key.clone(),
+            value,
+            meta,
+            datatype,
+        };
+        if let Some((_, old)) = self.ops.insert(key, (op, sent)) {
+            self.bytes -= old.bytes;
+        }
+        self.bytes += bytes;
+    }
+
+    /// The batch's operations (each with `base` options added), emptying it.
+    fn take(&mut self, base: u32) -> (Vec<Op>, Vec<Sent>) {
+        self.bytes = 0;
+        self.ops
+            .drain()
+            .map(|(_, (mut op, sent))| {
+                if let Op::WithMeta { meta, .. } = &mut op {
+                    meta.options.0 |= base;
+                }
+                (op, sent)
+            })
+            .unzip()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::{Cas, Datatype, Seqno};
+
+    fn item(key: &str, value: &str, cas: u64, rev: u64) -> DcpItem {
+        DcpItem {
+            vb: VbId(3),
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            value: Bytes::copy_from_slice(value.as_bytes()),
+            cas: Cas(cas),
+            seqno: Seqno(rev),
+            rev_seqno: rev,
+            flags: 7,
+            expiry: 1_900_000_000,
+            datatype: Datatype(1),
+            delete_time: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_the_newest_change_of_each_key_and_counts_its_bytes() {
+        let mut held = Held::default();
+        held.hold(
+            Bytes::from_static(b"a"),
+            &item("a", "one", 10, 1),
+            Change::Set,
+        );
+        held.hold(
+            Bytes::from_static(b"b"),
+            &item("b", "xx", 11, 1),
+            Change::Set,
+        );
+        held.hold(
+            Bytes::from_static(b"a"),
+            &item("a", "three", 12, 2),
+            Change::Set,
+        );
+        assert_eq!((held.ops.len(), held.bytes), (2, 1 + 5 + 1 + 2));
+        held.hold(
+            Bytes::from_static(b"b"),
+            &item("b", "", 13, 2),
+            Change::Expire,
+        );
+        assert_eq!(held.bytes, 1 + 5 + 1);
+        let (ops, sent) = held.take(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
+        assert_eq!((held.ops.len(), held.bytes, sent.len()), (0, 0, 2));
+        for op in ops {
+            let Op::WithMeta {
+                op,
+                key,
+                value,
+                meta,
+                datatype,
+            } = op
+            else {
+                panic!("a batch holds *_WITH_META only");
+            };
+            assert!(meta
+                .options
+                .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS));
+            match &key[..] {
+                b"a" => {
+                    assert_eq!(
+                        (op, &value[..], meta.cas, meta.rev_seqno),
+                        (WithMetaOp::Set, &b"three"[..], 12, 2)
+                    );
+                    assert_eq!((meta.flags, meta.expiry, datatype), (7, 1_900_000_000, 1));
+                }
+                b"b" => {
+                    assert_eq!(
+                        (op, value.len(), meta.cas, datatype),
+                        (WithMetaOp::Delete, 0, 13, 0)
+                    );
+                    assert!(meta.options.has(WithMetaOptions::IS_EXPIRATION));
+                }
+                other => panic!("unexpected key {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn filters_compile_within_bounds() {
+        assert!(compile_filter("^order::[0-9]+$").is_ok());
+        assert!(compile_filter("((").is_err());
+        // A pattern whose compiled form is over the bound is refused, not built.
+        assert!(compile_filter("\\w{1000}\\w{1000}\\w{1000}").is_err());
+    }
+
+    #[test]
+    fn checkpoint_files_are_named_by_a_stable_hash() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(fnv1a(b"u/a/b"), fnv1a(b"u/a/c"));
+    }
+}

@@ -1,0 +1,541 @@
+//! XDCR's REST, shaped like Couchbase's:
+//!
+//! - `GET /pools` — the cluster's uuid (`{"uuid", "isAdminCreds", "pools": [...]}`): how
+//!   another cluster checks a reference's credentials and learns who it points at.
+//! - `GET /pools/default/remoteClusters` — the references (never their passwords);
+//!   `POST` (form `name`, `hostname`, `username`, `password`) creates one once the remote
+//!   answered `GET /pools` with those credentials; `POST .../remoteClusters/NAME` edits it
+//!   the same way; `DELETE .../remoteClusters/NAME` removes one no replication uses.
+//! - `POST /controller/createReplication` — form `fromBucket`, `toCluster`, `toBucket`,
+//!   `replicationType=continuous`, optional `filterExpression` (a key regular expression)
+//!   and `pauseRequested`; the target bucket must exist and resolve conflicts as the source
+//!   does. Answers `{"id": "REMOTE_UUID/FROM/TO"}`.
+//! - `GET /settings/replications/ID` — its settings; `POST` with `pauseRequested=true|false`
+//!   pauses or resumes it. `DELETE /controller/cancelXDCR/ID` deletes it. (IDs may be sent
+//!   with their '/' escaped as `%2F`, as the SDKs and Couchbase's UI do.)
+//! - `GET /pools/default/tasks` — each replication as an `xdcr` task with its figures summed
+//!   over the nodes (`changesLeft`, `docsWritten`, `docsFailedCrTarget`, ...).
+//! - `GET /internal/xdcr/stats` — this node's figures, for the sums above.
+//!
+//! Errors are 400 with `{"errors": {FIELD: why}}` (`_` for the remote's answer), 404 for an
+//! unknown reference or replication, 503 without a metadata quorum.
+
+use crate::buckets_api::{error, unavailable};
+use crate::control::Control;
+use crate::peer;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Form, Json, Router};
+use serde_json::{json, Value};
+use sluice_client::Credentials;
+use sluice_cluster::metadata::{
+    replication_id, ClusterState, MetaCommand, Rejection, RemoteCluster, ReplicationDef,
+};
+use sluice_meta::MetaNode;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::pipeline::compile_filter;
+use super::remote::{self, RemoteError};
+
+/// How long the tasks list waits for each other node's figures.
+const PEER_STATS_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+struct Api {
+    control: Arc<Control>,
+    meta: MetaNode,
+}
+
+pub(crate) fn router(control: Arc<Control>, meta: MetaNode) -> Router {
+    Router::new()
+        .route("/pools", get(pools))
+        .route(
+            "/pools/default/remoteClusters",
+            get(list_remotes).post(create_remote),
+        )
+        .route(
+            "/pools/default/remoteClusters/{name}",
+            post(edit_remote).delete(delete_remote),
+        )
+        .route("/controller/createReplication", post(create_replication))
+        .route(
+            "/controller/cancelXDCR/{*id}",
+            axum::routing::delete(cancel_replication),
+        )
+        .route(
+            "/settings/replications/{*id}",
+            get(replication_settings).post(change_replication),
+        )
+        .route("/pools/default/tasks", get(tasks))
+        .route("/internal/xdcr/stats", get(local_stats))
+        .with_state(Api { control, meta })
+}
+
+fn state(api: &Api) -> Arc<ClusterState> {
+    api.meta.state().borrow().clone()
+}
+
+fn not_found(what: String) -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({ "error": what }))).into_response()
+}
+
+/// A refusal of the metadata, as REST answers it.
+fn refused(rejection: Rejection) -> Response {
+    match rejection {
+        Rejection::NoSuchRemote { name } => not_found(format!("unknown remote cluster {name:?}")),
+        Rejection::NoSuchReplication { id } => not_found(format!("unknown replication {id}")),
+        Rejection::RemoteExists { .. } => {
+            error("name", "Duplicate cluster names are not allowed".into())
+        }
+        Rejection::ReplicationExists { .. } => error(
+            "_",
+            "Replication to the same remote cluster and bucket already exists".into(),
+        ),
+        other => error("_", other.to_string()),
+    }
+}
+
+async fn propose(api: &Api, cmd: MetaCommand) -> Result<(), Response> {
+    match api.meta.propose(cmd).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(rejection)) => Err(refused(rejection)),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+async fn pools(State(api): State<Api>) -> Response {
+    let uuid = state(&api).uuid().to_string();
+    if uuid.is_empty() {
+        // A node still taking its place in the cluster: no uuid to give yet.
+        let error = "the cluster has no uuid yet: the node is starting";
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": error })),
+        )
+            .into_response();
+    }
+    Json(json!({
+        "uuid": uuid,
+        "isAdminCreds": true,
+        "isEnterprise": false,
+        "implementationVersion": concat!("sluice-", env!("CARGO_PKG_VERSION")),
+        "pools": [{
+            "name": "default",
+            "uri": format!("/pools/default?uuid={uuid}"),
+            "streamingUri": format!("/poolsStreaming/default?uuid={uuid}"),
+        }],
+    }))
+    .into_response()
+}
+
+fn remote_json(r: &RemoteCluster) -> Value {
+    let path = format!(
+        "/pools/default/remoteClusters/{}",
+        sluice_client::admin_http::percent_encode(&r.name)
+    );
+    json!({
+        "name": r.name,
+        "uri": path,
+        "validateURI": format!("{path}?just_validate=1"),
+        "hostname": r.hostname,
+        "username": r.username,
+        "uuid": r.uuid,
+        "deleted": false,
+        "demandEncryption": r.ca_pem.is_some(),
+        "secureType": if r.ca_pem.is_some() { "full" } else { "none" },
+    })
+}
+
+async fn list_remotes(State(api): State<Api>) -> Response {
+    let list: Vec<Value> = state(&api).remotes().values().map(remote_json).collect();
+    Json(list).into_response()
+}
+
+/// The form of a remote cluster reference.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RemoteForm {
+    name: Option<String>,
+    hostname: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    demand_encryption: Option<String>,
+    certificate: Option<String>,
+    secure_type: Option<String>,
+}
+
+fn remote_error(e: RemoteError) -> Response {
+    error("_", e.to_string())
+}
+
+/// The form checked, and the remote asked who it is with its credentials.
+async fn read_remote(form: RemoteForm, name: Option<String>) -> Result<RemoteCluster, Response> {
+    let mut errors = BTreeMap::new();
+    let field = |v: Option<String>, key: &str, errors: &mut BTreeMap<String, String>| {
+        let v = v.map(|s| s.trim().to_string()).unwrap_or_default();
+        if v.is_empty() {
+            errors.insert(key.to_string(), format!("{key} cannot be empty"));
+        }
+        v
+    };
+    let name = field(name.or(form.name), "name", &mut errors);
+    let hostname = field(form.hostname, "hostname", &mut errors);
+    let username = field(form.username, "username", &mut errors);
+    let password = form.password.unwrap_or_default();
+    let wants_tls = form
+        .demand_encryption
+        .as_deref()
+        .is_some_and(|d| d == "1" || d == "true")
+        || form.secure_type.as_deref().is_some_and(|s| s != "none")
+        || form.certificate.as_deref().is_some_and(|c| !c.is_empty());
+    if wants_tls {
+        errors.insert(
+            "demandEncryption".into(),
+            "encrypted replication is not supported yet: remote clusters are reached in the clear"
+                .into(),
+        );
+    }
+    if !errors.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response());
+    }
+    let addr = remote::admin_addr(&hostname);
+    let who = Credentials::new(&username, &password);
+    let uuid = remote::cluster_uuid(&addr, &who)
+        .await
+        .map_err(remote_error)?;
+    let remote = RemoteCluster {
+        name,
+        uuid,
+        hostname: addr,
+        username,
+        password,
+        ca_pem: None,
+    };
+    remote.validate().map_err(refused)?;
+    Ok(remote)
+}
+
+async fn create_remote(State(api): State<Api>, Form(form): Form<RemoteForm>) -> Response {
+    put_remote(api, form, None).await
+}
+
+async fn edit_remote(
+    State(api): State<Api>,
+    Path(name): Path<String>,
+    Form(form): Form<RemoteForm>,
+) -> Response {
+    if !state(&api).remotes().contains_key(&name) {
+        return not_found(format!("unknown remote cluster {name:?}"));
+    }
+    put_remote(api, form, Some(name)).await
+}
+
+async fn put_remote(api: Api, form: RemoteForm, editing: Option<String>) -> Response {
+    let create = editing.is_none();
+    let remote = match read_remote(form, editing).await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
+    if remote.uuid == state(&api).uuid() {
+        return error("hostname", "that is this cluster".into());
+    }
+    let answer = remote_json(&remote);
+    match propose(&api, MetaCommand::PutRemoteCluster { remote, create }).await {
+        Ok(()) => Json(answer).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn delete_remote(State(api): State<Api>, Path(name): Path<String>) -> Response {
+    match propose(&api, MetaCommand::DeleteRemoteCluster { name }).await {
+        Ok(()) => Json(json!("ok")).into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplicationForm {
+    from_bucket: Option<String>,
+    to_cluster: Option<String>,
+    to_bucket: Option<String>,
+    replication_type: Option<String>,
+    filter_expression: Option<String>,
+    pause_requested: Option<String>,
+}
+
+fn truthy(v: &str) -> Option<bool> {
+    match v {
+        "true" | "1" => Some(true),
+        "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+async fn create_replication(State(api): State<Api>, Form(form): Form<ReplicationForm>) -> Response {
+    let st = state(&api);
+    let mut errors = BTreeMap::new();
+    let mut need = |v: Option<String>, key: &str| {
+        let v = v.unwrap_or_default();
+        if v.is_empty() {
+            errors.insert(key.to_string(), format!("{key} cannot be empty"));
+        }
+        v
+    };
+    let from = need(form.from_bucket, "fromBucket");
+    let to_cluster = need(form.to_cluster, "toCluster");
+    let to_bucket = need(form.to_bucket, "toBucket");
+    if let Some(t) = form
+        .replication_type
+        .as_deref()
+        .filter(|t| *t != "continuous")
+    {
+        errors.insert(
+            "replicationType".into(),
+            format!("replication type {t:?} is not supported: only continuous"),
+        );
+    }
+    let paused = match form.pause_requested.as_deref().map(truthy) {
+        None => false,
+        Some(Some(p)) => p,
+        Some(None) => {
+            errors.insert("pauseRequested".into(), "must be true or false".into());
+            false
+        }
+    };
+    let filter = form.filter_expression.filter(|f| !f.is_empty());
+    if let Some(Err(e)) = filter.as_deref().map(compile_filter) {
+        errors.insert(
+            "filterExpression".into(),
+            format!("invalid regular expression: {e}"),
+        );
+    }
+    if !from.is_empty() && st.bucket(&from).is_none() {
+        errors.insert("fromBucket".into(), format!("unknown bucket {from:?}"));
+    }
+    let remote = st.remotes().get(&to_cluster).cloned();
+    if remote.is_none() && !to_cluster.is_empty() {
+        errors.insert(
+            "toCluster".into(),
+            format!("unknown remote cluster {to_cluster:?}"),
+        );
+    }
+    if !errors.is_empty() {
+        return (StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response();
+    }
+    let (Some(remote), Some(source)) = (remote, st.bucket(&from)) else {
+        unreachable!("checked above");
+    };
+    // The target bucket must exist and judge conflicts as the source does, or the two
+    // clusters would not converge.
+    let who = Credentials::new(&remote.username, &remote.password);
+    let target = match remote::target_bucket(&remote.hostname, &who, &to_bucket).await {
+        Ok(t) => t,
+        Err(RemoteError::NoBucket { bucket }) => {
+            return error(
+                "toBucket",
+                format!("the remote cluster has no bucket {bucket:?}"),
+            )
+        }
+        Err(e) => return remote_error(e),
+    };
+    if target.conflict != source.conflict_resolution {
+        return error(
+            "toBucket",
+            format!(
+                "the target bucket's conflict resolution type ({}) differs from the source bucket's ({})",
+                target.conflict.as_str(),
+                source.conflict_resolution.as_str()
+            ),
+        );
+    }
+    let id = replication_id(&remote.uuid, &from, &to_bucket);
+    let def = ReplicationDef {
+        id: id.clone(),
+        from_bucket: from,
+        to_cluster,
+        to_bucket,
+        filter_expression: filter,
+        paused,
+    };
+    match propose(&api, MetaCommand::CreateReplication { replication: def }).await {
+        Ok(()) => Json(json!({ "id": id })).into_response(),
+        Err(response) => response,
+    }
+}
+
+fn settings_json(def: &ReplicationDef) -> Value {
+    json!({
+        "id": def.id,
+        "pauseRequested": def.paused,
+        "filterExpression": def.filter_expression.clone().unwrap_or_default(),
+        "replicationType": "continuous",
+        "type": "xmem",
+        "source": def.from_bucket,
+        "toCluster": def.to_cluster,
+        "toBucket": def.to_bucket,
+    })
+}
+
+async fn replication_settings(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    match state(&api).replications().get(&id) {
+        Some(def) => Json(settings_json(def)).into_response(),
+        None => not_found(format!("unknown replication {id}")),
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SettingsForm {
+    pause_requested: Option<String>,
+}
+
+async fn change_replication(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    Form(form): Form<SettingsForm>,
+) -> Response {
+    if !state(&api).replications().contains_key(&id) {
+        return not_found(format!("unknown replication {id}"));
+    }
+    if let Some(word) = form.pause_requested {
+        let Some(paused) = truthy(&word) else {
+            return error("pauseRequested", "must be true or false".into());
+        };
+        if let Err(response) = propose(
+            &api,
+            MetaCommand::SetReplicationPaused {
+                id: id.clone(),
+                paused,
+            },
+        )
+        .await
+        {
+            return response;
+        }
+    }
+    match state(&api).replications().get(&id) {
+        Some(def) => Json(settings_json(def)).into_response(),
+        None => not_found(format!("unknown replication {id}")),
+    }
+}
+
+async fn cancel_replication(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    match propose(&api, MetaCommand::DeleteReplication { id }).await {
+        Ok(()) => Json(json!("ok")).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn local_stats(State(api): State<Api>) -> Response {
+    let st = state(&api);
+    let stats = api
+        .control
+        .xdcr
+        .local_stats(&api.control.node, &st, api.meta.id());
+    Json(stats).into_response()
+}
+
+/// Every node's figures, by replication id: this node's at once, the others' asked for.
+/// A node that does not answer in time is left out (and counted in `nodesMissing`).
+async fn cluster_stats(api: &Api, st: &ClusterState) -> (Vec<BTreeMap<String, Value>>, usize) {
+    let me = api.meta.id();
+    let mut all = vec![api.control.xdcr.local_stats(&api.control.node, st, me)];
+    let mut missing = 0;
+    let calls = st.nodes().values().filter(|n| n.info.id != me).map(|n| {
+        let (meta, info) = (api.meta.clone(), n.info.clone());
+        async move {
+            peer::call(
+                &meta,
+                &info,
+                "/internal/xdcr/stats",
+                None,
+                PEER_STATS_TIMEOUT,
+            )
+            .await
+        }
+    });
+    for answer in futures_join(calls).await {
+        match answer {
+            Ok(a) if a.ok() => match serde_json::from_value(a.body) {
+                Ok(stats) => all.push(stats),
+                Err(_) => missing += 1,
+            },
+            _ => missing += 1,
+        }
+    }
+    (all, missing)
+}
+
+/// Runs the futures side by side.
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(v) = h.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The per-node figures of one replication, summed (maxima for the latencies and the
+/// newest checkpoint time).
+fn summed(nodes: &[BTreeMap<String, Value>], id: &str) -> BTreeMap<String, u64> {
+    let mut sum: BTreeMap<String, u64> = BTreeMap::new();
+    for node in nodes {
+        let Some(Value::Object(fields)) = node.get(id) else {
+            continue;
+        };
+        for (k, v) in fields {
+            let Some(n) = v.as_u64() else { continue };
+            let slot = sum.entry(k.clone()).or_default();
+            let take_max = k.starts_with("latency_p") || k == "checkpoint_unix_ms";
+            *slot = if take_max { (*slot).max(n) } else { *slot + n };
+        }
+    }
+    sum
+}
+
+async fn tasks(State(api): State<Api>) -> Response {
+    let st = state(&api);
+    let (nodes, missing) = cluster_stats(&api, &st).await;
+    let mut list = Vec::new();
+    for (id, def) in st.replications() {
+        let s = summed(&nodes, id);
+        let get = |k: &str| s.get(k).copied().unwrap_or(0);
+        let uuid = st.remotes().get(&def.to_cluster).map(|r| r.uuid.clone());
+        list.push(json!({
+            "type": "xdcr",
+            "id": id,
+            "source": def.from_bucket,
+            "target": format!("/remoteClusters/{}/buckets/{}", uuid.unwrap_or_default(), def.to_bucket),
+            "status": if def.paused { "paused" } else { "running" },
+            "replicationType": "xmem",
+            "filterExpression": def.filter_expression.clone().unwrap_or_default(),
+            "changesLeft": get("changes_left"),
+            "docsReceivedFromDcp": get("docs_received_from_dcp"),
+            "docsFiltered": get("docs_filtered"),
+            "docsWritten": get("docs_written"),
+            "docsFailedCrTarget": get("docs_failed_cr_target"),
+            "dataReplicated": get("data_replicated"),
+            "resumedVbuckets": get("resumed_vbuckets"),
+            "resumedSeqnos": get("resumed_seqnos"),
+            "starts": get("starts"),
+            "checkpointUnixMs": get("checkpoint_unix_ms"),
+            "latencyP50UsMax": get("latency_p50_us"),
+            "latencyP99UsMax": get("latency_p99_us"),
+            "nodesMissing": missing,
+            "errors": nodes.iter().filter_map(|n| n.get(id)?.get("last_error")?.as_str().map(String::from)).collect::<Vec<_>>(),
+        }));
+    }
+    Json(list).into_response()
+}
