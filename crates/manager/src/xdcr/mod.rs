@@ -8,6 +8,7 @@
 //! its pipeline from its checkpoints; one paused, deleted, or without active vbuckets here
 //! stops. What a replication did here (`stats`) and its checkpoints outlive its pipelines.
 
+pub mod collections;
 pub mod pipeline;
 pub mod remote;
 pub(crate) mod routes;

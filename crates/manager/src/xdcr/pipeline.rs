@@ -23,8 +23,12 @@
 //!   first in the value). The target keeps whichever version wins its conflict resolution;
 //!   a loser answers KEY_EEXISTS (`docs_failed_cr_target`). So a document replicated back to
 //!   where it came from (replications both ways) loses to itself and stops there.
-//! - **Scope.** Only the default collection is replicated so far: other collections'
-//!   changes only move the checkpoints (`docs_filtered`).
+//! - **Collections.** A change goes to the target's collection of the same scope and
+//!   collection names (Couchbase's implicit mapping, `collections`), whatever its id there.
+//!   A change of a collection the target lacks is not sent (`docs_filtered`, and the error
+//!   names the collection). Before such a change is dropped, the target's collections are
+//!   read again if the last read is a second old, so a collection created there later
+//!   receives the changes that follow, not the ones skipped.
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -49,8 +53,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+use super::collections::{Route, Routes};
 use super::remote::{self, RemoteError};
 use super::stats::{bump, XdcrStats};
+use sluice_cluster::collections::Manifest;
 
 /// Most changes one batch holds.
 pub const HELD_CHANGES_MAX: usize = 4096;
@@ -79,6 +85,13 @@ pub struct Shared {
     checkpoints: Mutex<BTreeMap<VbId, DcpPosition>>,
     /// Where the checkpoints are saved.
     path: PathBuf,
+    /// Per target vbucket, the history (vbucket uuid) the target's answers named. Another
+    /// one means the target lost acknowledged writes (an unclean restart or a failover
+    /// there), so what the checkpoints claim reached it may not have.
+    target_uuids: Mutex<HashMap<u16, u64>>,
+    /// Set by a rewind: the next run starts from this node's (zeroed) checkpoints, not
+    /// from replicated ones that are further along.
+    rewound: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -97,6 +110,8 @@ impl Shared {
             stats: XdcrStats::default(),
             checkpoints: Mutex::new(saved.unwrap_or_default()),
             path,
+            target_uuids: Mutex::new(HashMap::new()),
+            rewound: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -178,6 +193,11 @@ enum PipelineError {
     Dcp(#[from] sluice_client::dcp::DcpError),
     #[error("a batch's task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(
+        "target vbucket {vb} took another history (it restarted uncleanly or failed over): \
+         writes it acknowledged may be lost, so the replication starts again from zero"
+    )]
+    TargetHistory { vb: u16 },
 }
 
 /// Runs the pipeline until `stop` is notified, starting again after each failure.
@@ -210,6 +230,12 @@ pub async fn run(
                 tracing::warn!(replication = %spec.def.id, error = %e, ?pause,
                     "XDCR pipeline failed; it starts again from its checkpoints");
                 shared.stats.set_error(Some(e.to_string()));
+                if matches!(e, PipelineError::TargetHistory { .. }) {
+                    // The rewound checkpoints, before the next run reads them (the
+                    // replicated ones too: a further-along report would win otherwise).
+                    shared.save();
+                    report(&meta, &shared, &spec).await;
+                }
             }
         }
         tokio::select! {
@@ -274,11 +300,41 @@ struct Run<'a> {
     stop: &'a Notify,
 }
 
-/// A batch on its way: the answers, and the checkpoints it moves to once answered.
+/// A batch on its way: the answers, and what was sent, in the same order.
 type Written = (
     Vec<Result<sluice_client::OpResult, ClusterError>>,
     Vec<Sent>,
 );
+
+/// Writes a batch, each target collection's share side by side.
+async fn write(client: ClusterClient, groups: Vec<(u32, Vec<Op>, Vec<Sent>)>) -> Written {
+    let mut running = Vec::with_capacity(groups.len());
+    for (cid, ops, sent) in groups {
+        let client = client.in_collection(CollectionId(cid));
+        running.push((
+            tokio::spawn(async move { client.execute_many(ops).await }),
+            sent,
+        ));
+    }
+    let mut out: Written = (Vec::new(), Vec::new());
+    for (task, sent) in running {
+        let answers = match task.await {
+            Ok(answers) => answers,
+            Err(e) => {
+                tracing::warn!(error = %e, "an XDCR batch's task failed");
+                let lost = || {
+                    Err(ClusterError::Client(ClientError::Unexpected(
+                        "an XDCR batch's task failed",
+                    )))
+                };
+                sent.iter().map(|_| lost()).collect()
+            }
+        };
+        out.0.extend(answers);
+        out.1.extend(sent);
+    }
+    out
+}
 
 /// What the stats need of one sent change.
 struct Sent {
@@ -308,9 +364,16 @@ impl Run<'_> {
                 target: target.conflict.as_str(),
             });
         }
+        let collections = tokio::select! {
+            _ = self.stop.notified() => return Ok(()),
+            c = remote::target_collections(&admin, &who, &def.to_bucket) => c?,
+        };
+        let mut routes = Routes::new(&self.source_manifest(), collections);
         let mut connect =
             ConnectOptions::sluice(&spec.remote.username, &spec.remote.password, &def.to_bucket);
-        connect.features.push(Feature::Xattr);
+        connect
+            .features
+            .extend([Feature::Xattr, Feature::Collections]);
         let mut options = ClusterOptions::new(connect);
         options.operation_timeout = WRITE_TIMEOUT;
         let client = tokio::select! {
@@ -334,7 +397,11 @@ impl Run<'_> {
                 .cloned()
                 .unwrap_or_default();
             let mut saved = self.shared.checkpoints.lock();
-            for vb in &spec.vbuckets {
+            let rewound = self
+                .shared
+                .rewound
+                .swap(false, std::sync::atomic::Ordering::Relaxed);
+            for vb in spec.vbuckets.iter().filter(|_| !rewound) {
                 let Some(theirs) = replicated.get(&vb.0).map(position_of) else {
                     continue;
                 };
@@ -390,15 +457,12 @@ impl Run<'_> {
         let mut reporting: Option<tokio::task::JoinHandle<()>> = None;
         // Whether the stream moved since the checkpoints last did (filtered changes too).
         let mut moved = false;
+        let mut target_read = Instant::now();
         loop {
             if in_flight.is_none() {
                 if !held.ops.is_empty() {
                     cut = stream.positions().iter().copied().collect();
-                    let (ops, sent) = held.take(base_options);
-                    let client = client.clone();
-                    in_flight = Some(tokio::spawn(async move {
-                        (client.execute_many(ops).await, sent)
-                    }));
+                    in_flight = Some(tokio::spawn(write(client.clone(), held.take(base_options))));
                     moved = false;
                 } else if moved && last_save.elapsed() >= SAVE_EVERY {
                     // Only filtered changes since: the checkpoints move past them.
@@ -436,28 +500,76 @@ impl Run<'_> {
                 _ = tokio::time::sleep(SAVE_EVERY), if moved && held.ops.is_empty() => continue,
                 e = stream.next(), if reading => e?,
             };
-            match &event {
-                DcpEvent::Mutation(item) => {
-                    self.hold(&mut held, filter.as_ref(), item, Change::Set)
+            let change = match &event {
+                DcpEvent::Mutation(item) => Some((item, Change::Set)),
+                DcpEvent::Deletion(item) => Some((item, Change::Delete)),
+                DcpEvent::Expiration(item) => Some((item, Change::Expire)),
+                _ => None,
+            };
+            if let Some((item, change)) = change {
+                // A collection the target lacked (as last read): perhaps it has it by now.
+                // Read again before deciding, at most once a second.
+                let missing = sluice_types::collection::split_key(&item.key)
+                    .is_ok_and(|(cid, _)| matches!(routes.route(cid.0), Route::MissingAtTarget(_)));
+                if missing && target_read.elapsed() >= SAVE_EVERY {
+                    target_read = Instant::now();
+                    match remote::target_collections(&admin, &who, &def.to_bucket).await {
+                        Ok(c) => routes.set_target(c),
+                        Err(e) => tracing::debug!(replication = %def.id, error = %e,
+                            "reading the target's collections"),
+                    }
                 }
-                DcpEvent::Deletion(item) => {
-                    self.hold(&mut held, filter.as_ref(), item, Change::Delete)
-                }
-                DcpEvent::Expiration(item) => {
-                    self.hold(&mut held, filter.as_ref(), item, Change::Expire)
-                }
-                _ => {}
+                self.hold(&mut held, &mut routes, filter.as_ref(), item, change);
             }
             moved = true;
         }
     }
 
-    fn hold(&self, held: &mut Held, filter: Option<&Regex>, item: &DcpItem, change: Change) {
+    /// The source bucket's collections as this node's metadata has them.
+    fn source_manifest(&self) -> Manifest {
+        let state = self.meta.state().borrow().clone();
+        state
+            .buckets()
+            .get(&self.spec.def.from_bucket)
+            .map(|b| b.manifest.clone())
+            .unwrap_or_default()
+    }
+
+    fn hold(
+        &self,
+        held: &mut Held,
+        routes: &mut Routes,
+        filter: Option<&Regex>,
+        item: &DcpItem,
+        change: Change,
+    ) {
         let stats = &self.shared.stats;
+        let Ok((cid, key)) = sluice_types::collection::split_key(&item.key) else {
+            bump(&stats.docs_received, 1);
+            bump(&stats.docs_filtered, 1);
+            return;
+        };
+        if cid == CollectionId::SYSTEM {
+            // The source's collection records: each cluster has its own.
+            return;
+        }
         bump(&stats.docs_received, 1);
-        let key = match sluice_types::collection::split_key(&item.key) {
-            Ok((cid, key)) if cid == CollectionId::DEFAULT => key,
-            _ => {
+        let mut route = routes.route(cid.0);
+        if matches!(route, Route::UnknownAtSource(_)) {
+            // A collection newer than the manifest this pipeline read.
+            routes.set_source(&self.source_manifest());
+            route = routes.route(cid.0);
+        }
+        let target = match route {
+            Route::To(target) => target,
+            Route::UnknownAtSource(_) => {
+                bump(&stats.docs_filtered, 1);
+                return;
+            }
+            Route::MissingAtTarget((scope, collection)) => {
+                stats.set_error(Some(format!(
+                    "the target bucket has no collection {scope}.{collection}: its changes are not replicated"
+                )));
                 bump(&stats.docs_filtered, 1);
                 return;
             }
@@ -468,7 +580,7 @@ impl Run<'_> {
             bump(&stats.docs_filtered, 1);
             return;
         }
-        held.hold(Bytes::copy_from_slice(key), item, change);
+        held.hold(target, Bytes::copy_from_slice(key), item, change);
     }
 
     /// A batch answered: counts it and moves the checkpoints to `cut`. A write that failed
@@ -476,9 +588,15 @@ impl Run<'_> {
     fn finish(&self, (answers, sent): Written, cut: &[DcpPosition]) -> Result<(), PipelineError> {
         let stats = &self.shared.stats;
         let now = sluice_server::now_unix_ns();
+        let mut changed = None;
         for (answer, s) in answers.into_iter().zip(sent) {
             match answer {
-                Ok(_) => stats.written(s.bytes, s.cas, now),
+                Ok(written) => {
+                    stats.written(s.bytes, s.cas, now);
+                    if let sluice_client::OpResult::Mutation(m) = written {
+                        changed = changed.or(self.target_history(m.token));
+                    }
+                }
                 Err(ClusterError::Client(ClientError::Status(Status::KeyEexists))) => {
                     bump(&stats.docs_failed_cr_target, 1)
                 }
@@ -486,8 +604,39 @@ impl Run<'_> {
             }
         }
         bump(&stats.batches, 1);
+        if let Some(vb) = changed {
+            self.rewind();
+            return Err(PipelineError::TargetHistory { vb });
+        }
         self.advance(cut.iter().copied());
         Ok(())
+    }
+
+    /// Records the target history an answer names; `Some(vb)` if it is not the one seen
+    /// before for that target vbucket.
+    fn target_history(&self, token: Option<sluice_client::MutationToken>) -> Option<u16> {
+        let t = token?;
+        let before = self.shared.target_uuids.lock().insert(t.vb.0, t.vb_uuid.0);
+        before.filter(|&b| b != t.vb_uuid.0).map(|_| t.vb.0)
+    }
+
+    /// The target lost writes it had acknowledged: every vbucket of this pipeline streams
+    /// again from zero (what the target still has loses to itself), here and in the
+    /// replicated checkpoints.
+    fn rewind(&self) {
+        {
+            let mut saved = self.shared.checkpoints.lock();
+            for vb in &self.spec.vbuckets {
+                saved.insert(*vb, DcpPosition::zero(*vb));
+            }
+        }
+        self.shared.target_uuids.lock().clear();
+        self.shared
+            .rewound
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        bump(&self.shared.stats.rewinds, 1);
+        tracing::warn!(replication = %self.spec.def.id,
+            "the target lost acknowledged writes: replicating again from zero");
     }
 
     fn advance(&self, to: impl Iterator<Item = DcpPosition>) {
@@ -513,15 +662,16 @@ enum Change {
     Expire,
 }
 
-/// The batch being formed: one change per key (the newest), and their bytes.
+/// The batch being formed: one change per key of each target collection (the newest), and
+/// their bytes.
 #[derive(Default)]
 struct Held {
-    ops: HashMap<Bytes, (Op, Sent)>,
+    ops: HashMap<(u32, Bytes), (Op, Sent)>,
     bytes: usize,
 }
 
 impl Held {
-    fn hold(&mut self, key: Bytes, item: &DcpItem, change: Change) {
+    fn hold(&mut self, cid: u32, key: Bytes, item: &DcpItem, change: Change) {
         let (op, value) = match change {
             Change::Set => (WithMetaOp::Set, item.value.clone()),
             Change::Delete | Change::Expire => (WithMetaOp::Delete, Bytes::new()),
@@ -553,24 +703,29 @@ impl Held {
             meta,
             datatype,
         };
-        if let Some((_, old)) = self.ops.insert(key, (op, sent)) {
+        if let Some((_, old)) = self.ops.insert((cid, key), (op, sent)) {
             self.bytes -= old.bytes;
         }
         self.bytes += bytes;
     }
 
-    /// The batch's operations (each with `base` options added), emptying it.
-    fn take(&mut self, base: u32) -> (Vec<Op>, Vec<Sent>) {
+    /// The batch's operations by target collection (each with `base` options added),
+    /// emptying it.
+    fn take(&mut self, base: u32) -> Vec<(u32, Vec<Op>, Vec<Sent>)> {
         self.bytes = 0;
-        self.ops
-            .drain()
-            .map(|(_, (mut op, sent))| {
-                if let Op::WithMeta { meta, .. } = &mut op {
-                    meta.options.0 |= base;
-                }
-                (op, sent)
-            })
-            .unzip()
+        let mut groups: BTreeMap<u32, (Vec<Op>, Vec<Sent>)> = BTreeMap::new();
+        for ((cid, _), (mut op, sent)) in self.ops.drain() {
+            if let Op::WithMeta { meta, .. } = &mut op {
+                meta.options.0 |= base;
+            }
+            let group = groups.entry(cid).or_default();
+            group.0.push(op);
+            group.1.push(sent);
+        }
+        groups
+            .into_iter()
+            .map(|(cid, (ops, sent))| (cid, ops, sent))
+            .collect()
     }
 }
 
@@ -598,30 +753,50 @@ mod tests {
     fn a_batch_keeps_the_newest_change_of_each_key_and_counts_its_bytes() {
         let mut held = Held::default();
         held.hold(
+            0,
             Bytes::from_static(b"a"),
             &item("a", "one", 10, 1),
             Change::Set,
         );
         held.hold(
+            8,
             Bytes::from_static(b"b"),
             &item("b", "xx", 11, 1),
             Change::Set,
         );
         held.hold(
+            0,
             Bytes::from_static(b"a"),
             &item("a", "three", 12, 2),
             Change::Set,
         );
         assert_eq!((held.ops.len(), held.bytes), (2, 1 + 5 + 1 + 2));
         held.hold(
+            8,
             Bytes::from_static(b"b"),
             &item("b", "", 13, 2),
             Change::Expire,
         );
         assert_eq!(held.bytes, 1 + 5 + 1);
-        let (ops, sent) = held.take(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
-        assert_eq!((held.ops.len(), held.bytes, sent.len()), (0, 0, 2));
-        for op in ops {
+        // The same key in another collection is another document.
+        held.hold(
+            8,
+            Bytes::from_static(b"a"),
+            &item("a", "z", 14, 1),
+            Change::Set,
+        );
+        assert_eq!((held.ops.len(), held.bytes), (3, 1 + 5 + 1 + 1 + 1));
+        let groups = held.take(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
+        assert_eq!((held.ops.len(), held.bytes), (0, 0));
+        let shape: Vec<(u32, usize, usize)> = groups
+            .iter()
+            .map(|(c, o, s)| (*c, o.len(), s.len()))
+            .collect();
+        assert_eq!(shape, [(0, 1, 1), (8, 2, 2)]);
+        let ops = groups
+            .into_iter()
+            .flat_map(|(cid, ops, _)| ops.into_iter().map(move |op| (cid, op)));
+        for (cid, op) in ops {
             let Op::WithMeta {
                 op,
                 key,
@@ -635,15 +810,16 @@ mod tests {
             assert!(meta
                 .options
                 .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS));
-            match &key[..] {
-                b"a" => {
+            match (cid, &key[..]) {
+                (8, b"a") => assert_eq!((&value[..], meta.cas), (&b"z"[..], 14)),
+                (0, b"a") => {
                     assert_eq!(
                         (op, &value[..], meta.cas, meta.rev_seqno),
                         (WithMetaOp::Set, &b"three"[..], 12, 2)
                     );
                     assert_eq!((meta.flags, meta.expiry, datatype), (7, 1_900_000_000, 1));
                 }
-                b"b" => {
+                (8, b"b") => {
                     assert_eq!(
                         (op, value.len(), meta.cas, datatype),
                         (WithMetaOp::Delete, 0, 13, 0)

@@ -174,6 +174,31 @@ pub async fn target_bucket(
     Ok(TargetBucket { conflict, kv_seeds })
 }
 
+/// The collections of bucket `bucket` of the cluster at `addr`, by scope and name.
+pub async fn target_collections(
+    addr: &str,
+    who: &Credentials,
+    bucket: &str,
+) -> Result<std::collections::HashMap<super::collections::Path, u32>, RemoteError> {
+    let path = format!(
+        "/pools/default/buckets/{}/scopes",
+        admin_http::percent_encode(bucket)
+    );
+    let answer = get(addr, who, &path).await?;
+    match answer.status {
+        404 => Err(RemoteError::NoBucket {
+            bucket: bucket.to_string(),
+        }),
+        s if !(200..300).contains(&s) => Err(RemoteError::Status {
+            addr: addr.to_string(),
+            path,
+            status: s,
+        }),
+        _ => super::collections::parse_manifest(&answer.body)
+            .map_err(|e| bad(addr, &path, e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::admin_addr;

@@ -530,6 +530,7 @@ async fn tasks(State(api): State<Api>) -> Response {
             "resumedVbuckets": get("resumed_vbuckets"),
             "resumedSeqnos": get("resumed_seqnos"),
             "starts": get("starts"),
+            "rewinds": get("rewinds"),
             "checkpointUnixMs": get("checkpoint_unix_ms"),
             "latencyP50UsMax": get("latency_p50_us"),
             "latencyP99UsMax": get("latency_p99_us"),

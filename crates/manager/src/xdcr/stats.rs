@@ -31,6 +31,8 @@ pub struct XdcrStats {
     pub batches: AtomicU64,
     /// Times the pipeline started (again) on this node.
     pub starts: AtomicU64,
+    /// Times the target lost acknowledged writes and the pipeline started again from zero.
+    pub rewinds: AtomicU64,
     /// At the last start: vbuckets resumed from a checkpoint, and the seqnos they resumed
     /// from, summed (0 when every vbucket started from zero).
     pub resumed_vbuckets: AtomicU64,
@@ -51,6 +53,7 @@ impl Default for XdcrStats {
             bytes_written: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             starts: AtomicU64::new(0),
+            rewinds: AtomicU64::new(0),
             resumed_vbuckets: AtomicU64::new(0),
             resumed_seqnos: AtomicU64::new(0),
             checkpoint_unix_ms: AtomicU64::new(0),
@@ -92,6 +95,7 @@ impl XdcrStats {
             ("data_replicated", get(&self.bytes_written)),
             ("batches", get(&self.batches)),
             ("starts", get(&self.starts)),
+            ("rewinds", get(&self.rewinds)),
             ("resumed_vbuckets", get(&self.resumed_vbuckets)),
             ("resumed_seqnos", get(&self.resumed_seqnos)),
             ("checkpoint_unix_ms", get(&self.checkpoint_unix_ms)),

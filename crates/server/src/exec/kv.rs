@@ -167,8 +167,9 @@ pub fn execute(
                 );
                 return Next::Continue;
             }
-            // As in Couchbase: forcing a version in is for last-write-wins buckets only,
-            // where it skips conflict resolution.
+            // As in Couchbase: FORCE_ACCEPT_WITH_META_OPS is what a last-write-wins bucket's
+            // senders set (XDCR sets it on every write to one), and is refused on others. It
+            // does not skip conflict resolution: only SKIP_CONFLICT_RESOLUTION does.
             let forced = meta
                 .options
                 .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
@@ -196,7 +197,7 @@ pub fn execute(
                 rev_seqno: meta.rev_seqno,
                 cas: Cas(meta.cas),
                 cas_check: cas,
-                check_conflicts: meta.options.check_conflicts() && !forced,
+                check_conflicts: meta.options.check_conflicts(),
                 regenerate_cas: meta.options.has(WithMetaOptions::REGENERATE_CAS),
             };
             bucket
