@@ -455,19 +455,25 @@ impl Run<'_> {
         let mut last_save = Instant::now();
         let mut last_report = Instant::now();
         let mut reporting: Option<tokio::task::JoinHandle<()>> = None;
-        // Whether the stream moved since the checkpoints last did (filtered changes too).
-        let mut moved = false;
+        // The vbuckets whose streams moved since their checkpoints last did (filtered
+        // changes too): only their positions are copied at a cut.
+        let mut touched: std::collections::BTreeSet<VbId> = std::collections::BTreeSet::new();
         let mut target_read = Instant::now();
         loop {
             if in_flight.is_none() {
+                let positions = stream.positions();
+                let moved_to = |touched: &mut std::collections::BTreeSet<VbId>| {
+                    let vbs = std::mem::take(touched);
+                    vbs.into_iter()
+                        .filter_map(|vb| positions.get(vb).copied())
+                        .collect::<Vec<_>>()
+                };
                 if !held.ops.is_empty() {
-                    cut = stream.positions().iter().copied().collect();
+                    cut = moved_to(&mut touched);
                     in_flight = Some(tokio::spawn(write(client.clone(), held.take(base_options))));
-                    moved = false;
-                } else if moved && last_save.elapsed() >= SAVE_EVERY {
+                } else if !touched.is_empty() && last_save.elapsed() >= SAVE_EVERY {
                     // Only filtered changes since: the checkpoints move past them.
-                    self.advance(stream.positions().iter().copied());
-                    moved = false;
+                    self.advance(moved_to(&mut touched).into_iter());
                 }
                 if last_save.elapsed() >= SAVE_EVERY {
                     self.save_soon();
@@ -497,7 +503,7 @@ impl Run<'_> {
                     continue;
                 }
                 // Idle: the checkpoints still move past filtered changes within a second.
-                _ = tokio::time::sleep(SAVE_EVERY), if moved && held.ops.is_empty() => continue,
+                _ = tokio::time::sleep(SAVE_EVERY), if !touched.is_empty() && held.ops.is_empty() => continue,
                 e = stream.next(), if reading => e?,
             };
             let change = match &event {
@@ -521,7 +527,7 @@ impl Run<'_> {
                 }
                 self.hold(&mut held, &mut routes, filter.as_ref(), item, change);
             }
-            moved = true;
+            touched.insert(event.vb());
         }
     }
 
