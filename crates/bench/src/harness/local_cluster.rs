@@ -38,6 +38,8 @@ pub struct LocalCluster {
     proc: ChildProcess,
     /// KV `host:port` of every node.
     pub seeds: Vec<String>,
+    /// Admin (REST) `host:port` of every node.
+    pub admins: Vec<String>,
     /// Every node's process id.
     pub pids: Vec<u32>,
     /// Data directory; removed on drop when the bench made it.
@@ -85,7 +87,8 @@ impl LocalCluster {
             .env("SLUICE_BUCKET", &spec.login.bucket);
         let mut proc = ChildProcess::spawn("sluice cluster up", cmd, log)?;
         let doc = wait_for_cluster_json(&mut proc, &json).await?;
-        let seeds = seeds_of(&doc)?;
+        let seeds = ports_of(&doc, "kv_port")?;
+        let admins = ports_of(&doc, "admin_port")?;
         let pids = doc["nodes"]
             .as_array()
             .into_iter()
@@ -95,6 +98,7 @@ impl LocalCluster {
         Ok(LocalCluster {
             proc,
             seeds,
+            admins,
             pids,
             _temp: temp,
         })
@@ -134,18 +138,19 @@ pub fn seeds_from(seeds: &[String], i: usize) -> Vec<String> {
     (0..n).map(|k| seeds[(i + k) % n].clone()).collect()
 }
 
-/// KV addresses from a cluster.json.
-fn seeds_of(doc: &serde_json::Value) -> anyhow::Result<Vec<String>> {
+/// Every node's loopback address on the port named `field` (`kv_port`, `admin_port`) of a
+/// cluster.json.
+fn ports_of(doc: &serde_json::Value, field: &str) -> anyhow::Result<Vec<String>> {
     let nodes = doc["nodes"]
         .as_array()
         .context("cluster.json lists no nodes")?;
     nodes
         .iter()
         .map(|n| {
-            n["kv_port"]
+            n[field]
                 .as_u64()
                 .map(|p| format!("127.0.0.1:{p}"))
-                .context("a node of cluster.json has no kv_port")
+                .with_context(|| format!("a node of cluster.json has no {field}"))
         })
         .collect()
 }
@@ -164,12 +169,19 @@ mod tests {
 
     #[test]
     fn seeds_come_from_the_kv_ports() {
-        let doc = serde_json::json!({"nodes": [{"kv_port": 13100}, {"kv_port": 13110}]});
+        let doc = serde_json::json!({"nodes": [
+            {"kv_port": 13100, "admin_port": 13101},
+            {"kv_port": 13110, "admin_port": 13111}
+        ]});
         assert_eq!(
-            seeds_of(&doc).unwrap(),
+            ports_of(&doc, "kv_port").unwrap(),
             vec!["127.0.0.1:13100", "127.0.0.1:13110"]
         );
-        assert!(seeds_of(&serde_json::json!({"nodes": [{}]})).is_err());
-        assert!(seeds_of(&serde_json::json!({})).is_err());
+        assert_eq!(
+            ports_of(&doc, "admin_port").unwrap(),
+            vec!["127.0.0.1:13101", "127.0.0.1:13111"]
+        );
+        assert!(ports_of(&serde_json::json!({"nodes": [{}]}), "kv_port").is_err());
+        assert!(ports_of(&serde_json::json!({}), "kv_port").is_err());
     }
 }

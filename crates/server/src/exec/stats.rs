@@ -380,6 +380,12 @@ pub fn collect(
                     };
                     put(&format!("{p}:latency_{name}_us"), us.to_string());
                 }
+                // The whole histogram, for a reader that subtracts two readings (the bench's
+                // XDCR column reports the lag of each step alone).
+                put(
+                    &format!("{p}:latency_hist"),
+                    encode_histogram(&f.latency_us),
+                );
             }
         }
         _ => return None,

@@ -12,9 +12,9 @@ use std::time::Duration;
 use crate::harness::local_cluster::ClusterSpec;
 use crate::harness::redis_peer::RedisPersistence;
 use crate::scenarios::kv::args::{parse_rate, parse_value_bytes, BucketTypeArg};
-use crate::scenarios::replication::background::Cadence;
 use crate::scenarios::replication::column::Column;
 use crate::scenarios::replication::values::bytes_for_fields;
+use crate::scenarios::replication::xdcr::XDCR_PORT_OFFSET;
 
 /// Results written before `--bucket-type` existed ran on a couchbase bucket.
 fn couchbase() -> BucketTypeArg {
@@ -24,6 +24,11 @@ fn couchbase() -> BucketTypeArg {
 /// Settings saved before views were real indexes had no query loop; the default.
 fn views_query_every_ms() -> u64 {
     100
+}
+
+/// Settings saved before the XDCR column was real had no target cluster; the default.
+fn one_node() -> u16 {
+    1
 }
 
 /// Settings saved before `--durable-hz` existed ran no durable probes.
@@ -134,9 +139,10 @@ pub struct ReplArgs {
     /// its own climb of the rate ladder on the same cluster. `replication` (nothing else),
     /// `views` or `views:N` (1 or N real indexes, 1 to 16, defined through the query service
     /// before the column's ladder, on fields f0 … of the JSON documents, with a light query
-    /// loop beside the load, dropped after it), `xdcr` (16 connections per node cycling
-    /// streams), `clients:N` (N external DCP clients from seqno 0, then following), or
-    /// several joined by `+`. Peers run replication only.
+    /// loop beside the load, dropped after it), `xdcr` (a second local cluster, replicated
+    /// to by XDCR over the column's ladder; see `--xdcr-nodes`), `clients:N` (N external DCP
+    /// clients from seqno 0, then following), or several joined by `+`. Peers run
+    /// replication only.
     #[arg(long, value_delimiter = ',', default_value = "replication")]
     pub columns: Vec<Column>,
 
@@ -146,9 +152,16 @@ pub struct ReplArgs {
     #[serde(default = "views_query_every_ms")]
     pub views_query_every_ms: u64,
 
-    /// Pause between the XDCR readers' cycles.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
-    pub xdcr_every_ms: u64,
+    /// Nodes of the target cluster an `xdcr` column starts (on this machine, beside the
+    /// source: every node of it competes for the same cores).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    #[serde(default = "one_node")]
+    pub xdcr_nodes: u16,
+
+    /// Replicas of the target cluster's bucket.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    #[serde(default)]
+    pub xdcr_replicas: u8,
 
     /// The bucket of the started cluster: `couchbase` persists every write, `ephemeral`
     /// keeps memory only (the same ladder without the disk, to tell persistence's share of
@@ -224,10 +237,16 @@ impl ReplArgs {
         Duration::from_secs(self.warmup_s)
     }
 
-    pub fn cadence(&self) -> Cadence {
-        Cadence {
-            xdcr: Duration::from_millis(self.xdcr_every_ms),
-        }
+    /// The first port of an `xdcr` column's target cluster.
+    pub fn xdcr_base_port(&self) -> anyhow::Result<u16> {
+        let port = u32::from(self.base_port) + u32::from(XDCR_PORT_OFFSET);
+        let last = port + 10 * u32::from(self.xdcr_nodes);
+        anyhow::ensure!(
+            last <= u32::from(u16::MAX),
+            "--base-port {} leaves no room for the XDCR target's ports",
+            self.base_port
+        );
+        Ok(port as u16)
     }
 
     pub fn views_query_every(&self) -> Duration {

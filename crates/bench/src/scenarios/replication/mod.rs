@@ -1,8 +1,8 @@
 //! `sluice bench replication` (seeds 000/001; it reuses the pacer, latency and tables):
 //! replication lag, bytes and latency under stepped set rates, beside Redis on request.
 //! - `args`       — `ReplArgs`, the command line; `column` — what else reads the change
-//!   streams meanwhile: `background` — the DCP readers (XDCR, clients), `indexes` — the
-//!   views columns' real indexes and their query loop;
+//!   streams meanwhile: `background` — external DCP clients, `indexes` — the views
+//!   columns' real indexes and their query loop, `xdcr` — a second cluster replicated to;
 //! - `values`     — the JSON documents every write carries;
 //! - `run`        — `run_replication`: each target in turn, fresh, up the rate ladder;
 //! - `target`     — the targets behind one interface: `sluice` (smart client, GET_REPLICA,
@@ -26,3 +26,4 @@ pub mod stages;
 pub mod step;
 pub mod target;
 pub mod values;
+pub mod xdcr;

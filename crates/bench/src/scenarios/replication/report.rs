@@ -534,11 +534,12 @@ impl ReplReport {
                  answers once the index is online) and fed by the server's DCP streams of \
                  every vbucket from every node; dropped after the column. Beside the load a \
                  query loop sends one point query every {} ms (`SELECT META().id FROM default \
-                 WHERE fi = $v`, not_bounded, the indexes in turn, a random value). XDCR: 16 \
-                 connections per node opening, reading to the current seqno and closing a \
-                 stream per changed vbucket every {} ms (source side only). DCP clients: one \
-                 connection per node each, every vbucket from seqno 0, then following.\n\n",
-                self.args.views_query_every_ms, self.args.xdcr_every_ms,
+                 WHERE fi = $v`, not_bounded, the indexes in turn, a random value). XDCR: a \
+                 second local cluster ({} node(s), {} replica(s)) the bucket is replicated to \
+                 by XDCR over the column's ladder, after an initial copy of the prefilled \
+                 documents. DCP clients: one connection per node each, every vbucket from \
+                 seqno 0, then following.\n\n",
+                self.args.views_query_every_ms, self.args.xdcr_nodes, self.args.xdcr_replicas,
             ));
             if let Some(t) = self.indexes_table() {
                 md.push_str(&format!(
@@ -553,6 +554,24 @@ impl ReplReport {
                      not applied yet, summed over the column's indexes), read every {} ms over \
                      the measured part of each step.\n\n{}\n",
                     crate::scenarios::replication::indexes::BACKLOG_EVERY.as_millis(),
+                    t.to_markdown()
+                ));
+            }
+            if let Some(t) = self.xdcr_setup_table() {
+                md.push_str(&format!(
+                    "XDCR, the initial copy: the prefilled documents written to the target \
+                     before the ladder.\n\n{}\n",
+                    t.to_markdown()
+                ));
+            }
+            if let Some(t) = self.xdcr_table() {
+                md.push_str(&format!(
+                    "XDCR over the measured part of each step (the source nodes' STAT `xdcr`, \
+                     summed, the reading at the warm-up's end subtracted): documents the \
+                     target stored and their key + value bytes per second, the lag from each \
+                     write at the source to the target's answer over every document (the \
+                     pipeline's histogram, not a sample), changes left at the step's end and \
+                     how long the replication took to drain after it.\n\n{}\n",
                     t.to_markdown()
                 ));
             }
@@ -608,6 +627,7 @@ mod tests {
             stages: None,
             durable: Vec::new(),
             index_backlog: None,
+            xdcr: None,
             timeline: Timeline {
                 latency_ms: vec![(0.5, p99_ms)],
                 items_remaining: vec![(0.1, items)],
@@ -739,16 +759,16 @@ mod tests {
     #[test]
     fn the_readers_table_has_a_row_per_reader_kind_and_run() {
         let readers = vec![ColumnReaders {
-            target: "sluice + XDCR".into(),
+            target: "sluice + 2 DCP clients".into(),
             run: 0,
             indexes: None,
+            xdcr: None,
             readers: vec![ReaderCount {
-                kind: "XDCR".into(),
+                kind: "DCP clients".into(),
                 connections: 2,
                 items: 1500,
                 bytes: 2_000_000,
                 streams_opened: 40,
-                cycles: 10,
                 ended_by_producer: 3,
                 errors: 1,
                 first_error: Some("refused".into()),
@@ -758,15 +778,66 @@ mod tests {
         let t = r.readers_table().to_markdown();
         assert!(
             t.contains(
-                "| sluice + XDCR | 1 | XDCR | 2 | 40 | 10 | 1,500 | 2.0 | 3 | 1 (first: refused) |"
+                "| sluice + 2 DCP clients | 1 | DCP clients | 2 | 40 | 1,500 | 2.0 | 3 | 1 (first: refused) |"
             ),
             "{t}"
         );
         assert!(r.indexes_table().is_none() && r.index_backlog_table().is_none());
+        assert!(r.xdcr_table().is_none() && r.xdcr_setup_table().is_none());
         let md = r.markdown();
         assert!(md.contains("## What the columns' DCP readers did"), "{md}");
         assert!(md.contains("DCP readers: counts over"), "{md}");
         assert!(!md.contains("Indexes: build time"), "{md}");
+    }
+
+    #[test]
+    fn an_xdcr_column_reports_its_initial_copy_and_each_step() {
+        use crate::scenarios::replication::xdcr::{XdcrSetup, XdcrWindow};
+        let readers = vec![ColumnReaders {
+            target: "sluice + XDCR".into(),
+            run: 0,
+            readers: vec![],
+            indexes: None,
+            xdcr: Some(XdcrSetup {
+                target_nodes: 1,
+                target_replicas: 0,
+                replication: "u/default/default".into(),
+                initial_docs: 1_000_000,
+                initial_s: 40.0,
+            }),
+        }];
+        let mut s = step("sluice + XDCR", 0, 10_000.0, 3.0, 2.0);
+        s.xdcr = Some(XdcrWindow {
+            docs: 180_000,
+            docs_per_s: 10_000.0,
+            mb_per_s: 10.6,
+            lag_p50_us: 600.0,
+            lag_p99_us: 2_400.0,
+            lag_max_us: 9_000.0,
+            changes_left_end: 12,
+            drain_s: 0.1,
+        });
+        let r = ReplReport::new(
+            args("10000"),
+            vec!["sluice + XDCR".into()],
+            vec![s],
+            readers,
+        );
+        let setup = r.xdcr_setup_table().unwrap().to_markdown();
+        assert!(
+            setup.contains("| sluice + XDCR | 1 | 1 / 0 | 1,000,000 | 40.0 | 25,000 |"),
+            "{setup}"
+        );
+        let t = r.xdcr_table().unwrap().to_markdown();
+        assert!(
+            t.contains(
+                "| sluice + XDCR | 1 | 10,000 | 10,000 | 10.6 | 600 µs / 2.40 ms / 9.00 ms | 12 | 0.1 | 3.00 ms |"
+            ),
+            "{t}"
+        );
+        let md = r.markdown();
+        assert!(md.contains("XDCR, the initial copy"), "{md}");
+        assert!(!md.contains("DCP readers: counts over"), "{md}");
     }
 
     #[test]
@@ -775,6 +846,7 @@ mod tests {
             target: "sluice + 5 indexes".into(),
             run: 1,
             readers: vec![],
+            xdcr: None,
             indexes: Some(IndexActivity {
                 indexes: 2,
                 node: "127.0.0.1:13101".into(),

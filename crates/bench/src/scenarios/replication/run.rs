@@ -1,8 +1,9 @@
 //! [`run_replication`]: for each run, each target in turn (alternating order run by run):
 //! start it fresh, prefill, wait until the replicas have caught up, then for each column
-//! (Sluice; a peer has only replication) define the column's indexes (views) and start its
-//! DCP readers and query loop, climb the rate ladder until a rate is not held, stop the
-//! readers, drop the indexes and let the cluster settle. Then medians, report.md,
+//! (Sluice; a peer has only replication) define the column's indexes (views), start its
+//! XDCR target cluster and replication, its DCP clients and query loop, climb the rate
+//! ladder until a rate is not held, stop the clients, drop the indexes, delete the
+//! replication and stop its target, and let the cluster settle. Then medians, report.md,
 //! results.json and the charts.
 
 use anyhow::Context;
@@ -25,6 +26,7 @@ use crate::scenarios::replication::sluice::SluiceTarget;
 use crate::scenarios::replication::step::{run_step, StepConfig, StepResult};
 use crate::scenarios::replication::target::Target;
 use crate::scenarios::replication::values::Docs;
+use crate::scenarios::replication::xdcr::XdcrColumn;
 
 /// After the prefill, the replicas get this long to catch up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -140,7 +142,7 @@ async fn run_target(
 ) -> anyhow::Result<Outcome> {
     let (target, cluster) = start(kind, run, args, out_dir, redis).await?;
     let target = Arc::new(target);
-    let outcome = columns(&target, kind, run, args, cfg).await;
+    let outcome = columns(&target, kind, run, args, cfg, out_dir).await;
     let target = Arc::into_inner(target).context("a step left a task holding the target")?;
     if let Some(c) = cluster {
         c.stop().await?;
@@ -207,6 +209,7 @@ async fn columns(
     run: u32,
     args: &ReplArgs,
     cfg: &StepConfig,
+    out_dir: &Path,
 ) -> anyhow::Result<Outcome> {
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start(
@@ -243,22 +246,33 @@ async fn columns(
             }
             _ => None,
         };
+        let xdcr = match sluice {
+            Some(t) if column.xdcr => {
+                let (_, admin) = t.first_node()?;
+                let x = XdcrColumn::start(args, run, out_dir, t, admin)
+                    .await
+                    .with_context(|| format!("{label}: setting up XDCR"))?;
+                caught_up(target).await?;
+                target.settle(SETTLE_BETWEEN_STEPS).await?;
+                Some(x)
+            }
+            _ => None,
+        };
         let readers = match sluice {
-            Some(t) if column.xdcr || column.clients > 0 => {
-                eprintln!("{label}: starting the column's DCP readers");
-                Some(Background::start(
-                    column,
-                    &t.shares()?,
-                    t.login(),
-                    args.cadence(),
-                ))
+            Some(t) if column.clients > 0 => {
+                eprintln!("{label}: starting the column's DCP clients");
+                Some(Background::start(column, &t.shares()?, t.login()))
             }
             _ => None,
         };
         let queries = indexes
             .as_ref()
             .map(|ix| ix.query_loop(args.views_query_every()));
-        let climbed = ladder(target, indexes.as_mut(), &label, run, args, cfg).await;
+        let beside = Beside {
+            indexes: indexes.as_mut(),
+            xdcr: xdcr.as_ref(),
+        };
+        let climbed = ladder(target, beside, &label, run, args, cfg).await;
         let readers = match readers {
             Some(r) => r.stop().await,
             None => Vec::new(),
@@ -274,12 +288,23 @@ async fn columns(
             }
             _ => None,
         };
-        if !readers.is_empty() || indexes.is_some() {
+        let xdcr = match xdcr {
+            Some(x) => {
+                let setup = x.setup.clone();
+                x.stop()
+                    .await
+                    .with_context(|| format!("{label}: stopping XDCR"))?;
+                Some(setup)
+            }
+            None => None,
+        };
+        if !readers.is_empty() || indexes.is_some() || xdcr.is_some() {
             out.readers.push(ColumnReaders {
                 target: label.clone(),
                 run,
                 readers,
                 indexes,
+                xdcr,
             });
         }
         out.steps.extend(climbed?);
@@ -289,9 +314,15 @@ async fn columns(
     Ok(out)
 }
 
+/// What a column runs beside the load that reports per step.
+struct Beside<'a> {
+    indexes: Option<&'a mut Indexes>,
+    xdcr: Option<&'a XdcrColumn>,
+}
+
 async fn ladder(
     target: &Arc<Target>,
-    mut indexes: Option<&mut Indexes>,
+    mut beside: Beside<'_>,
     label: &str,
     run: u32,
     args: &ReplArgs,
@@ -305,23 +336,43 @@ async fn ladder(
             Length::Time(cfg.length),
             done.clone(),
         );
+        // The step's measured part, as run_step places it (it starts 20 ms on).
+        let start = Instant::now() + Duration::from_millis(20);
+        let (from, until) = (start + cfg.warmup, start + cfg.length);
         let step = run_step(target.clone(), label, run, rate, cfg, done);
-        let (step, backlog) = match indexes.as_deref_mut() {
-            Some(ix) => {
-                // The step's measured part, as run_step places it (it starts 20 ms on).
-                let start = Instant::now() + Duration::from_millis(20);
-                let (from, until) = (start + cfg.warmup, start + cfg.length);
-                let (step, backlog) = tokio::join!(step, ix.backlog(from, until));
-                (step, Some(backlog))
+        let backlog = async {
+            match beside.indexes.as_deref_mut() {
+                Some(ix) => Some(ix.backlog(from, until).await),
+                None => None,
             }
-            None => (step.await, None),
         };
+        let xdcr = async {
+            match (beside.xdcr, &**target) {
+                (Some(x), Target::Sluice(t)) => Some(x.window(t, from, until).await),
+                _ => None,
+            }
+        };
+        let (step, backlog, xdcr) = tokio::join!(step, backlog, xdcr);
         bar.finish();
         let mut step = step?;
         match backlog {
             Some(Ok(b)) => step.index_backlog = Some(b),
             Some(Err(e)) => eprintln!("{label}: reading the indexes' items remaining: {e:#}"),
             None => {}
+        }
+        if let Some(w) = xdcr {
+            let w = w.with_context(|| format!("{label}: reading the XDCR figures"))?;
+            eprintln!(
+                "{label}, run {}, {rate}/s: XDCR {:.0} docs/s, {:.1} MB/s, lag p50 {} p99 {}, \
+                 drained {:.1} s after the step",
+                run + 1,
+                w.docs_per_s,
+                w.mb_per_s,
+                crate::load::latency::format_us(w.lag_p50_us),
+                crate::load::latency::format_us(w.lag_p99_us),
+                w.drain_s,
+            );
+            step.xdcr = Some(w);
         }
         let index = step.index_backlog.map_or(String::new(), |b| {
             format!(

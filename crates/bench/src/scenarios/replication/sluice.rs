@@ -30,6 +30,8 @@ use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
 use crate::scenarios::replication::values::Docs;
+use crate::scenarios::replication::xdcr::XdcrSnapshot;
+use std::net::SocketAddr;
 
 /// Waiting for persistence fails if nothing more is persisted for this long.
 const PERSIST_STALL: Duration = Duration::from_secs(60);
@@ -107,9 +109,21 @@ impl SluiceTarget {
     }
 
     /// Where a views column defines its indexes: the map's first node (the one whose query
-    /// service the map lists), its admin port from the map (`mgmt`; else the KV port + 1,
-    /// as `sluice cluster up` lays them out).
+    /// service the map lists).
     pub fn index_node(&self, username: &str, password: &str) -> anyhow::Result<IndexNode> {
+        let (kv, admin) = self.first_node()?;
+        Ok(IndexNode {
+            admin,
+            kv,
+            login: self.login.clone(),
+            username: username.to_string(),
+            password: password.to_string(),
+        })
+    }
+
+    /// The map's first node: its KV address and its admin port's (`mgmt` in the map; else
+    /// the KV port + 1, as `sluice cluster up` lays them out).
+    pub fn first_node(&self) -> anyhow::Result<(SocketAddr, SocketAddr)> {
         let map = self.writer.map();
         let node = map.nodes().first().context("the map lists no node")?;
         let kv = loopback_addr(&node.addr)?;
@@ -117,13 +131,22 @@ impl SluiceTarget {
             Some(p) => p,
             None => node.kv_port.checked_add(1).context("no admin port")?,
         };
-        Ok(IndexNode {
-            admin: std::net::SocketAddr::new(kv.ip(), admin_port),
-            kv,
-            login: self.login.clone(),
-            username: username.to_string(),
-            password: password.to_string(),
-        })
+        Ok((kv, SocketAddr::new(kv.ip(), admin_port)))
+    }
+
+    /// Nodes of the cluster (one STAT connection each).
+    pub fn node_count(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// Every node's figures of XDCR replication `id` (STAT `xdcr`), summed.
+    pub async fn xdcr_snapshot(&self, id: &str) -> anyhow::Result<XdcrSnapshot> {
+        let mut snapshot = XdcrSnapshot::default();
+        for c in &self.stats {
+            let figures = c.lock().await.stats("xdcr").await?;
+            snapshot.add_node(&figures, id)?;
+        }
+        Ok(snapshot)
     }
 
     /// Each node of the map with the vbuckets active on it.

@@ -34,12 +34,7 @@ impl StageSnapshot {
             else {
                 continue;
             };
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(value)
-                .map_err(|e| anyhow::anyhow!("STAT {key}: not base64: {e}"))?;
-            let h: Histogram<u64> = Deserializer::new()
-                .deserialize(&mut &bytes[..])
-                .map_err(|e| anyhow::anyhow!("STAT {key}: not an HdrHistogram: {e:?}"))?;
+            let h = decode_histogram(key, value)?;
             match self.stages.iter_mut().find(|(s, _)| s == stage) {
                 Some((_, merged)) => merged
                     .add(&h)
@@ -75,6 +70,17 @@ impl StageSnapshot {
         }
         Ok(out)
     }
+}
+
+/// A STAT value that is a histogram: HdrHistogram V2, base64 (the server's
+/// `encode_histogram`).
+pub fn decode_histogram(key: &str, value: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(value)
+        .map_err(|e| anyhow::anyhow!("STAT {key}: not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("STAT {key}: not an HdrHistogram: {e:?}"))
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::scenarios::replication::measure::{
 use crate::scenarios::replication::stages::StageTiming;
 use crate::scenarios::replication::target::Target;
 use crate::scenarios::replication::values::Docs;
+use crate::scenarios::replication::xdcr::XdcrWindow;
 
 /// A sample not visible on the replica by then counts as a timeout.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -111,6 +112,9 @@ pub struct StepResult {
     /// A views column: its indexes' items remaining over the measured part.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_backlog: Option<IndexBacklog>,
+    /// An XDCR column: the replication to the second cluster over the measured part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdcr: Option<XdcrWindow>,
     /// The step over time, for the charts (not in results.json: the figures above are).
     #[serde(skip)]
     pub timeline: Timeline,
@@ -254,6 +258,7 @@ pub async fn run_step(
         stages,
         durable,
         index_backlog: None,
+        xdcr: None,
         timeline,
     })
 }

@@ -1,5 +1,6 @@
-//! The tables of what ran beside the replication: a column's DCP readers (XDCR, external
-//! clients) and a views column's real indexes (their builds, query loop and backlog).
+//! The tables of what ran beside the replication: a column's external DCP clients, a views
+//! column's real indexes (their builds, query loop and backlog), and an XDCR column's
+//! replication to its second cluster (the initial copy, then each step).
 
 use serde::Serialize;
 
@@ -8,6 +9,7 @@ use crate::load::latency::format_us;
 use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::background::ReaderCount;
 use crate::scenarios::replication::indexes::IndexActivity;
+use crate::scenarios::replication::xdcr::XdcrSetup;
 
 /// What a column's DCP readers (XDCR, clients) and indexes (views) did over one run's
 /// ladder.
@@ -19,6 +21,9 @@ pub struct ColumnReaders {
     /// A views column's indexes and query loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub indexes: Option<IndexActivity>,
+    /// An XDCR column's target cluster and initial copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdcr: Option<XdcrSetup>,
 }
 
 impl ReplReport {
@@ -31,7 +36,6 @@ impl ReplReport {
             "readers",
             "connections",
             "streams opened",
-            "cycles",
             "items read",
             "MB read",
             "ended by producer",
@@ -46,7 +50,6 @@ impl ReplReport {
                     r.kind.clone(),
                     r.connections.to_string(),
                     thousands(r.streams_opened as f64),
-                    thousands(r.cycles as f64),
                     thousands(r.items as f64),
                     format!("{:.1}", r.bytes as f64 / 1e6),
                     thousands(r.ended_by_producer as f64),
@@ -127,6 +130,66 @@ impl ReplReport {
                     thousands(b.max as f64),
                     thousands(b.end as f64)
                 ),
+            ]);
+        }
+        (!t.rows.is_empty()).then_some(t)
+    }
+
+    /// Each XDCR column's target and initial copy, every run a row.
+    pub fn xdcr_setup_table(&self) -> Option<Table> {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "target nodes / replicas",
+            "documents copied",
+            "copy s",
+            "docs/s",
+        ]);
+        for c in &self.readers {
+            let Some(x) = &c.xdcr else { continue };
+            t.push(vec![
+                c.target.clone(),
+                (c.run + 1).to_string(),
+                format!("{} / {}", x.target_nodes, x.target_replicas),
+                thousands(x.initial_docs as f64),
+                format!("{:.1}", x.initial_s),
+                thousands(x.initial_docs as f64 / x.initial_s.max(1e-3)),
+            ]);
+        }
+        (!t.rows.is_empty()).then_some(t)
+    }
+
+    /// The XDCR figures of every step of an XDCR column, every run a row, beside the
+    /// source's own replication latency.
+    pub fn xdcr_table(&self) -> Option<Table> {
+        let mut t = Table::new(&[
+            "column",
+            "run",
+            "set rate /s",
+            "XDCR docs/s",
+            "MB/s",
+            "XDCR lag p50 / p99 / max",
+            "left at end",
+            "drain s",
+            "source replication p99",
+        ]);
+        for s in &self.steps {
+            let Some(x) = &s.xdcr else { continue };
+            t.push(vec![
+                s.target.clone(),
+                (s.run + 1).to_string(),
+                thousands(s.rate),
+                thousands(x.docs_per_s),
+                format!("{:.1}", x.mb_per_s),
+                format!(
+                    "{} / {} / {}",
+                    format_us(x.lag_p50_us),
+                    format_us(x.lag_p99_us),
+                    format_us(x.lag_max_us)
+                ),
+                thousands(x.changes_left_end as f64),
+                format!("{:.1}", x.drain_s),
+                format_us(s.repl_latency.p99_us),
             ]);
         }
         (!t.rows.is_empty()).then_some(t)
