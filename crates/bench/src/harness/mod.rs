@@ -1,7 +1,6 @@
 //! What the load runs against and how it is watched: the servers and clusters the bench
 //! starts (or reaches), the peers beside them, and what is read from them around a phase.
 //! - `login_args`    — the bucket and credentials every scenario logs in with;
-//! - `admin_http`    — one-shot REST requests to a node's admin port;
 //! - `process`       — child processes (own server, memcached): spawn, wait for the port,
 //!   SIGTERM;
 //! - `local_cluster` — `sluice cluster up` as a child process, for the cluster scenarios;
@@ -13,7 +12,6 @@
 //! - `node_probe`    — STAT figures summed over the nodes, and their CPU, around a phase;
 //! - `settle`        — waiting for the flusher and for a quiet server.
 
-pub mod admin_http;
 pub mod certs;
 pub mod cluster_args;
 pub mod local_cluster;

@@ -20,11 +20,13 @@
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use sluice_client::admin_http::{self, AdminAnswer, Body, Method};
+use sluice_client::net::Dial;
+use sluice_client::Credentials;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::harness::admin_http::AdminHttp;
 use crate::harness::local_cluster::{ClusterSpec, LocalCluster};
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::sluice::SluiceTarget;
@@ -39,6 +41,44 @@ const REMOTE_NAME: &str = "bench-xdcr-target";
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(900);
 /// How often a drain reads the figures.
 const DRAIN_POLL: Duration = Duration::from_millis(100);
+/// The longest a REST call to the source may take.
+const REST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The source cluster's admin port, as the bench's login.
+struct SourceAdmin {
+    addr: String,
+    who: Credentials,
+}
+
+impl SourceAdmin {
+    /// `method` on `path` with `body`; the answer's JSON, or an error naming `what` and the
+    /// answer when it is not a success.
+    async fn call(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        body: Body<'_>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let dial = Dial::default();
+        let AdminAnswer { status, body } = admin_http::send(
+            &dial,
+            &self.addr,
+            &self.who,
+            method,
+            path,
+            body,
+            REST_TIMEOUT,
+        )
+        .await
+        .with_context(|| what.to_string())?;
+        anyhow::ensure!(
+            (200..300).contains(&status),
+            "{what}: HTTP {status}: {body}"
+        );
+        Ok(body)
+    }
+}
 
 /// One replication's figures summed over the source nodes at one instant (STAT `xdcr`,
 /// `replication:ID:NAME`).
@@ -153,7 +193,7 @@ impl XdcrSnapshot {
 /// The target cluster and the replication into it, for one column's ladder.
 pub struct XdcrColumn {
     cluster: LocalCluster,
-    source: AdminHttp,
+    source: SourceAdmin,
     pub setup: XdcrSetup,
 }
 
@@ -186,10 +226,9 @@ impl XdcrColumn {
             spec.nodes, spec.replicas
         );
         let cluster = LocalCluster::start(spec, &out_dir.join("xdcr-target.log")).await?;
-        let admin = AdminHttp {
-            addr: source_admin,
-            username: args.login.username.clone(),
-            password: args.login.password.clone(),
+        let admin = SourceAdmin {
+            addr: source_admin.to_string(),
+            who: Credentials::new(&args.login.username, &args.login.password),
         };
         let target_admin = cluster.admins.first().context("the target has no node")?;
         let (user, pass, bucket) = (
@@ -197,30 +236,34 @@ impl XdcrColumn {
             args.login.password.as_str(),
             args.login.bucket.as_str(),
         );
+        let reference = [
+            ("name", REMOTE_NAME),
+            ("hostname", target_admin.as_str()),
+            ("username", user),
+            ("password", pass),
+        ];
         admin
-            .post_form(
+            .call(
+                "registering the target cluster",
+                Method::POST,
                 "/pools/default/remoteClusters",
-                &[
-                    ("name", REMOTE_NAME),
-                    ("hostname", target_admin),
-                    ("username", user),
-                    ("password", pass),
-                ],
+                Body::Form(&reference),
             )
-            .await?
-            .json("registering the target cluster")?;
+            .await?;
+        let replication = [
+            ("fromBucket", bucket),
+            ("toCluster", REMOTE_NAME),
+            ("toBucket", bucket),
+            ("replicationType", "continuous"),
+        ];
         let created = admin
-            .post_form(
+            .call(
+                "creating the replication",
+                Method::POST,
                 "/controller/createReplication",
-                &[
-                    ("fromBucket", bucket),
-                    ("toCluster", REMOTE_NAME),
-                    ("toBucket", bucket),
-                    ("replicationType", "continuous"),
-                ],
+                Body::Form(&replication),
             )
-            .await?
-            .json("creating the replication")?;
+            .await?;
         let replication = created["id"]
             .as_str()
             .context("createReplication answered no id")?
@@ -270,13 +313,21 @@ impl XdcrColumn {
     pub async fn stop(self) -> anyhow::Result<()> {
         let id = &self.setup.replication;
         self.source
-            .delete(&format!("/controller/cancelXDCR/{id}"))
-            .await?
-            .json("deleting the replication")?;
+            .call(
+                "deleting the replication",
+                Method::DELETE,
+                &format!("/controller/cancelXDCR/{id}"),
+                Body::None,
+            )
+            .await?;
         self.source
-            .delete(&format!("/pools/default/remoteClusters/{REMOTE_NAME}"))
-            .await?
-            .json("deleting the remote cluster reference")?;
+            .call(
+                "deleting the remote cluster reference",
+                Method::DELETE,
+                &format!("/pools/default/remoteClusters/{REMOTE_NAME}"),
+                Body::None,
+            )
+            .await?;
         self.cluster.stop().await
     }
 }
