@@ -307,7 +307,7 @@ def test_cli_replication_lifecycle_and_figures(cluster_a, node_b):
         assert re.match(rf"{n + len(drop)}\s+\(filtered: {len(drop)}\)", received), \
             f"docs received / filtered: {received!r}, wrote {n} matching and {len(drop)} " \
             f"others\n{run}"
-        assert re.search(r"conflict resolution at the target: 0\)",
+        assert re.search(r"conflict resolution at the target: 0;.*metadata newer: 0\)",
                          st["lines"].get("docs written", "")), \
             f"conflict-resolution failures on a fresh target:\n{run}"
         a_stats = poll("figures of the replication in STAT xdcr on A's nodes",

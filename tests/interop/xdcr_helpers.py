@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +37,7 @@ from couchbase.transcoder import Transcoder
 from admin_http import basic
 from conftest import HOST, PASSWORD, USERNAME, port_open, sluice_binary
 from mcbin import kv_connect, vbucket_of
+from test_cluster_up import free_base
 
 VBS = 64
 # B's administrator differs from A's: a pipeline has to use the reference's credentials.
@@ -235,6 +237,24 @@ def start_cluster_a(data_dir: Path, base: int, nodes: int, replicas: int,
     print(f"cluster A ({nodes} nodes, {replicas} replicas) up in "
           f"{time.monotonic() - started:.1f}s: {a.connstr}")
     return a
+
+
+@contextmanager
+def two_clusters(tmp_path: Path, b_nodes: int = 1, b_replicas: int = 0):
+    """A (one node) and B, both made by `sluice cluster up` as Administrator, each with its
+    own data directory and CA; (a, b), both stopped afterwards."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start_cluster_a(tmp_path / "a", free_base(), nodes=1, replicas=0)
+    try:
+        # A's ports are bound by now, so B's free range cannot take them.
+        b = start_cluster_a(tmp_path / "b", free_base(), nodes=b_nodes, replicas=b_replicas)
+        try:
+            yield a, b
+        finally:
+            stop_cluster(b.proc)
+    finally:
+        stop_cluster(a.proc)
 
 
 def wait_pid_gone(pid: int, timeout: float = 20.0) -> None:

@@ -4,6 +4,7 @@
 //! the manager's `xdcr::routes`.
 
 use crate::login_args::{AdminTarget, NamedTarget};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use sluice_client::admin_http::{self, Method};
 use std::time::Duration;
@@ -41,9 +42,14 @@ pub enum RemoteCommand {
 pub struct RemoteArgs {
     /// The reference's name.
     pub name: String,
-    /// `host:port` of any node's admin port on the remote cluster (port 8091 if omitted).
+    /// `host:port` of any node's admin port on the remote cluster (port 8091 if omitted;
+    /// with `--ca-cert`, its TLS admin port, 18091 if omitted).
     #[arg(long)]
     pub hostname: String,
+    /// The remote cluster's CA certificate (a PEM file): the remote is then reached over
+    /// TLS only, its certificates verified against it (Couchbase's full encryption).
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// The user the pipelines log in to the remote as.
     #[arg(long)]
     pub remote_username: String,
@@ -82,12 +88,22 @@ pub fn run(cmd: XdcrCommand) -> anyhow::Result<()> {
     rt.block_on(async {
         match cmd {
             XdcrCommand::Remote(RemoteCommand::Add(a)) => {
-                let form = [
+                let ca =
+                    match &a.ca_cert {
+                        Some(f) => Some(std::fs::read_to_string(f).with_context(|| {
+                            format!("reading the CA certificate {}", f.display())
+                        })?),
+                        None => None,
+                    };
+                let mut form = vec![
                     ("name", a.name.as_str()),
                     ("hostname", a.hostname.as_str()),
                     ("username", a.remote_username.as_str()),
                     ("password", a.remote_password.as_str()),
                 ];
+                if let Some(pem) = &ca {
+                    form.extend([("demandEncryption", "1"), ("certificate", pem.as_str())]);
+                }
                 let path = "/pools/default/remoteClusters";
                 let r = a
                     .common
@@ -100,11 +116,12 @@ pub fn run(cmd: XdcrCommand) -> anyhow::Result<()> {
                 let list = c.send(Method::GET, path, &[], HTTP_TIMEOUT).await?;
                 for r in list.as_array().into_iter().flatten() {
                     println!(
-                        "{}\t{}\tuser {}\tcluster {}",
+                        "{}\t{}\tuser {}\tcluster {}\tencryption {}",
                         text(&r["name"]),
                         text(&r["hostname"]),
                         text(&r["username"]),
-                        text(&r["uuid"])
+                        text(&r["uuid"]),
+                        text(&r["secureType"])
                     );
                 }
             }
@@ -205,9 +222,11 @@ fn print_status(t: &serde_json::Value) {
     }
     println!("  changes left      {}", n("changesLeft"));
     println!(
-        "  docs written      {}  (failed conflict resolution at the target: {})",
+        "  docs written      {}  (lost conflict resolution at the target: {}; not sent, \
+         the target's metadata newer: {})",
         n("docsWritten"),
-        n("docsFailedCrTarget")
+        n("docsFailedCrTarget"),
+        n("docsFailedCrSource")
     );
     println!(
         "  docs received     {}  (filtered: {})",

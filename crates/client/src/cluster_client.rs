@@ -40,11 +40,13 @@ use crate::cluster_ops::{
     bump, into_document, into_mutation, ClusterOptions, ClusterStats, Counters, Op, OpRef, OpResult,
 };
 use crate::error::{ClientError, ClusterError, RetryReason};
-use crate::kv::{get_result, mutation_result, store_extras};
+use crate::kv::{get_result, meta_result, mutation_result, store_extras};
 use crate::node_conn::{CallError, NodeConn};
 use crate::response::Response;
 use crate::results::{GetResult, MutationResult, StoreOptions};
+use crate::stream::TlsConnect;
 use crate::vbucket_map::{ClusterView, MapVersion};
+use crate::ConnectOptions;
 
 /// The smart client. Cheap to clone: clones share the map and the connections.
 #[derive(Clone)]
@@ -405,6 +407,10 @@ impl Inner {
             OpRef::Get(_) | OpRef::GetReplica(..) => {
                 Packet::request(op.opcode().byte(), vb.0, 0).key(key)
             }
+            // Extras version 2: the answer carries the datatype too.
+            OpRef::GetMeta(_) => Packet::request(op.opcode().byte(), vb.0, 0)
+                .extras(&[0x02])
+                .key(key),
             OpRef::Set(_, value, options) | OpRef::Add(_, value, options) => {
                 extras = store_extras(&options);
                 framing = options.durability.map(|d| d.framing_extras());
@@ -505,10 +511,43 @@ impl Inner {
             OpRef::Get(_) | OpRef::GetReplica(..) => get_result(resp)
                 .map(OpResult::Document)
                 .map_err(|e| Failure::Final(ClusterError::Client(e))),
+            OpRef::GetMeta(_) => meta_result(&resp)
+                .map(OpResult::Meta)
+                .map_err(|e| Failure::Final(ClusterError::Client(e))),
             OpRef::Set(..) | OpRef::Add(..) | OpRef::Delete(..) | OpRef::WithMeta(..) => Ok(
                 OpResult::Mutation(mutation_result(vb, &resp, conn.seqno_tokens())),
             ),
         }
+    }
+
+    /// Where and how a connection to `addr` is opened. Without TLS: at `addr`. With TLS: a
+    /// node the map lists at its `kvSSL` port, its certificate verified for its host; an
+    /// address the map does not list (a seed) as given, since a TLS client's seeds are TLS
+    /// addresses.
+    fn dial_for(&self, addr: &str) -> Result<(String, ConnectOptions), ClientError> {
+        let mut connect = self.options.connect.clone();
+        let Some(tls) = connect.tls.clone() else {
+            return Ok((addr.to_string(), connect));
+        };
+        let map = self.map();
+        let Some(node) = map.nodes().iter().find(|n| n.addr == addr) else {
+            return Ok((addr.to_string(), connect));
+        };
+        let port = node.kv_tls_port.ok_or_else(|| {
+            ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the map names no TLS port (kvSSL) for {addr}"),
+            ))
+        })?;
+        let dial = match node.host.contains(':') {
+            true => format!("[{}]:{port}", node.host),
+            false => format!("{}:{port}", node.host),
+        };
+        connect.tls = Some(Arc::new(TlsConnect::for_host(
+            tls.config.clone(),
+            &node.host,
+        )?));
+        Ok((dial, connect))
     }
 
     /// The connection to `addr`, opened now if there is none (or only a dead one).
@@ -531,7 +570,8 @@ impl Inner {
             return Ok(c.clone());
         }
         let open = async {
-            let client = Client::connect(addr, self.options.connect.clone()).await?;
+            let (dial, connect) = self.dial_for(addr)?;
+            let client = Client::connect(&dial, connect).await?;
             let in_flight = self.options.node_in_flight_max.max(1);
             Ok::<_, ClientError>(Arc::new(NodeConn::start(
                 client,

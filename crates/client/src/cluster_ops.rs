@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::options::ConnectOptions;
-use crate::results::{GetResult, MutationResult, StoreOptions};
+use crate::results::{DocMeta, GetResult, MutationResult, StoreOptions};
 
 /// How a [`ClusterClient`](crate::ClusterClient) connects, waits and retries.
 #[derive(Debug, Clone)]
@@ -65,6 +65,10 @@ pub enum Op {
     Get {
         key: Bytes,
     },
+    /// GET_META: the key's metadata (a deleted key's tombstone too); KEY_ENOENT if none.
+    GetMeta {
+        key: Bytes,
+    },
     /// GET_REPLICA from replica `index` (0-based) of the key's vbucket.
     GetReplica {
         key: Bytes,
@@ -104,6 +108,7 @@ pub enum Op {
 pub enum OpResult {
     Document(GetResult),
     Mutation(MutationResult),
+    Meta(DocMeta),
 }
 
 /// Counters since the client was made.
@@ -152,6 +157,7 @@ pub(crate) fn bump(c: &AtomicU64) {
 #[derive(Clone, Copy)]
 pub(crate) enum OpRef<'a> {
     Get(&'a [u8]),
+    GetMeta(&'a [u8]),
     GetReplica(&'a [u8], u8),
     Set(&'a [u8], &'a [u8], StoreOptions),
     Add(&'a [u8], &'a [u8], StoreOptions),
@@ -163,6 +169,7 @@ impl Op {
     pub(crate) fn as_ref(&self) -> OpRef<'_> {
         match self {
             Op::Get { key } => OpRef::Get(key),
+            Op::GetMeta { key } => OpRef::GetMeta(key),
             Op::GetReplica { key, index } => OpRef::GetReplica(key, *index),
             Op::Set {
                 key,
@@ -190,6 +197,7 @@ impl OpRef<'_> {
     pub(crate) fn key(&self) -> &[u8] {
         match self {
             OpRef::Get(k)
+            | OpRef::GetMeta(k)
             | OpRef::GetReplica(k, _)
             | OpRef::Set(k, _, _)
             | OpRef::Add(k, _, _)
@@ -201,6 +209,7 @@ impl OpRef<'_> {
     pub(crate) fn opcode(&self) -> Opcode {
         match self {
             OpRef::Get(_) => Opcode::Get,
+            OpRef::GetMeta(_) => Opcode::GetMeta,
             OpRef::GetReplica(..) => Opcode::GetReplica,
             OpRef::Set(..) => Opcode::Set,
             OpRef::Add(..) => Opcode::Add,
@@ -213,14 +222,18 @@ impl OpRef<'_> {
 pub(crate) fn into_document(r: OpResult) -> GetResult {
     match r {
         OpResult::Document(d) => d,
-        OpResult::Mutation(_) => unreachable!("a read answers with a document"),
+        OpResult::Mutation(_) | OpResult::Meta(_) => {
+            unreachable!("a read answers with a document")
+        }
     }
 }
 
 pub(crate) fn into_mutation(r: OpResult) -> MutationResult {
     match r {
         OpResult::Mutation(m) => m,
-        OpResult::Document(_) => unreachable!("a write answers with a mutation"),
+        OpResult::Document(_) | OpResult::Meta(_) => {
+            unreachable!("a write answers with a mutation")
+        }
     }
 }
 

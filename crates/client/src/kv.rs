@@ -7,7 +7,7 @@ use sluice_types::{Cas, Seqno, VbId, VbUuid};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::response::Response;
-use crate::results::{GetResult, MutationResult, MutationToken, StoreOptions};
+use crate::results::{DocMeta, GetResult, MutationResult, MutationToken, StoreOptions};
 
 /// INCR/DECR expiry meaning "do not create a missing counter".
 const EXPIRY_NO_CREATE: u32 = 0xffff_ffff;
@@ -163,6 +163,27 @@ pub(crate) fn get_result(resp: Response) -> Result<GetResult, ClientError> {
         flags,
         cas: Cas(resp.cas),
         datatype: resp.datatype,
+    })
+}
+
+/// GET_META's answer (extras version 2): deleted, flags, expiry, rev seqno, datatype.
+pub(crate) fn meta_result(resp: &Response) -> Result<DocMeta, ClientError> {
+    let e = resp.extras.as_ref();
+    if e.len() != 21 {
+        return Err(ClientError::Unexpected(
+            "GET_META answer without its 21 bytes of extras",
+        ));
+    }
+    let u32_at = |i: usize| u32::from_be_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
+    let mut rev = [0u8; 8];
+    rev.copy_from_slice(&e[12..20]);
+    Ok(DocMeta {
+        deleted: u32_at(0) != 0,
+        flags: u32_at(4),
+        expiry: u32_at(8),
+        rev_seqno: u64::from_be_bytes(rev),
+        cas: Cas(resp.cas),
+        datatype: e[20],
     })
 }
 

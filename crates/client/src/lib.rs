@@ -91,7 +91,7 @@ pub use error::{ClientError, ClusterError, MapError, RetryReason};
 pub use options::{ConnectOptions, AGENT, DEFAULT_FEATURES};
 pub use response::Response;
 pub use results::{
-    Durability, GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions,
+    DocMeta, Durability, GetResult, MutationResult, MutationToken, ObserveSeqno, StoreOptions,
 };
 pub use sluice_proto::DurabilityLevel;
 pub use stream::TlsConnect;

@@ -7,7 +7,7 @@
 //! encrypts its control traffic calls its peers over TLS, trusting the cluster's CA.
 
 use crate::stream::TlsConnect;
-pub use crate::stream::{trusting, ClientStream};
+pub use crate::stream::{trusting, trusting_pem, ClientStream};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tokio::net::{lookup_host, TcpSocket, TcpStream, ToSocketAddrs};

@@ -34,8 +34,9 @@ pub struct ConnectOptions {
     pub features: Vec<Feature>,
     /// Source address of the connection (`None`: the OS chooses); see [`crate::net`].
     pub source_ip: Option<std::net::IpAddr>,
-    /// TLS over the connection (`None`: cleartext). For [`Client`](crate::Client) alone: the
-    /// cluster client's node connections and DCP refuse it for now.
+    /// TLS over the connection (`None`: cleartext). A [`ClusterClient`](crate::ClusterClient)
+    /// given it dials its seeds as given and every node of the map at its `kvSSL` port,
+    /// verifying each for its own host; DCP does not take it yet.
     pub tls: Option<std::sync::Arc<crate::stream::TlsConnect>>,
 }
 

@@ -13,6 +13,19 @@ pub struct GetResult {
     pub datatype: u8,
 }
 
+/// A document's metadata as GET_META answers it (a deleted document's too: its tombstone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocMeta {
+    pub deleted: bool,
+    pub flags: u32,
+    /// Absolute Unix seconds (0: none).
+    pub expiry: u32,
+    pub rev_seqno: u64,
+    pub cas: Cas,
+    /// The stored datatype bits (JSON, XATTR).
+    pub datatype: u8,
+}
+
 /// Extra arguments of set / add / replace.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreOptions {

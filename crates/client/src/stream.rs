@@ -50,16 +50,22 @@ impl TlsConnect {
 /// A client configuration that trusts the certificates of `ca_pem` (a PEM file) and presents
 /// none of its own.
 pub fn trusting(ca_pem: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, std::io::Error> {
+    let pem = std::fs::read(ca_pem)?;
+    trusting_pem(&pem).map_err(|e| bad(format!("{}: {e}", ca_pem.display())))
+}
+
+/// [`trusting`] the certificates of `pem` (PEM text, one or more certificates).
+pub fn trusting_pem(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, std::io::Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| bad(e.to_string()))? {
+    for cert in CertificateDer::pem_slice_iter(pem) {
         roots
             .add(cert.map_err(|e| bad(e.to_string()))?)
             .map_err(|e| bad(e.to_string()))?;
     }
     if roots.is_empty() {
-        return Err(bad(format!("{} holds no certificate", ca_pem.display())));
+        return Err(bad("no certificate in the PEM text".into()));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)

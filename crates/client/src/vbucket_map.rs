@@ -8,8 +8,9 @@
 //!   them;
 //! - `vBucketServerMap.vBucketMap` → one row per vbucket, `[active, replica 1, …]`, `-1` for
 //!   an empty slot, exactly `1 + numReplicas` entries;
-//! - `nodesExt` (optional) → each server's `mgmt` port and whether it is `thisNode`. When
-//!   present it must list every server (same host, `services.kv` = the server's port).
+//! - `nodesExt` (optional) → each server's `mgmt` and `kvSSL` ports and whether it is
+//!   `thisNode`. When present it must list every server (same host, `services.kv` = the
+//!   server's port).
 //!
 //! Everything else is ignored. A map that breaks any rule is refused with a [`MapError`]: a
 //! client that routed by half a map would send keys to nodes that do not own them.
@@ -34,6 +35,8 @@ pub struct MapNode {
     pub kv_port: u16,
     /// `nodesExt[].services.mgmt`, if the map has `nodesExt`.
     pub mgmt_port: Option<u16>,
+    /// `nodesExt[].services.kvSSL`: where the node serves KV over TLS, if it does.
+    pub kv_tls_port: Option<u16>,
     /// The node that served this map says so (`nodesExt[].thisNode`).
     pub this_node: bool,
 }
@@ -208,6 +211,7 @@ fn parse_servers(servers: &[String]) -> Result<Vec<MapNode>, MapError> {
             host: host.to_string(),
             kv_port,
             mgmt_port: None,
+            kv_tls_port: None,
             this_node: false,
         });
     }
@@ -258,17 +262,19 @@ fn attach_nodes_ext(nodes: &mut [MapNode], ext: &[NodeExt]) -> Result<(), MapErr
             e.hostname.as_deref(),
             port(service::KV)?,
             port(service::MGMT)?,
+            port(service::KV_TLS)?,
             e.this_node,
         ));
     }
     for node in nodes.iter_mut() {
-        let found = parsed.iter().find(|(host, kv, _, _)| {
+        let found = parsed.iter().find(|(host, kv, _, _, _)| {
             *kv == Some(node.kv_port) && host.is_none_or(|h| h.is_empty() || h == node.host)
         });
-        let Some((_, _, mgmt, this)) = found else {
+        let Some((_, _, mgmt, kv_tls, this)) = found else {
             return Err(MapError::ServerNotInNodesExt(node.addr.clone()));
         };
         node.mgmt_port = *mgmt;
+        node.kv_tls_port = *kv_tls;
         node.this_node = *this;
     }
     Ok(())
@@ -329,7 +335,7 @@ mod tests {
             "rev": 7, "revEpoch": 1, "name": "default", "nodeLocator": "vbucket",
             "nodes": [],
             "nodesExt": [
-                {"services": {"kv": 12000, "mgmt": 8091}, "hostname": "127.0.0.1", "thisNode": true},
+                {"services": {"kv": 12000, "mgmt": 8091, "kvSSL": 12007}, "hostname": "127.0.0.1", "thisNode": true},
                 {"services": {"kv": 12002, "mgmt": 8093}, "hostname": "127.0.0.1"},
             ],
             "vBucketServerMap": {
@@ -379,6 +385,8 @@ mod tests {
         let addrs: Vec<&str> = m.nodes().iter().map(|n| n.addr.as_str()).collect();
         assert_eq!(addrs, ["127.0.0.1:12000", "127.0.0.1:12002"]);
         assert_eq!(m.nodes()[1].mgmt_port, Some(8093));
+        assert_eq!(m.nodes()[0].kv_tls_port, Some(12007));
+        assert_eq!(m.nodes()[1].kv_tls_port, None);
         assert!(m.nodes()[0].this_node && !m.nodes()[1].this_node);
         assert_eq!(m.active_node(VbId(1)).unwrap().kv_port, 12002);
         assert_eq!(m.replica_node(VbId(1), 0).unwrap().kv_port, 12000);

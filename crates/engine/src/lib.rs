@@ -42,7 +42,7 @@ mod clock;
 mod collections;
 mod config;
 mod conflict;
-pub use conflict::ConflictResolution;
+pub use conflict::{resolve as resolve_conflict, ConflictResolution, Resolution, VersionMeta};
 mod datatype;
 mod dirty_vbuckets;
 mod error;

@@ -10,6 +10,7 @@
 
 pub mod collections;
 pub mod pipeline;
+pub mod precheck;
 pub mod remote;
 pub(crate) mod routes;
 pub mod stats;

@@ -35,9 +35,9 @@ use parking_lot::Mutex;
 use regex::Regex;
 use sluice_client::dcp::StreamPositions;
 use sluice_client::dcp::{DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, StartFrom};
+use sluice_client::net::host_of;
 use sluice_client::{
-    ClientError, ClusterClient, ClusterError, ClusterOptions, ConnectOptions, Credentials, Feature,
-    Op, Status,
+    ClientError, ClusterClient, ClusterError, ClusterOptions, ConnectOptions, Feature, Op, Status,
 };
 use sluice_cluster::metadata::{
     ConflictMode, MetaCommand, RemoteCluster, ReplicationDef, XdcrCheckpoint,
@@ -54,9 +54,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::collections::{Route, Routes};
-use super::remote::{self, RemoteError};
+use super::precheck::precheck;
+use super::remote::{self, RemoteAccess, RemoteError};
 use super::stats::{bump, XdcrStats};
 use sluice_cluster::collections::Manifest;
+use sluice_engine::ConflictResolution;
 
 /// Most changes one batch holds.
 pub const HELD_CHANGES_MAX: usize = 4096;
@@ -300,38 +302,52 @@ struct Run<'a> {
     stop: &'a Notify,
 }
 
-/// A batch on its way: the answers, and what was sent, in the same order.
-type Written = (
-    Vec<Result<sluice_client::OpResult, ClusterError>>,
-    Vec<Sent>,
-);
+/// A batch on its way: the answers and what was sent, in the same order, and the large
+/// sets the pre-check kept back (they would have lost at the target).
+struct Written {
+    answers: Vec<Result<sluice_client::OpResult, ClusterError>>,
+    sent: Vec<Sent>,
+    failed_cr_source: u64,
+}
 
-/// Writes a batch, each target collection's share side by side.
-async fn write(client: ClusterClient, groups: Vec<(u32, Vec<Op>, Vec<Sent>)>) -> Written {
+/// Writes a batch, each target collection's share side by side, each share's large sets
+/// checked against the target first ([`precheck`]).
+async fn write(
+    client: ClusterClient,
+    mode: ConflictResolution,
+    groups: Vec<(u32, Vec<Op>, Vec<Sent>)>,
+) -> Written {
     let mut running = Vec::with_capacity(groups.len());
     for (cid, ops, sent) in groups {
         let client = client.in_collection(CollectionId(cid));
-        running.push((
-            tokio::spawn(async move { client.execute_many(ops).await }),
-            sent,
-        ));
+        running.push(tokio::spawn(async move {
+            let (ops, sent, dropped) = precheck(&client, mode, ops, sent).await;
+            (client.execute_many(ops).await, sent, dropped)
+        }));
     }
-    let mut out: Written = (Vec::new(), Vec::new());
-    for (task, sent) in running {
-        let answers = match task.await {
-            Ok(answers) => answers,
-            Err(e) => {
-                tracing::warn!(error = %e, "an XDCR batch's task failed");
-                let lost = || {
-                    Err(ClusterError::Client(ClientError::Unexpected(
-                        "an XDCR batch's task failed",
-                    )))
-                };
-                sent.iter().map(|_| lost()).collect()
+    let mut out = Written {
+        answers: Vec::new(),
+        sent: Vec::new(),
+        failed_cr_source: 0,
+    };
+    for task in running {
+        match task.await {
+            Ok((answers, sent, dropped)) => {
+                out.answers.extend(answers);
+                out.sent.extend(sent);
+                out.failed_cr_source += dropped;
             }
-        };
-        out.0.extend(answers);
-        out.1.extend(sent);
+            Err(e) => {
+                // The share's changes are lost with the task: the run fails on this
+                // answer and restarts from the checkpoints, which did not move past them.
+                tracing::warn!(error = %e, "an XDCR batch's task failed");
+                out.answers
+                    .push(Err(ClusterError::Client(ClientError::Unexpected(
+                        "an XDCR batch's task failed",
+                    ))));
+                out.sent.push(Sent { bytes: 0, cas: 0 });
+            }
+        }
     }
     out
 }
@@ -352,11 +368,10 @@ impl Run<'_> {
             .filter(|f| !f.is_empty())
             .map(compile_filter)
             .transpose()?;
-        let who = Credentials::new(&spec.remote.username, &spec.remote.password);
-        let admin = remote::admin_addr(&spec.remote.hostname);
+        let access = RemoteAccess::of(&spec.remote)?;
         let target = tokio::select! {
             _ = self.stop.notified() => return Ok(()),
-            t = remote::target_bucket(&admin, &who, &def.to_bucket) => t?,
+            t = remote::target_bucket(&access, &def.to_bucket) => t?,
         };
         if target.conflict != spec.conflict {
             return Err(PipelineError::ConflictMismatch {
@@ -366,7 +381,7 @@ impl Run<'_> {
         }
         let collections = tokio::select! {
             _ = self.stop.notified() => return Ok(()),
-            c = remote::target_collections(&admin, &who, &def.to_bucket) => c?,
+            c = remote::target_collections(&access, &def.to_bucket) => c?,
         };
         let mut routes = Routes::new(&self.source_manifest(), collections);
         let mut connect =
@@ -374,11 +389,20 @@ impl Run<'_> {
         connect
             .features
             .extend([Feature::Xattr, Feature::Collections]);
+        // Over TLS when the reference has a CA: the seeds are the target's kvSSL ports, and
+        // the client dials every node of the target's map at its own.
+        let first = target.kv_seeds.first().map_or("", |s| host_of(s));
+        connect.tls = access.kv_tls(first)?;
         let mut options = ClusterOptions::new(connect);
         options.operation_timeout = WRITE_TIMEOUT;
         let client = tokio::select! {
             _ = self.stop.notified() => return Ok(()),
             c = ClusterClient::connect(&target.kv_seeds, options) => c?,
+        };
+        // The pre-check resolves as the target does.
+        let mode = match target.conflict {
+            ConflictMode::Lww => ConflictResolution::LastWriteWins,
+            ConflictMode::Seqno => ConflictResolution::Revision,
         };
         // Last-write-wins targets take versions only from senders that say they know it.
         let base_options = match target.conflict {
@@ -470,7 +494,8 @@ impl Run<'_> {
                 };
                 if !held.ops.is_empty() {
                     cut = moved_to(&mut touched);
-                    in_flight = Some(tokio::spawn(write(client.clone(), held.take(base_options))));
+                    let batch = held.take(base_options);
+                    in_flight = Some(tokio::spawn(write(client.clone(), mode, batch)));
                 } else if !touched.is_empty() && last_save.elapsed() >= SAVE_EVERY {
                     // Only filtered changes since: the checkpoints move past them.
                     self.advance(moved_to(&mut touched).into_iter());
@@ -519,7 +544,7 @@ impl Run<'_> {
                     .is_ok_and(|(cid, _)| matches!(routes.route(cid.0), Route::MissingAtTarget(_)));
                 if missing && target_read.elapsed() >= SAVE_EVERY {
                     target_read = Instant::now();
-                    match remote::target_collections(&admin, &who, &def.to_bucket).await {
+                    match remote::target_collections(&access, &def.to_bucket).await {
                         Ok(c) => routes.set_target(c),
                         Err(e) => tracing::debug!(replication = %def.id, error = %e,
                             "reading the target's collections"),
@@ -591,8 +616,10 @@ impl Run<'_> {
 
     /// A batch answered: counts it and moves the checkpoints to `cut`. A write that failed
     /// otherwise than by losing its conflict fails the run.
-    fn finish(&self, (answers, sent): Written, cut: &[DcpPosition]) -> Result<(), PipelineError> {
+    fn finish(&self, written: Written, cut: &[DcpPosition]) -> Result<(), PipelineError> {
         let stats = &self.shared.stats;
+        bump(&stats.docs_failed_cr_source, written.failed_cr_source);
+        let Written { answers, sent, .. } = written;
         let now = sluice_server::now_unix_ns();
         let mut changed = None;
         for (answer, s) in answers.into_iter().zip(sent) {

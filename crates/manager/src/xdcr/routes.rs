@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::pipeline::compile_filter;
-use super::remote::{self, RemoteError};
+use super::remote::{self, RemoteAccess, RemoteError};
 
 /// How long the tasks list waits for each other node's figures.
 const PEER_STATS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -186,34 +186,61 @@ async fn read_remote(form: RemoteForm, name: Option<String>) -> Result<RemoteClu
     let hostname = field(form.hostname, "hostname", &mut errors);
     let username = field(form.username, "username", &mut errors);
     let password = form.password.unwrap_or_default();
-    let wants_tls = form
+    let demanded = form
         .demand_encryption
         .as_deref()
-        .is_some_and(|d| d == "1" || d == "true")
-        || form.secure_type.as_deref().is_some_and(|s| s != "none")
-        || form.certificate.as_deref().is_some_and(|c| !c.is_empty());
-    if wants_tls {
-        errors.insert(
-            "demandEncryption".into(),
-            "encrypted replication is not supported yet: remote clusters are reached in the clear"
-                .into(),
-        );
+        .is_some_and(|d| d == "1" || d == "true");
+    let encrypted = match form.secure_type.as_deref() {
+        None | Some("") => demanded,
+        Some("none") => false,
+        Some("full") => true,
+        Some("half") => {
+            errors.insert(
+                "secureType".into(),
+                "half-secure replication (only the password encrypted) is not supported: \
+                 use full"
+                    .into(),
+            );
+            false
+        }
+        Some(other) => {
+            errors.insert(
+                "secureType".into(),
+                format!("secureType {other:?}: none, half or full"),
+            );
+            false
+        }
+    };
+    let certificate = form.certificate.filter(|c| !c.trim().is_empty());
+    match (encrypted, &certificate) {
+        (true, None) => {
+            errors.insert(
+                "certificate".into(),
+                "encryption needs the remote cluster's CA certificate (PEM)".into(),
+            );
+        }
+        (false, Some(_)) => {
+            errors.insert(
+                "demandEncryption".into(),
+                "a certificate is given, but not demandEncryption=1 (or secureType=full)".into(),
+            );
+        }
+        _ => {}
     }
     if !errors.is_empty() {
         return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response());
     }
-    let addr = remote::admin_addr(&hostname);
     let who = Credentials::new(&username, &password);
-    let uuid = remote::cluster_uuid(&addr, &who)
-        .await
-        .map_err(remote_error)?;
+    let access = RemoteAccess::new(&hostname, who, certificate.as_deref())
+        .map_err(|e| error("certificate", e.to_string()))?;
+    let uuid = remote::cluster_uuid(&access).await.map_err(remote_error)?;
     let remote = RemoteCluster {
         name,
         uuid,
-        hostname: addr,
+        hostname: access.addr,
         username,
         password,
-        ca_pem: None,
+        ca_pem: certificate,
     };
     remote.validate().map_err(refused)?;
     Ok(remote)
@@ -332,8 +359,11 @@ async fn create_replication(State(api): State<Api>, Form(form): Form<Replication
     };
     // The target bucket must exist and judge conflicts as the source does, or the two
     // clusters would not converge.
-    let who = Credentials::new(&remote.username, &remote.password);
-    let target = match remote::target_bucket(&remote.hostname, &who, &to_bucket).await {
+    let target = match RemoteAccess::of(&remote) {
+        Ok(access) => remote::target_bucket(&access, &to_bucket).await,
+        Err(e) => Err(e),
+    };
+    let target = match target {
         Ok(t) => t,
         Err(RemoteError::NoBucket { bucket }) => {
             return error(
@@ -526,6 +556,7 @@ async fn tasks(State(api): State<Api>) -> Response {
             "docsFiltered": get("docs_filtered"),
             "docsWritten": get("docs_written"),
             "docsFailedCrTarget": get("docs_failed_cr_target"),
+            "docsFailedCrSource": get("docs_failed_cr_source"),
             "dataReplicated": get("data_replicated"),
             "resumedVbuckets": get("resumed_vbuckets"),
             "resumedSeqnos": get("resumed_seqnos"),

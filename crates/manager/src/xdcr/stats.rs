@@ -25,6 +25,8 @@ pub struct XdcrStats {
     pub docs_written: AtomicU64,
     /// Changes the target already had, or had a newer version of (KEY_EEXISTS).
     pub docs_failed_cr_target: AtomicU64,
+    /// Large documents not sent: the target's metadata (GET_META) showed they would lose.
+    pub docs_failed_cr_source: AtomicU64,
     /// Key and value bytes of the changes written (`data_replicated`).
     pub bytes_written: AtomicU64,
     /// Batches written to the target.
@@ -50,6 +52,7 @@ impl Default for XdcrStats {
             docs_filtered: AtomicU64::new(0),
             docs_written: AtomicU64::new(0),
             docs_failed_cr_target: AtomicU64::new(0),
+            docs_failed_cr_source: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             starts: AtomicU64::new(0),
@@ -92,6 +95,7 @@ impl XdcrStats {
             ("docs_filtered", get(&self.docs_filtered)),
             ("docs_written", get(&self.docs_written)),
             ("docs_failed_cr_target", get(&self.docs_failed_cr_target)),
+            ("docs_failed_cr_source", get(&self.docs_failed_cr_source)),
             ("data_replicated", get(&self.bytes_written)),
             ("batches", get(&self.batches)),
             ("starts", get(&self.starts)),
