@@ -533,16 +533,12 @@ impl Inner {
         let Some(node) = map.nodes().iter().find(|n| n.addr == addr) else {
             return Ok((addr.to_string(), connect));
         };
-        let port = node.kv_tls_port.ok_or_else(|| {
+        let dial = node.kv_tls_addr().ok_or_else(|| {
             ClientError::Io(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("the map names no TLS port (kvSSL) for {addr}"),
             ))
         })?;
-        let dial = match node.host.contains(':') {
-            true => format!("[{}]:{port}", node.host),
-            false => format!("{}:{port}", node.host),
-        };
         connect.tls = Some(Arc::new(TlsConnect::for_host(
             tls.config.clone(),
             &node.host,

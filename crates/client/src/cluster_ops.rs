@@ -166,6 +166,19 @@ pub(crate) enum OpRef<'a> {
 }
 
 impl Op {
+    /// The key the operation is on.
+    pub fn key(&self) -> &Bytes {
+        match self {
+            Op::Get { key }
+            | Op::GetMeta { key }
+            | Op::GetReplica { key, .. }
+            | Op::Set { key, .. }
+            | Op::Add { key, .. }
+            | Op::Delete { key, .. }
+            | Op::WithMeta { key, .. } => key,
+        }
+    }
+
     pub(crate) fn as_ref(&self) -> OpRef<'_> {
         match self {
             Op::Get { key } => OpRef::Get(key),

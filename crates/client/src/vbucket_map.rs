@@ -41,6 +41,18 @@ pub struct MapNode {
     pub this_node: bool,
 }
 
+impl MapNode {
+    /// `host:port` of the node's KV TLS port (`kvSSL`), an IPv6 host bracketed; `None` if
+    /// the map names none.
+    pub fn kv_tls_addr(&self) -> Option<String> {
+        let port = self.kv_tls_port?;
+        Some(match self.host.contains(':') {
+            true => format!("[{}]:{port}", self.host),
+            false => format!("{}:{port}", self.host),
+        })
+    }
+}
+
 /// Where one vbucket's copies live, as indices into [`ClusterView::nodes`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VbChain {
@@ -387,6 +399,11 @@ mod tests {
         assert_eq!(m.nodes()[1].mgmt_port, Some(8093));
         assert_eq!(m.nodes()[0].kv_tls_port, Some(12007));
         assert_eq!(m.nodes()[1].kv_tls_port, None);
+        assert_eq!(
+            m.nodes()[0].kv_tls_addr().as_deref(),
+            Some("127.0.0.1:12007")
+        );
+        assert_eq!(m.nodes()[1].kv_tls_addr(), None);
         assert!(m.nodes()[0].this_node && !m.nodes()[1].this_node);
         assert_eq!(m.active_node(VbId(1)).unwrap().kv_port, 12002);
         assert_eq!(m.replica_node(VbId(1), 0).unwrap().kv_port, 12000);

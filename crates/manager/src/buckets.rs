@@ -124,10 +124,7 @@ async fn open(
         replicas: def.replicas,
         quota_bytes: def.quota_bytes,
         uuid: Some(def.uuid.clone()),
-        conflict_resolution: match def.conflict_resolution {
-            ConflictMode::Seqno => ConflictResolution::Revision,
-            ConflictMode::Lww => ConflictResolution::LastWriteWins,
-        },
+        conflict_resolution: resolution_of(def.conflict_resolution),
     };
     let me = node.node_info(meta.id());
     let opened =
@@ -212,5 +209,13 @@ async fn delete(control: &Control, bc: &Arc<BucketControl>) {
             tracing::error!(bucket = %name, error = %e, "removing a deleted bucket's files")
         }
         Err(e) => tracing::error!(bucket = %name, error = %e, "deleting the bucket panicked"),
+    }
+}
+
+/// The engine's conflict resolution for a bucket's `conflictResolutionType`.
+pub(crate) fn resolution_of(mode: ConflictMode) -> ConflictResolution {
+    match mode {
+        ConflictMode::Seqno => ConflictResolution::Revision,
+        ConflictMode::Lww => ConflictResolution::LastWriteWins,
     }
 }

@@ -58,7 +58,6 @@ use super::precheck::precheck;
 use super::remote::{self, RemoteAccess, RemoteError};
 use super::stats::{bump, XdcrStats};
 use sluice_cluster::collections::Manifest;
-use sluice_engine::ConflictResolution;
 
 /// Most changes one batch holds.
 pub const HELD_CHANGES_MAX: usize = 4096;
@@ -314,7 +313,7 @@ struct Written {
 /// checked against the target first ([`precheck`]).
 async fn write(
     client: ClusterClient,
-    mode: ConflictResolution,
+    mode: sluice_engine::ConflictResolution,
     groups: Vec<(u32, Vec<Op>, Vec<Sent>)>,
 ) -> Written {
     let mut running = Vec::with_capacity(groups.len());
@@ -400,10 +399,7 @@ impl Run<'_> {
             c = ClusterClient::connect(&target.kv_seeds, options) => c?,
         };
         // The pre-check resolves as the target does.
-        let mode = match target.conflict {
-            ConflictMode::Lww => ConflictResolution::LastWriteWins,
-            ConflictMode::Seqno => ConflictResolution::Revision,
-        };
+        let mode = crate::buckets::resolution_of(target.conflict);
         // Last-write-wins targets take versions only from senders that say they know it.
         let base_options = match target.conflict {
             ConflictMode::Lww => WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS,

@@ -9,7 +9,6 @@
 //!
 //! [`loses_at_target`] is pure; [`precheck`] does the round trip.
 
-use bytes::Bytes;
 use sluice_client::{ClientError, ClusterClient, ClusterError, DocMeta, Op, OpResult, Status};
 use sluice_engine::{resolve_conflict, ConflictResolution, Resolution, VersionMeta};
 use sluice_proto::request::WithMetaOp;
@@ -75,7 +74,7 @@ pub async fn precheck<T>(
     let asks: Vec<Op> = checked
         .iter()
         .map(|&i| Op::GetMeta {
-            key: key_of(&ops[i]),
+            key: ops[i].key().clone(),
         })
         .collect();
     let answers = client.execute_many(asks).await;
@@ -98,21 +97,10 @@ pub async fn precheck<T>(
     (kept_ops, kept, dropped)
 }
 
-fn key_of(op: &Op) -> Bytes {
-    match op {
-        Op::Get { key }
-        | Op::GetMeta { key }
-        | Op::GetReplica { key, .. }
-        | Op::Set { key, .. }
-        | Op::Add { key, .. }
-        | Op::Delete { key, .. }
-        | Op::WithMeta { key, .. } => key.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use sluice_proto::request::{WithMeta, WithMetaOptions};
 
     fn set(kind: WithMetaOp, bytes: usize, rev: u64, cas: u64, datatype: u8) -> Op {

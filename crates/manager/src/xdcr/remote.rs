@@ -261,7 +261,7 @@ pub async fn target_bucket(
             kv_seeds.push(n.addr.clone());
             continue;
         }
-        let port = n.kv_tls_port.ok_or_else(|| {
+        let tls = n.kv_tls_addr().ok_or_else(|| {
             bad(
                 addr,
                 &map_path,
@@ -271,10 +271,7 @@ pub async fn target_bucket(
                 ),
             )
         })?;
-        kv_seeds.push(match n.host.contains(':') {
-            true => format!("[{}]:{port}", n.host),
-            false => format!("{}:{port}", n.host),
-        });
+        kv_seeds.push(tls);
     }
     if kv_seeds.is_empty() {
         return Err(bad(addr, &map_path, "the map lists no node"));
