@@ -1,6 +1,6 @@
 //! `sluice xdcr …`: cross-cluster replication through any member's admin port: remote
 //! cluster references (`remote add|list|remove`), replications (`create`, `pause`,
-//! `resume`, `delete`) and their progress (`status`), over the Couchbase-shaped REST of
+//! `resume`, `settings`, `delete`) and their progress (`status`), over the Couchbase-shaped REST of
 //! the manager's `xdcr::routes`.
 
 use crate::login_args::{AdminTarget, NamedTarget};
@@ -22,6 +22,9 @@ pub enum XdcrCommand {
     Pause(NamedTarget),
     /// Resume a paused replication from its checkpoints.
     Resume(NamedTarget),
+    /// Show a replication's settings, changing those given first (the pipelines restart
+    /// from their checkpoints).
+    Settings(SettingsArgs),
     /// Delete a replication (and its checkpoints).
     Delete(NamedTarget),
     /// Each replication's state and figures, summed over the cluster's nodes.
@@ -71,12 +74,67 @@ pub struct CreateArgs {
     /// The remote cluster's bucket to write to; it must resolve conflicts as the source does.
     #[arg(long)]
     pub to_bucket: String,
-    /// Only documents whose key matches this regular expression (their deletions too).
+    /// Only the documents this filter accepts: an XDCR filtering expression
+    /// (`type = "hotel" AND REGEXP_CONTAINS(META().id, "^h")`), or a regular expression on
+    /// the key (`^order::`). It cannot be changed later.
     #[arg(long)]
     pub filter: Option<String>,
     /// Create it paused.
     #[arg(long)]
     pub paused: bool,
+    #[command(flatten)]
+    pub settings: SettingsFlags,
+    #[command(flatten)]
+    pub common: AdminTarget,
+}
+
+/// The settings a replication can be created with and changed to (Couchbase's
+/// `filterDeletion`, `filterExpiration`, `filterBypassExpiry`,
+/// `optimisticReplicationThreshold`). A flag alone means true.
+#[derive(Args)]
+pub struct SettingsFlags {
+    /// Do not replicate deletions.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub filter_deletion: Option<bool>,
+    /// Do not replicate expirations.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub filter_expiration: Option<bool>,
+    /// Replicate documents without their expiry.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub bypass_expiry: Option<bool>,
+    /// Documents larger than this many bytes are checked against the target with GET_META
+    /// before they are sent (default 256).
+    #[arg(long, value_name = "BYTES")]
+    pub optimistic_threshold: Option<u32>,
+}
+
+impl SettingsFlags {
+    /// The form fields of the flags given.
+    fn form(&self) -> Vec<(&'static str, String)> {
+        let mut form = Vec::new();
+        let flags = [
+            ("filterDeletion", self.filter_deletion),
+            ("filterExpiration", self.filter_expiration),
+            ("filterBypassExpiry", self.bypass_expiry),
+        ];
+        for (key, value) in flags {
+            if let Some(v) = value {
+                form.push((key, v.to_string()));
+            }
+        }
+        if let Some(t) = self.optimistic_threshold {
+            form.push(("optimisticReplicationThreshold", t.to_string()));
+        }
+        form
+    }
+}
+
+#[derive(Args)]
+pub struct SettingsArgs {
+    /// The replication's id (`REMOTE_UUID/FROM_BUCKET/TO_BUCKET`).
+    pub name: String,
+    #[command(flatten)]
+    pub settings: SettingsFlags,
     #[command(flatten)]
     pub common: AdminTarget,
 }
@@ -148,6 +206,8 @@ pub fn run(cmd: XdcrCommand) -> anyhow::Result<()> {
                 if a.paused {
                     form.push(("pauseRequested", "true"));
                 }
+                let settings = a.settings.form();
+                form.extend(settings.iter().map(|(k, v)| (*k, v.as_str())));
                 let path = "/controller/createReplication";
                 let r = a
                     .common
@@ -157,6 +217,22 @@ pub fn run(cmd: XdcrCommand) -> anyhow::Result<()> {
             }
             XdcrCommand::Pause(a) => set_paused(&a, true).await?,
             XdcrCommand::Resume(a) => set_paused(&a, false).await?,
+            XdcrCommand::Settings(a) => {
+                let path = format!(
+                    "/settings/replications/{}",
+                    admin_http::percent_encode(&a.name)
+                );
+                let settings = a.settings.form();
+                let form: Vec<(&str, &str)> =
+                    settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let method = if form.is_empty() {
+                    Method::GET
+                } else {
+                    Method::POST
+                };
+                let r = a.common.send(method, &path, &form, HTTP_TIMEOUT).await?;
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            }
             XdcrCommand::Delete(a) => {
                 let path = format!(
                     "/controller/cancelXDCR/{}",

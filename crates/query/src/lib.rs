@@ -22,6 +22,8 @@
 //! - `planner/`: which index (or USE KEYS, or primary scan) feeds a SELECT, the byte spans
 //!   to scan, and EXPLAIN; sans-IO, given the keyspace's indexes.
 //! - `error`: the one error type, with Couchbase's error codes.
+//! - `xdcr_filter/`: XDCR's filtering expressions, a small language of their own over the
+//!   same lexer and value rules, compiled once per replication and evaluated per change.
 //!
 //! Why a hand-written parser: no maintained Rust crate parses this dialect. sqlparser-rs,
 //! the obvious candidate, offers ANSI, MySQL, PostgreSQL, SQLite, Hive, Snowflake, BigQuery,
@@ -48,6 +50,7 @@ pub mod prepared;
 mod render;
 pub mod request;
 mod value;
+pub mod xdcr_filter;
 
 /// The JSON types this crate's API speaks, re-exported so callers use the same version.
 pub use serde_json;

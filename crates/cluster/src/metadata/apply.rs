@@ -106,6 +106,9 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
             xdcr::create_replication(state, replication)
         }
         MetaCommand::SetReplicationPaused { id, paused } => xdcr::set_paused(state, id, *paused),
+        MetaCommand::SetReplicationSettings { id, settings } => {
+            xdcr::set_settings(state, id, settings)
+        }
         MetaCommand::DeleteReplication { id } => xdcr::delete_replication(state, id),
         MetaCommand::SaveXdcrCheckpoints { id, checkpoints } => {
             xdcr::save_checkpoints(state, id, checkpoints)

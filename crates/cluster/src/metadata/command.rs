@@ -14,7 +14,7 @@ use crate::collections::ManifestError;
 use crate::metadata::indexes::IndexRecord;
 use crate::metadata::state::{BucketDef, BucketError};
 use crate::metadata::users::UserRecord;
-use crate::metadata::xdcr::{RemoteCluster, ReplicationDef, XdcrCheckpoint};
+use crate::metadata::xdcr::{RemoteCluster, ReplicationDef, ReplicationSettings, XdcrCheckpoint};
 use crate::node::{NodeId, NodeInfo};
 use crate::vbmap::{Chain, MapError, VbMap};
 use serde::{Deserialize, Serialize};
@@ -182,6 +182,11 @@ pub enum MetaCommand {
     SetReplicationPaused {
         id: String,
         paused: bool,
+    },
+    /// Replaces a replication's settings; its pipelines restart from their checkpoints.
+    SetReplicationSettings {
+        id: String,
+        settings: ReplicationSettings,
     },
     DeleteReplication {
         id: String,

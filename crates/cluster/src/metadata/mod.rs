@@ -37,4 +37,7 @@ pub use users::{
     check_user_name, CredentialRecord, ScramRecord, UserRecord, USERS_MAX, USER_NAME_BYTES_MAX,
 };
 pub use voters::{desired_voters, voter_count, VOTERS_LARGE, VOTERS_SMALL};
-pub use xdcr::{replication_id, RemoteCluster, ReplicationDef, XdcrCheckpoint};
+pub use xdcr::{
+    replication_id, RemoteCluster, ReplicationDef, ReplicationSettings, XdcrCheckpoint,
+    OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX,
+};

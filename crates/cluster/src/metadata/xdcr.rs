@@ -34,8 +34,13 @@ pub const CLUSTER_UUID_BYTES_MAX: usize = 64;
 pub const REMOTES_MAX: usize = 64;
 /// Most replications one cluster runs: each is a DCP connection per node.
 pub const REPLICATIONS_MAX: usize = 128;
-/// Longest filter expression.
-pub const FILTER_BYTES_MAX: usize = 1024;
+/// Longest filter expression (as `sluice_query::xdcr_filter` accepts).
+pub const FILTER_BYTES_MAX: usize = 4096;
+/// Couchbase's default `optimisticReplicationThreshold`: larger documents are pre-checked
+/// with GET_META before they are sent.
+pub const OPTIMISTIC_THRESHOLD_DEFAULT: u32 = 256;
+/// Couchbase's largest `optimisticReplicationThreshold` (20 MiB, the largest document).
+pub const OPTIMISTIC_THRESHOLD_MAX: u32 = 20 << 20;
 
 /// A reference to another cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,13 +69,63 @@ pub struct ReplicationDef {
     /// The remote cluster reference's name.
     pub to_cluster: String,
     pub to_bucket: String,
-    /// Only the documents whose key the regular expression matches are replicated (their
-    /// deletions too). `None`: every document.
+    /// Only the changes this filter (`sluice_query::xdcr_filter`: an expression, or a
+    /// regular expression on the key) accepts are replicated. `None`: every change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter_expression: Option<String>,
     /// A paused replication keeps its checkpoints; resumed, it goes on from them.
     #[serde(default)]
     pub paused: bool,
+    #[serde(flatten)]
+    pub settings: ReplicationSettings,
+}
+
+/// The settings a replication's owner may change while it runs (Couchbase's names in the
+/// REST). Each defaults as Couchbase's does, so definitions stored before they existed read
+/// as they behaved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicationSettings {
+    /// Deletions are not sent (`filterDeletion`).
+    #[serde(default)]
+    pub filter_deletion: bool,
+    /// Expirations are not sent (`filterExpiration`).
+    #[serde(default)]
+    pub filter_expiration: bool,
+    /// Documents reach the target without their expiry (`filterBypassExpiry`).
+    #[serde(default)]
+    pub bypass_expiry: bool,
+    /// Documents larger than this many bytes are pre-checked with GET_META
+    /// (`optimisticReplicationThreshold`).
+    #[serde(default = "default_threshold")]
+    pub optimistic_threshold: u32,
+}
+
+fn default_threshold() -> u32 {
+    OPTIMISTIC_THRESHOLD_DEFAULT
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        ReplicationSettings {
+            filter_deletion: false,
+            filter_expiration: false,
+            bypass_expiry: false,
+            optimistic_threshold: OPTIMISTIC_THRESHOLD_DEFAULT,
+        }
+    }
+}
+
+impl ReplicationSettings {
+    pub fn validate(&self) -> Result<(), Rejection> {
+        if self.optimistic_threshold > OPTIMISTIC_THRESHOLD_MAX {
+            return Err(Rejection::BadReplication {
+                reason: format!(
+                    "optimisticReplicationThreshold is at most {OPTIMISTIC_THRESHOLD_MAX} bytes"
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Where one vbucket's stream resumes: every change up to `seqno` (of the history
@@ -165,7 +220,7 @@ impl ReplicationDef {
                 reason: format!("a filter expression is at most {FILTER_BYTES_MAX} bytes"),
             });
         }
-        Ok(())
+        self.settings.validate()
     }
 }
 
@@ -288,6 +343,16 @@ fn replication_mut<'s>(
 /// `SetReplicationPaused`; pausing a paused replication changes nothing.
 pub(crate) fn set_paused(state: &mut ClusterState, id: &str, paused: bool) -> MetaResponse {
     replication_mut(state, id)?.paused = paused;
+    Ok(Applied::XdcrChanged)
+}
+
+pub(crate) fn set_settings(
+    state: &mut ClusterState,
+    id: &str,
+    settings: &ReplicationSettings,
+) -> MetaResponse {
+    settings.validate()?;
+    replication_mut(state, id)?.settings = *settings;
     Ok(Applied::XdcrChanged)
 }
 

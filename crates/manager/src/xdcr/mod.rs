@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod precheck;
 pub mod remote;
 pub(crate) mod routes;
+pub mod select;
 pub mod stats;
 
 use parking_lot::Mutex;

@@ -1,6 +1,6 @@
 //! The source-side pre-check of large documents (Couchbase's optimistic replication
-//! threshold): a document whose value is larger than [`OPTIMISTIC_THRESHOLD_BYTES`] is not
-//! sent on the chance that it wins. The target is first asked for the key's metadata
+//! threshold, `optimisticReplicationThreshold`, 256 bytes unless the replication's settings
+//! say otherwise): a document whose value is larger is not sent on the chance that it wins. The target is first asked for the key's metadata
 //! (GET_META, the tombstone's if the key was deleted), the target's conflict resolution is
 //! applied here, and a version that would lose is not sent at all
 //! (`docs_failed_cr_source`). That saves the bytes of versions the target already has,
@@ -14,13 +14,10 @@ use sluice_engine::{resolve_conflict, ConflictResolution, Resolution, VersionMet
 use sluice_proto::request::WithMetaOp;
 use sluice_types::{Cas, Datatype};
 
-/// Values larger than this are checked first (Couchbase's default threshold).
-pub const OPTIMISTIC_THRESHOLD_BYTES: usize = 256;
-
-/// Whether `op` is a set large enough to be checked first.
-pub fn needs_check(op: &Op) -> bool {
+/// Whether `op` is a set larger than `threshold` bytes, to be checked first.
+pub fn needs_check(op: &Op, threshold: u32) -> bool {
     matches!(op, Op::WithMeta { op: WithMetaOp::Set | WithMetaOp::Add, value, .. }
-        if value.len() > OPTIMISTIC_THRESHOLD_BYTES)
+        if value.len() as u64 > u64::from(threshold))
 }
 
 /// Whether the target, holding `there`, would refuse `op` (a set) under `mode`.
@@ -58,16 +55,19 @@ pub fn loses_at_target(mode: ConflictResolution, there: &DocMeta, op: &Op) -> bo
 
 /// `ops` (one target collection's share of a batch, `client` in that collection) with the
 /// large sets that would lose at the target taken out, with their `along` entries; and how
-/// many were taken out. A GET_META that fails (KEY_ENOENT: the target has no version of
+/// many were taken out. Only the sets above `threshold` bytes are checked. A GET_META that fails (KEY_ENOENT: the target has no version of
 /// the key; or any error) keeps its set: the target resolves it.
 pub async fn precheck<T>(
     client: &ClusterClient,
     mode: ConflictResolution,
+    threshold: u32,
     ops: Vec<Op>,
     along: Vec<T>,
 ) -> (Vec<Op>, Vec<T>, u64) {
     debug_assert_eq!(ops.len(), along.len());
-    let checked: Vec<usize> = (0..ops.len()).filter(|&i| needs_check(&ops[i])).collect();
+    let checked: Vec<usize> = (0..ops.len())
+        .filter(|&i| needs_check(&ops[i], threshold))
+        .collect();
     if checked.is_empty() {
         return (ops, along, 0);
     }
@@ -101,6 +101,7 @@ pub async fn precheck<T>(
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use sluice_cluster::metadata::{OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX};
     use sluice_proto::request::{WithMeta, WithMetaOptions};
 
     fn set(kind: WithMetaOp, bytes: usize, rev: u64, cas: u64, datatype: u8) -> Op {
@@ -131,17 +132,25 @@ mod tests {
     }
 
     #[test]
-    fn only_large_sets_are_checked() {
-        assert!(needs_check(&set(WithMetaOp::Set, 257, 1, 1, 0)));
-        assert!(needs_check(&set(WithMetaOp::Add, 1000, 1, 1, 0)));
-        assert!(!needs_check(&set(WithMetaOp::Set, 256, 1, 1, 0)));
-        assert!(!needs_check(&set(WithMetaOp::Delete, 1000, 1, 1, 0)));
+    fn only_sets_above_the_threshold_are_checked() {
+        let t = OPTIMISTIC_THRESHOLD_DEFAULT;
+        assert!(needs_check(&set(WithMetaOp::Set, 257, 1, 1, 0), t));
+        assert!(needs_check(&set(WithMetaOp::Add, 1000, 1, 1, 0), t));
+        assert!(!needs_check(&set(WithMetaOp::Set, 256, 1, 1, 0), t));
+        assert!(!needs_check(&set(WithMetaOp::Delete, 1000, 1, 1, 0), t));
+        // Threshold 0 checks every set with a value; the largest checks none.
+        assert!(needs_check(&set(WithMetaOp::Set, 1, 1, 1, 0), 0));
+        assert!(!needs_check(&set(WithMetaOp::Set, 0, 1, 1, 0), 0));
+        assert!(!needs_check(
+            &set(WithMetaOp::Set, 1 << 20, 1, 1, 0),
+            OPTIMISTIC_THRESHOLD_MAX
+        ));
         let plain = Op::Set {
             key: Bytes::from_static(b"k"),
             value: Bytes::from(vec![0; 1000]),
             options: Default::default(),
         };
-        assert!(!needs_check(&plain));
+        assert!(!needs_check(&plain, 0));
     }
 
     #[test]

@@ -7,11 +7,16 @@
 //!   answered `GET /pools` with those credentials; `POST .../remoteClusters/NAME` edits it
 //!   the same way; `DELETE .../remoteClusters/NAME` removes one no replication uses.
 //! - `POST /controller/createReplication` — form `fromBucket`, `toCluster`, `toBucket`,
-//!   `replicationType=continuous`, optional `filterExpression` (a key regular expression)
-//!   and `pauseRequested`; the target bucket must exist and resolve conflicts as the source
+//!   `replicationType=continuous`, optional `filterExpression` (an XDCR filtering expression,
+//!   or a regular expression on the key: `sluice_query::xdcr_filter`), `pauseRequested`, and
+//!   the settings below; the target bucket must exist and resolve conflicts as the source
 //!   does. Answers `{"id": "REMOTE_UUID/FROM/TO"}`.
 //! - `GET /settings/replications/ID` — its settings; `POST` with `pauseRequested=true|false`
-//!   pauses or resumes it. `DELETE /controller/cancelXDCR/ID` deletes it. (IDs may be sent
+//!   pauses or resumes it, and with `filterDeletion`, `filterExpiration`,
+//!   `filterBypassExpiry` (true|false) or `optimisticReplicationThreshold` (bytes) changes
+//!   those (the pipelines restart from their checkpoints). The filter itself cannot be
+//!   changed: a different `filterExpression` is refused (Couchbase re-streams from zero on
+//!   such a change; Sluice asks for the replication to be re-created). `DELETE /controller/cancelXDCR/ID` deletes it. (IDs may be sent
 //!   with their '/' escaped as `%2F`, as the SDKs and Couchbase's UI do.)
 //! - `GET /pools/default/tasks` — each replication as an `xdcr` task with its figures summed
 //!   over the nodes (`changesLeft`, `docsWritten`, `docsFailedCrTarget`, ...).
@@ -32,14 +37,15 @@ use serde_json::{json, Value};
 use sluice_client::Credentials;
 use sluice_cluster::metadata::{
     replication_id, ClusterState, MetaCommand, Rejection, RemoteCluster, ReplicationDef,
+    ReplicationSettings, OPTIMISTIC_THRESHOLD_MAX,
 };
 use sluice_meta::MetaNode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::pipeline::compile_filter;
 use super::remote::{self, RemoteAccess, RemoteError};
+use sluice_query::xdcr_filter::Filter;
 
 /// How long the tasks list waits for each other node's figures.
 const PEER_STATS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -293,6 +299,65 @@ struct ReplicationForm {
     replication_type: Option<String>,
     filter_expression: Option<String>,
     pause_requested: Option<String>,
+    #[serde(flatten)]
+    settings: SettingsFields,
+}
+
+/// The settings' form fields, as Couchbase names them; absent ones keep their value.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SettingsFields {
+    filter_deletion: Option<String>,
+    filter_expiration: Option<String>,
+    filter_bypass_expiry: Option<String>,
+    optimistic_replication_threshold: Option<String>,
+}
+
+impl SettingsFields {
+    /// `base` with the fields given applied; a malformed one is an error named by its field.
+    fn apply(
+        &self,
+        mut base: ReplicationSettings,
+        errors: &mut BTreeMap<String, String>,
+    ) -> ReplicationSettings {
+        let mut flag = |v: &Option<String>, key: &str, slot: &mut bool| {
+            if let Some(v) = v {
+                match truthy(v) {
+                    Some(b) => *slot = b,
+                    None => {
+                        errors.insert(key.into(), "must be true or false".into());
+                    }
+                }
+            }
+        };
+        flag(
+            &self.filter_deletion,
+            "filterDeletion",
+            &mut base.filter_deletion,
+        );
+        flag(
+            &self.filter_expiration,
+            "filterExpiration",
+            &mut base.filter_expiration,
+        );
+        flag(
+            &self.filter_bypass_expiry,
+            "filterBypassExpiry",
+            &mut base.bypass_expiry,
+        );
+        if let Some(v) = &self.optimistic_replication_threshold {
+            match v.parse::<u32>() {
+                Ok(n) if n <= OPTIMISTIC_THRESHOLD_MAX => base.optimistic_threshold = n,
+                _ => {
+                    errors.insert(
+                        "optimisticReplicationThreshold".into(),
+                        format!("must be an integer from 0 to {OPTIMISTIC_THRESHOLD_MAX}"),
+                    );
+                }
+            }
+        }
+        base
+    }
 }
 
 fn truthy(v: &str) -> Option<bool> {
@@ -335,12 +400,12 @@ async fn create_replication(State(api): State<Api>, Form(form): Form<Replication
         }
     };
     let filter = form.filter_expression.filter(|f| !f.is_empty());
-    if let Some(Err(e)) = filter.as_deref().map(compile_filter) {
-        errors.insert(
-            "filterExpression".into(),
-            format!("invalid regular expression: {e}"),
-        );
+    if let Some(Err(e)) = filter.as_deref().map(Filter::compile) {
+        errors.insert("filterExpression".into(), e.to_string());
     }
+    let settings = form
+        .settings
+        .apply(ReplicationSettings::default(), &mut errors);
     if !from.is_empty() && st.bucket(&from).is_none() {
         errors.insert("fromBucket".into(), format!("unknown bucket {from:?}"));
     }
@@ -391,6 +456,7 @@ async fn create_replication(State(api): State<Api>, Form(form): Form<Replication
         to_bucket,
         filter_expression: filter,
         paused,
+        settings,
     };
     match propose(&api, MetaCommand::CreateReplication { replication: def }).await {
         Ok(()) => Json(json!({ "id": id })).into_response(),
@@ -403,6 +469,10 @@ fn settings_json(def: &ReplicationDef) -> Value {
         "id": def.id,
         "pauseRequested": def.paused,
         "filterExpression": def.filter_expression.clone().unwrap_or_default(),
+        "filterDeletion": def.settings.filter_deletion,
+        "filterExpiration": def.settings.filter_expiration,
+        "filterBypassExpiry": def.settings.bypass_expiry,
+        "optimisticReplicationThreshold": def.settings.optimistic_threshold,
         "replicationType": "continuous",
         "type": "xmem",
         "source": def.from_bucket,
@@ -422,6 +492,9 @@ async fn replication_settings(State(api): State<Api>, Path(id): Path<String>) ->
 #[serde(rename_all = "camelCase")]
 struct SettingsForm {
     pause_requested: Option<String>,
+    filter_expression: Option<String>,
+    #[serde(flatten)]
+    settings: SettingsFields,
 }
 
 async fn change_replication(
@@ -429,13 +502,38 @@ async fn change_replication(
     Path(id): Path<String>,
     Form(form): Form<SettingsForm>,
 ) -> Response {
-    if !state(&api).replications().contains_key(&id) {
+    let Some(def) = state(&api).replications().get(&id).cloned() else {
         return not_found(format!("unknown replication {id}"));
+    };
+    let mut errors = BTreeMap::new();
+    let paused = form.pause_requested.as_deref().map(truthy);
+    if let Some(None) = paused {
+        errors.insert("pauseRequested".into(), "must be true or false".into());
     }
-    if let Some(word) = form.pause_requested {
-        let Some(paused) = truthy(&word) else {
-            return error("pauseRequested", "must be true or false".into());
+    let changed_filter = form
+        .filter_expression
+        .as_deref()
+        .is_some_and(|f| Some(f).filter(|f| !f.is_empty()) != def.filter_expression.as_deref());
+    if changed_filter {
+        errors.insert(
+            "filterExpression".into(),
+            "a replication's filter cannot be changed: delete the replication and create it again with the new filter".into(),
+        );
+    }
+    let settings = form.settings.apply(def.settings, &mut errors);
+    if !errors.is_empty() {
+        return (StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response();
+    }
+    if settings != def.settings {
+        let set = MetaCommand::SetReplicationSettings {
+            id: id.clone(),
+            settings,
         };
+        if let Err(response) = propose(&api, set).await {
+            return response;
+        }
+    }
+    if let Some(Some(paused)) = paused {
         if let Err(response) = propose(
             &api,
             MetaCommand::SetReplicationPaused {

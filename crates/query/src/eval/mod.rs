@@ -5,7 +5,7 @@
 //! ANY/EVERY shadow the environment's names.
 
 mod like;
-mod ops;
+pub(crate) mod ops;
 mod params;
 
 #[cfg(test)]
@@ -267,47 +267,12 @@ fn object(pairs: &[(Expr, Expr)], env: &dyn Env) -> Result<Value> {
     })
 }
 
-/// FALSE as soon as an operand is false (later operands unevaluated); else MISSING before
-/// NULL before TRUE.
 fn and(left: &Expr, right: &Expr, env: &dyn Env) -> Result<Value> {
-    let (mut missing, mut null) = (false, false);
-    for side in [left, right] {
-        let v = eval(side, env)?;
-        match v {
-            Value::Missing => missing = true,
-            _ if v.is_null() => null = true,
-            _ if !v.truthy() => return Ok(Value::FALSE),
-            _ => {}
-        }
-    }
-    Ok(if missing {
-        Value::Missing
-    } else if null {
-        Value::NULL
-    } else {
-        Value::TRUE
-    })
+    ops::logical(ops::Logic::And, [&|| eval(left, env), &|| eval(right, env)])
 }
 
-/// TRUE as soon as an operand is true; else NULL before MISSING before FALSE.
 fn or(left: &Expr, right: &Expr, env: &dyn Env) -> Result<Value> {
-    let (mut missing, mut null) = (false, false);
-    for side in [left, right] {
-        let v = eval(side, env)?;
-        match v {
-            Value::Missing => missing = true,
-            _ if v.is_null() => null = true,
-            _ if v.truthy() => return Ok(Value::TRUE),
-            _ => {}
-        }
-    }
-    Ok(if null {
-        Value::NULL
-    } else if missing {
-        Value::Missing
-    } else {
-        Value::FALSE
-    })
+    ops::logical(ops::Logic::Or, [&|| eval(left, env), &|| eval(right, env)])
 }
 
 /// ANY / EVERY / ANY AND EVERY: MISSING over a MISSING source, NULL over a non-array.

@@ -10,7 +10,7 @@ use crate::ast::{BinaryOp, IsTest};
 use crate::collate::{compare, equals, equals_json, Tri};
 use crate::value::{float_value, Num, Value};
 
-pub(super) fn field(base: &Value, name: &str) -> Value {
+pub(crate) fn field(base: &Value, name: &str) -> Value {
     match base {
         Value::Json(J::Object(map)) => map.get(name).cloned().map_or(Value::Missing, Value::Json),
         _ => Value::Missing,
@@ -27,7 +27,7 @@ pub(super) fn dynamic_field(base: &Value, name: &Value) -> Value {
 }
 
 /// `a[i]`: whole numbers index from the front, negative ones from the back.
-pub(super) fn element(base: &Value, index: &Value) -> Value {
+pub(crate) fn element(base: &Value, index: &Value) -> Value {
     if index.is_missing() || base.is_missing() {
         return Value::Missing;
     }
@@ -48,7 +48,7 @@ pub(super) fn element(base: &Value, index: &Value) -> Value {
     }
 }
 
-pub(super) fn not(v: &Value) -> Value {
+pub(crate) fn not(v: &Value) -> Value {
     match v {
         Value::Missing => Value::Missing,
         _ if v.is_null() => Value::NULL,
@@ -56,7 +56,7 @@ pub(super) fn not(v: &Value) -> Value {
     }
 }
 
-pub(super) fn neg(v: &Value) -> Value {
+pub(crate) fn neg(v: &Value) -> Value {
     match (v, v.as_number()) {
         (Value::Missing, _) => Value::Missing,
         (_, Some(Num::Int(i))) => i
@@ -67,7 +67,7 @@ pub(super) fn neg(v: &Value) -> Value {
     }
 }
 
-pub(super) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Value {
+pub(crate) fn binary(op: BinaryOp, a: &Value, b: &Value) -> Value {
     use BinaryOp as B;
     match op {
         B::Add | B::Sub | B::Mul | B::Div | B::Mod => arithmetic(op, a, b),
@@ -191,7 +191,7 @@ pub(super) fn between(x: &Value, low: &Value, high: &Value) -> Value {
     }
 }
 
-pub(super) fn is(v: &Value, test: IsTest) -> Value {
+pub(crate) fn is(v: &Value, test: IsTest) -> Value {
     let (missing, null) = (v.is_missing(), v.is_null());
     match test {
         IsTest::Null if missing => Value::Missing,
@@ -203,4 +203,36 @@ pub(super) fn is(v: &Value, test: IsTest) -> Value {
         IsTest::Valued => Value::bool(!missing && !null),
         IsTest::NotValued => Value::bool(missing || null),
     }
+}
+
+/// AND or OR, in SQL++'s three-valued logic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logic {
+    And,
+    Or,
+}
+
+/// Evaluates the two sides in turn and stops at the first that decides (FALSE for AND,
+/// TRUE for OR). Otherwise AND gives MISSING before NULL before TRUE, and OR gives NULL
+/// before MISSING before FALSE, as Couchbase does.
+pub(crate) fn logical<E>(op: Logic, sides: [&dyn Fn() -> Result<Value, E>; 2]) -> Result<Value, E> {
+    let decisive = op == Logic::Or;
+    let (mut missing, mut null) = (false, false);
+    for side in sides {
+        let v = side()?;
+        match v {
+            Value::Missing => missing = true,
+            _ if v.is_null() => null = true,
+            _ if v.truthy() == decisive => return Ok(Value::bool(decisive)),
+            _ => {}
+        }
+    }
+    Ok(match op {
+        Logic::And if missing => Value::Missing,
+        Logic::And if null => Value::NULL,
+        Logic::And => Value::TRUE,
+        Logic::Or if null => Value::NULL,
+        Logic::Or if missing => Value::Missing,
+        Logic::Or => Value::FALSE,
+    })
 }

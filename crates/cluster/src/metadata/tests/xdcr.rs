@@ -1,7 +1,10 @@
 //! Remote cluster references, replications and the cluster uuid.
 
 use super::*;
-use crate::metadata::xdcr::{replication_id, REMOTES_MAX};
+use crate::metadata::xdcr::{
+    replication_id, ReplicationSettings, OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX,
+    REMOTES_MAX,
+};
 
 fn remote(name: &str, uuid: &str) -> RemoteCluster {
     RemoteCluster {
@@ -22,6 +25,7 @@ fn replication(remote_uuid: &str, to_cluster: &str) -> ReplicationDef {
         to_bucket: "target".to_string(),
         filter_expression: None,
         paused: false,
+        settings: ReplicationSettings::default(),
     }
 }
 
@@ -179,6 +183,47 @@ fn replications_need_their_remote_and_bucket() {
     ok(&mut state, pause(false));
     assert!(!state.replications()[&r.id].paused);
 
+    // Settings: replaced whole, bounded, and kept apart from pausing.
+    assert_eq!(
+        state.replications()[&r.id].settings.optimistic_threshold,
+        OPTIMISTIC_THRESHOLD_DEFAULT
+    );
+    let set = |settings| MetaCommand::SetReplicationSettings {
+        id: r.id.clone(),
+        settings,
+    };
+    let wanted = ReplicationSettings {
+        filter_deletion: true,
+        filter_expiration: false,
+        bypass_expiry: true,
+        optimistic_threshold: 0,
+    };
+    ok(&mut state, set(wanted));
+    assert_eq!(state.replications()[&r.id].settings, wanted);
+    let too_big = refused(
+        &mut state,
+        set(ReplicationSettings {
+            optimistic_threshold: OPTIMISTIC_THRESHOLD_MAX + 1,
+            ..wanted
+        }),
+    );
+    assert!(
+        matches!(too_big, Rejection::BadReplication { .. }),
+        "{too_big}"
+    );
+    assert_eq!(state.replications()[&r.id].settings, wanted);
+    let unknown = refused(
+        &mut state,
+        MetaCommand::SetReplicationSettings {
+            id: "nope".into(),
+            settings: wanted,
+        },
+    );
+    assert!(
+        matches!(unknown, Rejection::NoSuchReplication { .. }),
+        "{unknown}"
+    );
+
     ok(
         &mut state,
         MetaCommand::DeleteReplication { id: r.id.clone() },
@@ -288,4 +333,16 @@ fn a_state_with_replications_round_trips_and_older_states_read_without() {
     let back: ClusterState = serde_json::from_str(&plain).unwrap();
     assert_eq!(back.uuid(), "");
     assert!(back.remotes().is_empty());
+}
+
+#[test]
+fn definitions_stored_before_settings_existed_read_with_couchbase_defaults() {
+    let old = r#"{"id":"bbbb/default/target","from_bucket":"default","to_cluster":"east",
+                  "to_bucket":"target","filter_expression":"^k","paused":true}"#;
+    let def: ReplicationDef = serde_json::from_str(old).unwrap();
+    assert_eq!(def.settings, ReplicationSettings::default());
+    assert!(def.paused);
+    let again: ReplicationDef =
+        serde_json::from_str(&serde_json::to_string(&def).unwrap()).unwrap();
+    assert_eq!(again, def);
 }
