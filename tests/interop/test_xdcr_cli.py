@@ -16,14 +16,18 @@ Cluster A (`sluice cluster up`, 2 nodes, 1 replica, 64 vbuckets) is the source, 
   the `sluice_xdcr_latency_seconds` histogram, summed over A's nodes); `xdcr pause` shows
   paused (status and `pauseRequested`), holds new writes (`changes left` grows, `docs
   written` does not), `xdcr resume` catches up; `remote remove` of the reference in use
-  fails; `xdcr delete` takes the replication out of status; `xdcr create --paused` makes
-  one shown paused from the start; then the reference can be removed.
+  fails; `xdcr delete` takes the replication out of status; `xdcr create --paused
+  --filter-deletion --optimistic-threshold 1024` makes one shown paused from the start with
+  those settings; `xdcr settings ID` prints them as JSON, changes the ones given
+  (`--filter-deletion false --bypass-expiry --optimistic-threshold 0`, checked over REST too)
+  and refuses a threshold over 20 MiB naming the field; then the reference can be removed.
 
 Run: cd tests/interop && python3 -m pytest test_xdcr_cli.py -q -p no:cacheprovider
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -405,16 +409,36 @@ def test_cli_replication_lifecycle_and_figures(cluster_a, node_b):
         print(f"delete again: {r.both.strip()}")
         rid = None
 
-        # Created paused: paused from the start.
+        # Created paused, with settings: paused from the start, the settings as asked.
         r = ok(sluice_xdcr(a, "create", "--from-bucket", src, "--to-cluster", ref,
-                           "--to-bucket", dst, "--paused"))
+                           "--to-bucket", dst, "--paused", "--filter-deletion",
+                           "--optimistic-threshold", "1024"))
         rid = r.out.strip()
         assert rid == f"{uuid_b}/{src}/{dst}", r
         st, run = status_of(a, rid)
         assert st and st["status"] == "paused", f"created with --paused:\n{run}"
         assert "filter" not in st["lines"], f"a filter shown where none was asked:\n{run}"
-        assert settings(a.url, rid).body.get("pauseRequested") is True
+        s = settings(a.url, rid).body
+        assert s.get("pauseRequested") is True, s
+        assert (s.get("filterDeletion"), s.get("filterExpiration"), s.get("filterBypassExpiry"),
+                s.get("optimisticReplicationThreshold")) == (True, False, False, 1024), s
         print(f"re-created paused:\n{run.out}", end="")
+
+        # `xdcr settings`: shows them (JSON), changes those given, refuses bad values.
+        shown = json.loads(ok(sluice_xdcr(a, "settings", rid)).out)
+        assert shown.get("optimisticReplicationThreshold") == 1024, shown
+        changed = json.loads(ok(sluice_xdcr(a, "settings", rid, "--filter-deletion", "false",
+                                            "--bypass-expiry", "--optimistic-threshold",
+                                            "0")).out)
+        assert (changed.get("filterDeletion"), changed.get("filterBypassExpiry"),
+                changed.get("optimisticReplicationThreshold"),
+                changed.get("pauseRequested")) == (False, True, 0, True), changed
+        s = settings(a.url, rid).body
+        assert (s.get("filterDeletion"), s.get("filterBypassExpiry"),
+                s.get("optimisticReplicationThreshold")) == (False, True, 0), s
+        r = refused(sluice_xdcr(a, "settings", rid, "--optimistic-threshold", "20971521"),
+                    "optimisticReplicationThreshold")
+        print(f"threshold over 20 MiB: {r.both.strip()}")
         ok(sluice_xdcr(a, "delete", rid))
         rid = None
 
