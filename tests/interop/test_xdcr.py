@@ -2,30 +2,37 @@
 Couchbase-shaped REST API on the source's admin port, with the Python SDK writing and
 reading documents on both sides.
 
-Two clusters per module: A (`sluice cluster up`, 2 nodes, 1 replica, 64 vbuckets) is the
-source, B (one `sluice server`, 64 vbuckets) the target. B has its own administrator
-(B_USER / B_PASS, not A's), so a remote reference must carry B's credentials and the
-pipeline must log in to B with them. Every test makes its own buckets (on B, and on A for the
-tests that move data) so each can count what the target holds.
+Two clusters per module, 3+2 nodes, both made by `sluice cluster up` (64 vbuckets): A
+(3 nodes, 2 replicas) is the source, B (2 nodes, 1 replica) the target. B has its own
+administrator (B_USER / B_PASS, not A's), so a remote reference must carry B's credentials
+and the pipeline must log in to B with them. Every test makes its own buckets (on B, and on A
+for the tests that move data) so each can count what the target holds; A's have 2 replicas
+and B's 1, checked from their vbucket maps. B's items are counted over both of its nodes
+(active vbuckets only), and B is read through the SDK bootstrapped from both.
 
-* test_pools_uuid_*: `GET /pools` gives one uuid on both nodes of A, another on B, 401 with
-  wrong or no credentials.
+* test_pools_uuid_*: `GET /pools` gives one uuid on every node of A, another one on both
+  nodes of B, 401 with wrong or no credentials.
 * test_remote_cluster_references: POST / GET / edit / DELETE /pools/default/remoteClusters,
   the refusals (bad credentials: "Authentication failed", unreachable host, duplicate name,
   missing fields), B's uuid in the reference, the password never shown, a reference made on
-  one node of A listed by the other.
+  one node of A listed by the other two.
 * test_create_replication_validation_and_lifecycle: createReplication's refusals (unknown
   fromBucket / toCluster / toBucket, a seqno bucket to a last-write-wins one, a filter that is
   not a regex, the same replication twice), the id `<uuid B>/<from>/<to>`, a reference in use
-  that cannot be deleted, the task in /pools/default/tasks (on both nodes of A), pause and
+  that cannot be deleted, the task in /pools/default/tasks (on every node of A), pause and
   resume through /settings/replications/<id>, cancelXDCR, and a replication created paused.
 * test_one_way_replication_carries_documents_and_metadata: ~2000 documents (JSON, binary
   and string bodies with custom flags, far expiries, user xattrs), some written before the
   replication exists and the rest while it runs, then updated (bodies, xattrs, touches),
   deleted, and a few recreated; B converges to exactly A's live documents with the same
   body, CAS, revision, flags, expiry, datatype and user xattrs (read from `$document`), the
-  deleted ones absent (their tombstones, where B has one, with A's CAS and revision); the
-  task reports docsWritten > 0 and changesLeft 0.
+  deleted ones absent (their tombstones, where B has one, with A's CAS and revision). While
+  it runs, 40 more documents (some with a user xattr) are written with a 3 s expiry; once
+  past it they are read on A, which expires them there, and A's expirations must reach B:
+  B's item count drops to A's live documents without B reading or paging them itself (B's
+  expiry pager is set to an hour, so only a replicated expiration removes them), then they
+  are absent on B, their tombstones (where B has one) with A's CAS and revision. The task
+  reports docsWritten > 0 and changesLeft 0.
 * test_filter_expression_replicates_matching_keys_only: `^keep-` lets keep-* through and
   neither drop-* nor x-keep-* (the expression is a search, anchored by `^`).
 * test_pause_holds_mutations_until_resume: writes and deletions made while paused do not
@@ -59,22 +66,30 @@ from xdcr_helpers import (AUTH_A, AUTH_B, B_PASS, B_USER, VBS, ClusterA, Passthr
                           create_replication, eventually, field_errors, http, is_field_errors,
                           live_state, pools_uuid, ready_collection, set_paused, settings,
                           start_cluster_a, start_replication_at, stop_cluster, task_of,
-                          tombstone_state, wait_cluster_uuid, xdcr_tasks)
+                          tombstone_state, xdcr_tasks)
 
 pytestmark = pytest.mark.timeout(240)
 
-A_NODES = 2
+A_NODES, A_REPLICAS = 3, 2
+B_NODES, B_REPLICAS = 2, 1
 JSON_FLAGS = 0x02000000    # the SDK's JSON common flags
 STRING_FLAGS = 0x04000000  # the SDK's string common flags
 FAR_EXPIRY = timedelta(seconds=3600)
 FARTHER_EXPIRY = timedelta(seconds=7200)
+SHORT_EXPIRY = timedelta(seconds=3)    # documents that expire while the test runs
+TTL_DOCS = 40
+# B's expiry pager, in seconds: longer than the module, so a document that expired on B is
+# only deleted there by A's replicated expiration (or by a read on B, which the test delays
+# until those have arrived).
+B_EXPIRY_PAGER_S = "3600"
 
 
 # ------------------------------------------------------------------ clusters
 
 @pytest.fixture(scope="module")
 def cluster_a(tmp_path_factory):
-    a = start_cluster_a(tmp_path_factory.mktemp("xdcr-a"), free_base(), A_NODES, replicas=1)
+    a = start_cluster_a(tmp_path_factory.mktemp("xdcr-a"), free_base(), A_NODES,
+                        replicas=A_REPLICAS)
     try:
         yield a
     finally:
@@ -82,22 +97,53 @@ def cluster_a(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def node_b(sluice_module_factory):
-    """The target: one node with its own administrator."""
-    started = time.monotonic()
-    srv = sluice_module_factory(username=B_USER, password=B_PASS, memcached=False,
-                                vbuckets=VBS)
-    wait_cluster_uuid(srv.admin_url, AUTH_B)
-    print(f"cluster B up in {time.monotonic() - started:.1f}s: {srv.connstr}")
-    return srv
+def cluster_b(tmp_path_factory, cluster_a):
+    """The target: `sluice cluster up` with its own administrator. Made after A (A's ports
+    are bound by then, so B's free range cannot take them)."""
+    b = start_cluster_a(tmp_path_factory.mktemp("xdcr-b"), free_base(), B_NODES,
+                        replicas=B_REPLICAS, username=B_USER, password=B_PASS,
+                        env={"SLUICE_EXPIRY_PAGER_INTERVAL_S": B_EXPIRY_PAGER_S})
+    try:
+        yield b
+    finally:
+        stop_cluster(b.proc)
 
 
-def b_url(b) -> str:
-    return b.admin_url
+def b_url(b: ClusterA) -> str:
+    return b.url
 
 
-def b_hostname(b) -> str:
-    return f"{HOST}:{b.admin_port}"
+def b_hostname(b: ClusterA) -> str:
+    return f"{HOST}:{b.admin_ports[0]}"
+
+
+def chains(url: str, auth: str, bucket: str) -> List[List[int]]:
+    r = http("GET", f"{url}/pools/default/b/{bucket}", auth=auth, timeout=10)
+    assert r.status == 200 and isinstance(r.body, dict), f"map of {bucket} at {url}: {r}"
+    m = r.body["vBucketServerMap"]
+    assert m.get("numReplicas") is not None, r
+    return m["vBucketMap"]
+
+
+def assert_copies(url: str, auth: str, bucket: str, nodes: int, replicas: int) -> None:
+    """Every vbucket of the bucket has an active and `replicas` replicas, on distinct nodes
+    of the `nodes` (eventually: a new bucket's map is placed within a few seconds)."""
+    def placed():
+        cs = chains(url, auth, bucket)
+        return len(cs) == VBS and all(
+            len(c) == replicas + 1 and all(0 <= n < nodes for n in c) and len(set(c)) == len(c)
+            for c in cs)
+    eventually(f"{bucket} at {url}: {replicas} replicas of every vbucket on {nodes} nodes",
+               placed, timeout=20,
+               diag=lambda: f"chains: {chains(url, auth, bucket)[:8]}...")
+
+
+def make_pair(a: ClusterA, src: str, b: ClusterA, dst: str) -> None:
+    """The source bucket on A (2 replicas) and the target bucket on B (1 replica)."""
+    create_bucket(a.url, AUTH_A, src, replicaNumber=str(A_REPLICAS))
+    create_bucket(b_url(b), AUTH_B, dst, replicaNumber=str(B_REPLICAS))
+    assert_copies(a.url, AUTH_A, src, A_NODES, A_REPLICAS)
+    assert_copies(b_url(b), AUTH_B, dst, B_NODES, B_REPLICAS)
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +154,8 @@ def sdk_a(cluster_a):
 
 
 @pytest.fixture(scope="module")
-def sdk_b(node_b):
-    c = connect(node_b.connstr, B_USER, B_PASS)
+def sdk_b(cluster_b):
+    c = connect(cluster_b.connstr, B_USER, B_PASS)
     yield c
     c.close()
 
@@ -127,16 +173,17 @@ def remotes(url: str) -> List[dict]:
 
 
 @pytest.fixture(scope="module")
-def remote_b(cluster_a, node_b):
+def remote_b(cluster_a, cluster_b):
     """A reference on A to B, shared by the tests that move data (made at first use, after
     the reference tests, which make and delete their own)."""
-    r = add_remote(cluster_a, "clusterB", node_b)
+    r = add_remote(cluster_a, "clusterB", cluster_b)
     assert r.status == 200 and isinstance(r.body, dict), f"remote reference to B: {r}"
     return r.body
 
 
-def b_items(b, bucket: str) -> int:
-    return active_items([b.kv_port], B_USER, B_PASS, bucket)
+def b_items(b: ClusterA, bucket: str) -> int:
+    """Live documents in B's bucket: its active vbuckets' items over both of B's nodes."""
+    return active_items(b.kv_ports, B_USER, B_PASS, bucket)
 
 
 def a_items(a: ClusterA, bucket: str) -> int:
@@ -168,6 +215,7 @@ def diagnostics(a: ClusterA, b, rid: Optional[str], src: Optional[str],
             except Exception as e:
                 out.append(f"{what}: {e!r}")
     out.append(a.log_tail())
+    out.append(b.log_tail(10))
     return "\n".join(out)
 
 
@@ -216,7 +264,7 @@ def model_problem(key: str, w: Want, st: Optional[dict]) -> Optional[str]:
 
 # ------------------------------------------------------------------ 1. /pools
 
-def test_pools_uuid_same_on_every_node_of_a_cluster(cluster_a, node_b):
+def test_pools_uuid_same_on_every_node_of_a_cluster(cluster_a, cluster_b):
     uuids = [pools_uuid(url, AUTH_A) for url in cluster_a.urls]
     assert len(set(uuids)) == 1, f"nodes of A disagree on the cluster uuid: {uuids}"
     r = http("GET", f"{cluster_a.url}/pools")
@@ -226,19 +274,25 @@ def test_pools_uuid_same_on_every_node_of_a_cluster(cluster_a, node_b):
     assert pools[0].get("uri") == f"/pools/default?uuid={uuids[0]}", r
     # Stable: asked again, the same.
     assert pools_uuid(cluster_a.urls[1], AUTH_A) == uuids[0]
+    # B's nodes agree among themselves too (as B's administrator).
+    uuids_b = [pools_uuid(url, AUTH_B) for url in cluster_b.urls]
+    assert len(uuids_b) == B_NODES and len(set(uuids_b)) == 1, \
+        f"nodes of B disagree on the cluster uuid: {uuids_b}"
 
 
-def test_pools_uuid_differs_between_clusters(cluster_a, node_b):
+def test_pools_uuid_differs_between_clusters(cluster_a, cluster_b):
     ua = pools_uuid(cluster_a.url, AUTH_A)
-    ub = pools_uuid(b_url(node_b), AUTH_B)
+    ub = pools_uuid(b_url(cluster_b), AUTH_B)
     assert ua != ub, f"two clusters started apart share the uuid {ua}"
 
 
-def test_pools_uuid_needs_credentials(cluster_a, node_b):
+def test_pools_uuid_needs_credentials(cluster_a, cluster_b):
     for url, auth in ((cluster_a.url, basic(USERNAME, "wrong")),
                       (cluster_a.urls[1], basic("nobody", PASSWORD)),
-                      (b_url(node_b), AUTH_A),     # A's administrator is nobody on B
-                      (b_url(node_b), None)):
+                      (cluster_a.urls[2], AUTH_B),    # B's administrator is nobody on A
+                      (b_url(cluster_b), AUTH_A),     # A's administrator is nobody on B
+                      (cluster_b.urls[1], AUTH_A),
+                      (b_url(cluster_b), None)):
         r = http("GET", f"{url}/pools", auth=auth)
         assert r.status == 401, f"GET {url}/pools with {auth!r}: {r}"
         assert "uuid" not in r.text, r
@@ -246,8 +300,8 @@ def test_pools_uuid_needs_credentials(cluster_a, node_b):
 
 # ------------------------------------------------------------------ 2. remote references
 
-def test_remote_cluster_references(cluster_a, node_b):
-    a, b = cluster_a, node_b
+def test_remote_cluster_references(cluster_a, cluster_b):
+    a, b = cluster_a, cluster_b
     uuid_b = pools_uuid(b_url(b), AUTH_B)
     base = f"{a.url}/pools/default/remoteClusters"
     name = "ref-basic"
@@ -292,9 +346,10 @@ def test_remote_cluster_references(cluster_a, node_b):
         listed = [x for x in r.body if x.get("name") == name]
         assert len(listed) == 1 and {k: listed[0].get(k) for k in want} == want, r
         assert "password" not in listed[0], listed[0]
-        eventually("the reference listed by A's other node",
-                   lambda: [x.get("uuid") for x in remotes(a.urls[1])
-                            if x.get("name") == name] == [uuid_b], timeout=20)
+        for url in a.urls[1:]:
+            eventually(f"the reference listed by A's node at {url}",
+                       lambda: [x.get("uuid") for x in remotes(url)
+                                if x.get("name") == name] == [uuid_b], timeout=20)
 
         # The same name again: refused, whichever node is asked.
         for url in a.urls:
@@ -313,13 +368,14 @@ def test_remote_cluster_references(cluster_a, node_b):
         listed = [x for x in remotes(a.url) if x.get("name") == name]
         assert len(listed) == 1 and {k: listed[0].get(k) for k in want} == want, listed
 
-        # Delete: gone (from both nodes); unknown: 404.
+        # Delete: gone (from every node); unknown: 404.
         r = http("DELETE", f"{base}/{name}")
         assert r.status == 200, f"delete: {r}"
         assert [x for x in remotes(a.url) if x.get("name") == name] == []
-        eventually("the reference gone from A's other node",
-                   lambda: not [x for x in remotes(a.urls[1]) if x.get("name") == name],
-                   timeout=20)
+        for url in a.urls[1:]:
+            eventually(f"the reference gone from A's node at {url}",
+                       lambda: not [x for x in remotes(url) if x.get("name") == name],
+                       timeout=20)
         r = http("DELETE", f"{base}/{name}")
         assert r.status == 404, f"delete again: {r}"
         r = http("DELETE", f"{base}/no-such-reference")
@@ -333,8 +389,8 @@ def test_remote_cluster_references(cluster_a, node_b):
 
 # ------------------------------------------------------------------ 3. replication admin
 
-def test_create_replication_validation_and_lifecycle(cluster_a, node_b):
-    a, b = cluster_a, node_b
+def test_create_replication_validation_and_lifecycle(cluster_a, cluster_b):
+    a, b = cluster_a, cluster_b
     uuid_b = pools_uuid(b_url(b), AUTH_B)
     create_bucket(b_url(b), AUTH_B, "v_seqno")
     create_bucket(b_url(b), AUTH_B, "v_lww", conflictResolutionType="lww")
@@ -375,13 +431,13 @@ def test_create_replication_validation_and_lifecycle(cluster_a, node_b):
         refused("the same replication again", create_replication(a.url, "default", ref,
                                                                  "v_seqno"))
         r = create_replication(a.urls[1], "default", ref, "v_seqno")
-        assert r.status == 400, f"the same replication again, via A's other node: {r}"
+        assert r.status == 400, f"the same replication again, via A's node 1: {r}"
         # A reference in use stays.
         r = http("DELETE", f"{refs}/{ref}")
         assert r.status == 400, f"deleting a reference in use: {r}"
         assert [x.get("name") for x in remotes(a.url)].count(ref) == 1
 
-        # Listed as a running task, by both nodes.
+        # Listed as a running task, by every node.
         want = {"type": "xdcr", "id": rid, "source": "default",
                 "target": f"/remoteClusters/{uuid_b}/buckets/v_seqno", "filterExpression": ""}
         for url in a.urls:
@@ -448,12 +504,11 @@ def test_create_replication_validation_and_lifecycle(cluster_a, node_b):
 
 # ------------------------------------------------------------------ 4. one way, all of it
 
-def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, sdk_a, sdk_b,
+def test_one_way_replication_carries_documents_and_metadata(cluster_a, cluster_b, sdk_a, sdk_b,
                                                             remote_b):
-    a, b = cluster_a, node_b
+    a, b = cluster_a, cluster_b
     src, dst = "ow_src", "ow_dst"
-    create_bucket(a.url, AUTH_A, src)
-    create_bucket(b_url(b), AUTH_B, dst)
+    make_pair(a, src, b, dst)
     col_a = ready_collection(sdk_a, src)
     col_b = ready_collection(sdk_b, dst)
     model: Dict[str, Want] = {}
@@ -476,6 +531,20 @@ def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, s
         w.history.append("create")
         return w
 
+    def short_lived(i: int) -> Want:
+        """A document that expires during the test: JSON (every other with a user xattr),
+        binary with custom flags, or JSON written without expiry and then touched."""
+        kind = ("json", "bin", "touched", "json")[i % 4]
+        if kind == "bin":
+            w = Want("bin", f"ttl-bin-{i}".encode() + bytes([0, i % 256]), flags=0xBEEF0000 | i)
+        else:
+            w = Want("json", {"ttl": i, "k": kind})
+        w.expiry = SHORT_EXPIRY
+        if i % 4 in (0, 1):
+            w.owner = f"ttl-owner-{i % 3}"
+        w.history.append("touch" if kind == "touched" else "create")
+        return w
+
     # 300 documents before the replication exists (sent by its backfill)...
     for i in range(300):
         key = f"pre-{i}"
@@ -490,6 +559,23 @@ def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, s
             key = f"doc-{i}"
             model[key] = fresh(i, "doc-")
             write(col_a, key, model[key])
+
+        # Documents that expire while the test runs: written with a short expiry (some with
+        # a user xattr, kept with the expiry), or written without one and touched to it.
+        ttl = {f"ttl-{i}": short_lived(i) for i in range(TTL_DOCS)}
+        for key, w in ttl.items():
+            if "touch" in w.history:
+                write(col_a, key, Want(w.kind, w.value, w.flags, owner=w.owner))
+                col_a.touch(key, SHORT_EXPIRY)
+            else:
+                write(col_a, key, w)
+        ttl_written = time.monotonic()
+        for key, w in ttl.items():   # A holds them, with an expiry (unless already past it)
+            st = live_state(col_a, key)
+            if st is None:
+                assert time.monotonic() - ttl_written > 1.5, f"{key} gone from A at once"
+            else:
+                assert (p := model_problem(key, w, st)) is None, p
 
         keys = sorted(model)
         for n, key in enumerate(keys):
@@ -527,15 +613,27 @@ def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, s
 
         live = [k for k in keys if not model[k].deleted]
         gone = [k for k in keys if model[k].deleted]
-        print(f"{len(keys)} keys written on A: {len(live)} live, {len(gone)} deleted")
+        print(f"{len(keys)} keys written on A: {len(live)} live, {len(gone)} deleted, and "
+              f"{len(ttl)} with a {SHORT_EXPIRY.seconds} s expiry")
+
+        # The short-lived ones are past their expiry now (expiries count whole seconds, so
+        # one more); reading them on A expires them there, and their expirations go to B.
+        time.sleep(max(0.0, ttl_written + SHORT_EXPIRY.seconds + 1 - time.monotonic()))
+        eventually("the short-lived documents expired on A",
+                   lambda: all([absent(col_a, k) for k in ttl]), timeout=10, diag=diag)
 
         # A holds what was written (checks the test, not the replication).
         want_a = {k: live_state(col_a, k) for k in live}
         problems = [p for k in live if (p := model_problem(k, model[k], want_a[k]))]
         assert not problems, "A itself:\n" + "\n".join(problems[:30])
         assert all(absent(col_a, k) for k in gone)
-        assert a_items(a, src) == len(live), (a_items(a, src), len(live))
+        eventually(f"A's {src} to hold its {len(live)} live documents (the expired ones out)",
+                   lambda: a_items(a, src) == len(live), timeout=20,
+                   diag=lambda: f"A: {a_items(a, src)} items, {len(live)} live\n{diag()}")
         tomb_a = {k: tombstone_state(col_a, k) for k in gone}
+        tomb_ttl_a = {k: tombstone_state(col_a, k) for k in ttl}
+        not_deleted = {k: t for k, t in tomb_ttl_a.items() if t is not None and not t["deleted"]}
+        assert not not_deleted, f"expired on A but not deleted there: {not_deleted}"
 
         # B converges to A, key by key.
         pending = set(keys)
@@ -568,8 +666,12 @@ def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, s
 
         eventually("B to hold A's documents with A's metadata", converged,
                    diag=not_converged, interval=0.5)
-        eventually(f"B's {dst} to hold exactly {len(live)} items",
-                   lambda: b_items(b, dst) == len(live), timeout=20, diag=diag)
+        # Nothing on B has read or paged the short-lived documents (its expiry pager waits an
+        # hour), so only A's replicated expirations can take them out of B's count.
+        eventually(f"B's {dst} to hold exactly {len(live)} items (the expired ones deleted "
+                   "by A's expirations)",
+                   lambda: b_items(b, dst) == len(live), timeout=30,
+                   diag=lambda: f"B: {b_items(b, dst)} items, {len(live)} live on A\n{diag()}")
         tombstones_on_b = sum(tombstone_state(col_b, k) is not None for k in gone)
         print(f"B converged: {len(live)} live documents equal, {len(gone)} deleted absent "
               f"({tombstones_on_b} with a tombstone on B)")
@@ -583,18 +685,31 @@ def test_one_way_replication_carries_documents_and_metadata(cluster_a, node_b, s
         eventually("changesLeft 0 in the task",
                    lambda: (task_of(a.url, rid) or {}).get("changesLeft") == 0,
                    timeout=30, diag=diag)
+
+        # The expired ones: absent on B, each tombstone B keeps A's (its CAS and revision,
+        # so it is A's expiration, not one of B's own).
+        shown = [k for k in ttl if not absent(col_b, k)]
+        assert not shown, f"expired on A, still readable on B: {shown}\n{diag()}"
+        tomb_ttl_b = {k: tombstone_state(col_b, k) for k in ttl}
+        differ = {k: (tomb_ttl_a[k], t) for k, t in tomb_ttl_b.items()
+                  if t is not None and t != tomb_ttl_a[k]}
+        assert not differ, (
+            f"{len(differ)} of {len(ttl)} expired documents' tombstones differ, (A, B): {differ}"
+            f"\ndocsFailedCrTarget in the task (B refused a version A sent): "
+            f"{(task_of(a.url, rid) or {}).get('docsFailedCrTarget')}\n{diag()}")
+        print(f"{len(ttl)} expired documents absent on B "
+              f"({sum(t is not None for t in tomb_ttl_b.values())} with A's tombstone)")
     finally:
         cancel(a.url, rid)
 
 
 # ------------------------------------------------------------------ 5. filter
 
-def test_filter_expression_replicates_matching_keys_only(cluster_a, node_b, sdk_a, sdk_b,
+def test_filter_expression_replicates_matching_keys_only(cluster_a, cluster_b, sdk_a, sdk_b,
                                                          remote_b):
-    a, b = cluster_a, node_b
+    a, b = cluster_a, cluster_b
     src, dst = "f_src", "f_dst"
-    create_bucket(a.url, AUTH_A, src)
-    create_bucket(b_url(b), AUTH_B, dst)
+    make_pair(a, src, b, dst)
     col_a = ready_collection(sdk_a, src)
     col_b = ready_collection(sdk_b, dst)
     rid = start_replication(a, src, remote_b, dst, filterExpression="^keep-")
@@ -634,11 +749,10 @@ def test_filter_expression_replicates_matching_keys_only(cluster_a, node_b, sdk_
 
 # ------------------------------------------------------------------ 6. pause and resume
 
-def test_pause_holds_mutations_until_resume(cluster_a, node_b, sdk_a, sdk_b, remote_b):
-    a, b = cluster_a, node_b
+def test_pause_holds_mutations_until_resume(cluster_a, cluster_b, sdk_a, sdk_b, remote_b):
+    a, b = cluster_a, cluster_b
     src, dst = "p_src", "p_dst"
-    create_bucket(a.url, AUTH_A, src)
-    create_bucket(b_url(b), AUTH_B, dst)
+    make_pair(a, src, b, dst)
     col_a = ready_collection(sdk_a, src)
     col_b = ready_collection(sdk_b, dst)
     rid = start_replication(a, src, remote_b, dst)

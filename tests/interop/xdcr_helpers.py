@@ -1,11 +1,14 @@
 """Helpers shared by the XDCR interop tests (test_xdcr.py, test_xdcr_both_ways.py,
 test_xdcr_faults.py): the Couchbase-shaped REST calls (form-encoded, any status returned),
-a source cluster made with `sluice cluster up`, SDK connections, `$document` reads, bounded
-polls, the A/B document comparison and failure diagnostics.
+clusters made with `sluice cluster up` (as any administrator), SDK connections, `$document`
+reads, bounded polls, the A/B document comparison and failure diagnostics.
 
-Conventions: cluster A runs as `Administrator` (AUTH_A), every cluster B as B_USER (AUTH_B),
-so a remote reference has to carry B's own credentials. Every poll is bounded (`eventually`)
-and its failure message carries what the caller's `diag` returns.
+Conventions: cluster A runs as `Administrator` (AUTH_A), cluster B as B_USER (AUTH_B), so
+a remote reference has to carry B's own credentials: start_cluster_b's `sluice server`
+nodes, and `start_cluster_a(..., username=B_USER, password=B_PASS)` for a B made by
+`sluice cluster up` (two_clusters' B is the exception: it runs as `Administrator`). Every
+poll is bounded (`eventually`) and its failure message carries what the caller's `diag`
+returns.
 """
 
 from __future__ import annotations
@@ -157,14 +160,20 @@ def log_tail_of(path: Path, lines: int = 25) -> str:
 
 
 class ClusterA:
-    """A source made by `sluice cluster up` (node i: KV base+10i, admin +1). `extra_logs`
+    """A cluster made by `sluice cluster up` (node i: KV base+10i, admin +1), run by the
+    administrator `username` / `password` (`auth`: their HTTP Basic header). Mostly a
+    source, but test_xdcr.py and test_xdcr_tls.py use one as the target too. `extra_logs`
     lists the logs of nodes a test added (joined) so the diagnostics show them too."""
 
-    def __init__(self, data_dir: Path, base: int, proc: subprocess.Popen, nodes: int):
+    def __init__(self, data_dir: Path, base: int, proc: subprocess.Popen, nodes: int,
+                 username: str = USERNAME, password: str = PASSWORD):
         self.data_dir = data_dir
         self.base = base
         self.proc = proc
         self.nodes = nodes
+        self.username = username
+        self.password = password
+        self.auth = basic(username, password)
         self.kv_ports = [base + 10 * i for i in range(nodes)]
         self.admin_ports = [base + 10 * i + 1 for i in range(nodes)]
         self.urls = [f"http://{HOST}:{p}" for p in self.admin_ports]
@@ -215,27 +224,35 @@ def wait_cluster_uuid(url: str, auth: str, timeout: float = 20.0) -> None:
 
 
 def start_cluster_a(data_dir: Path, base: int, nodes: int, replicas: int,
-                    vbuckets: int = VBS) -> ClusterA:
-    """`sluice cluster up` (no automatic failover), waited until every node names the
-    cluster; the caller stops it with stop_cluster(a.proc)."""
+                    vbuckets: int = VBS, username: str = USERNAME, password: str = PASSWORD,
+                    env: Optional[Dict[str, str]] = None) -> ClusterA:
+    """`sluice cluster up` (no automatic failover) with `username` / `password` as its
+    administrator (A's by default; B_USER / B_PASS for a target with its own) and `env`
+    added to the nodes' environment (e.g. a server option's SLUICE_* variable), waited
+    until every node names the cluster; the caller stops it with stop_cluster(a.proc)."""
     started = time.monotonic()
+    # The administrator goes by environment (as `cluster up` passes it to its nodes), so
+    # the password is in no command line and no cluster.json.
+    proc_env = {**os.environ, **(env or {}),
+                "SLUICE_USERNAME": username, "SLUICE_PASSWORD": password}
     with open(data_dir / "cluster-up.stderr", "w") as err:
         proc = subprocess.Popen(
             [str(sluice_binary()), "cluster", "up", "--nodes", str(nodes),
              "--replicas", str(replicas), "--data-dir", str(data_dir),
              "--base-port", str(base), "--vbuckets", str(vbuckets),
              "--memory-quota-mb", "128", "--auto-failover-timeout", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+            env=proc_env)
     line = proc.stdout.readline()  # the connection string once the cluster is formed
     if not line.startswith("couchbase://"):
         stop_cluster(proc)
         pytest.fail(f"cluster up failed: {line!r}\n"
                     f"{(data_dir / 'cluster-up.stderr').read_text()[-4000:]}", pytrace=False)
-    a = ClusterA(data_dir, base, proc, nodes)
+    a = ClusterA(data_dir, base, proc, nodes, username, password)
     for url in a.urls:
-        wait_cluster_uuid(url, AUTH_A)
-    print(f"cluster A ({nodes} nodes, {replicas} replicas) up in "
-          f"{time.monotonic() - started:.1f}s: {a.connstr}")
+        wait_cluster_uuid(url, a.auth)
+    print(f"cluster {data_dir.name} ({nodes} nodes, {replicas} replicas, administrator "
+          f"{username}) up in {time.monotonic() - started:.1f}s: {a.connstr}")
     return a
 
 

@@ -16,6 +16,24 @@ use bytes::Bytes;
 use sluice_types::{Cas, Datatype, Expiry, ItemMeta, VbId};
 
 impl VbInner {
+    /// The key's version as stored (live, past its expiry, or a tombstone), without expiring
+    /// it: what a version made elsewhere is resolved against, as Couchbase's with-meta
+    /// writes do. Expiring it first would give the key a tombstone of this cluster's own,
+    /// with a later CAS, which the replicated expiration of the same document then loses to:
+    /// the two clusters would keep different tombstones. `NeedsFetch` when memory holds
+    /// nothing of the key but the disk may.
+    fn stored_meta(&self, key: &[u8]) -> Result<Option<ItemMeta>, EngineError> {
+        match self.ht.get(key) {
+            None if self.keys_evicted || self.tombstones_only_on_disk => {
+                Err(EngineError::NeedsFetch)
+            }
+            None => Ok(None),
+            // The placeholder a disk read that found nothing leaves.
+            Some(sv) if sv.meta.seqno == sluice_types::Seqno::ZERO => Ok(None),
+            Some(sv) => Ok(Some(sv.meta)),
+        }
+    }
+
     /// `datatype` is what [`crate::datatype::classify`] decided for the value.
     pub fn store_with_meta(
         &mut self,
@@ -26,8 +44,8 @@ impl VbInner {
     ) -> Result<Mutation, EngineError> {
         self.require_active()?;
         self.require_not_pending(req.key)?;
-        let current = self.current_meta(req.key, ctx)?;
-        let live = current.filter(|m| !m.deleted);
+        let current = self.stored_meta(req.key)?;
+        let live = current.filter(|m| !m.deleted && !m.expiry.is_expired(ctx.now_unix_s));
         if live.is_some() {
             self.locks.admit(req.key, req.cas_check, ctx.now_unix_s)?;
         }
@@ -232,6 +250,45 @@ mod tests {
             super::super::tombstone_op(&meta(&mut v)),
             QueueOp::Expiration
         );
+    }
+
+    #[test]
+    fn a_version_past_its_expiry_is_resolved_against_not_expired_first() {
+        let mut v = vb();
+        let c = ctx(1000);
+        let expiring = WithMetaRequest {
+            expiry: 1500,
+            ..wm(WithMetaKind::Set, 1, 100)
+        };
+        store(&mut v, &expiring, &c).unwrap();
+        // Past its expiry, the source's expiration arrives: it replaces the stored version
+        // as sent (its CAS, its revision), and is the only change here.
+        let later = ctx(2000);
+        let expire = WithMetaRequest {
+            value: b"",
+            expiry: 1500,
+            ..wm(WithMetaKind::Expire, 2, 200)
+        };
+        let m = store(&mut v, &expire, &later).unwrap();
+        assert_eq!((m.seqno, m.cas), (Seqno(2), Cas(200)));
+        let t = meta(&mut v);
+        assert!(t.deleted && t.rev_seqno == 2 && t.cas == Cas(200));
+        assert_eq!(
+            v.high_seqno,
+            Seqno(2),
+            "no expiration of this vbucket's own"
+        );
+        // An expired document is not live: ADD_WITH_META may replace it.
+        let mut w = vb();
+        store(&mut w, &expiring, &c).unwrap();
+        store(&mut w, &wm(WithMetaKind::Add, 3, 300), &later).unwrap();
+        assert_eq!(meta(&mut w).rev_seqno, 3);
+        // A version that loses to the expired one is refused, and the key stays as it was.
+        let mut x = vb();
+        store(&mut x, &expiring, &c).unwrap();
+        let stale = store(&mut x, &wm(WithMetaKind::Set, 0, 50), &later);
+        assert_eq!(stale.unwrap_err(), EngineError::KeyExists);
+        assert_eq!(x.high_seqno, Seqno(1));
     }
 
     #[test]
