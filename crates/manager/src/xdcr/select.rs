@@ -58,7 +58,9 @@ pub fn sends(
         None
     };
     let xattrs = if reads.xattrs {
-        xattrs.map(xattrs_json)
+        xattrs
+            .and_then(|section| Xattrs::decode(section).ok())
+            .map(xattrs_json)
     } else {
         None
     };
@@ -69,9 +71,10 @@ pub fn sends(
     })
 }
 
-/// The value's xattr section (if it has one) and its body; `None` for a body that cannot
-/// be read (compressed, or a malformed section).
-fn split(item: &DcpItem) -> (Option<Xattrs>, Option<&[u8]>) {
+/// The value's xattr section (if it has one) and its body, as bytes: each is decoded only
+/// if the filter reads it. `None` for a body that cannot be read (compressed, or a
+/// malformed section).
+fn split(item: &DcpItem) -> (Option<&[u8]>, Option<&[u8]>) {
     let datatype = item.datatype.0;
     if datatype & Datatype::SNAPPY != 0 {
         return (None, None);
@@ -80,10 +83,7 @@ fn split(item: &DcpItem) -> (Option<Xattrs>, Option<&[u8]>) {
         return (None, Some(&item.value));
     }
     match sluice_subdoc::xattr::body_offset(&item.value) {
-        Ok(at) => (
-            Xattrs::decode(&item.value[..at]).ok(),
-            Some(&item.value[at..]),
-        ),
+        Ok(at) => (Some(&item.value[..at]), Some(&item.value[at..])),
         Err(_) => (None, None),
     }
 }
