@@ -47,7 +47,7 @@ pub const MEMTABLE_BYTES_MIN: u64 = 2 * 1024 * 1024;
 /// write of a commit is a skiplist insert, and its search misses the cache more the more the
 /// memtable holds. Commits shaped like the flusher's under a set-only load (7,000 rewrites of
 /// 1 KiB values per commit over 500,000 keys, `flusher_shaped_cost` in
-/// `tests/throughput.rs`) cost the committing thread 7.0–7.6 µs per item with 64 MiB
+/// `tests/it/throughput.rs`) cost the committing thread 7.0–7.6 µs per item with 64 MiB
 /// memtables (what a 2 GiB quota used to get), 5.9–6.4 with 16, 4.9–5.9 with 4 and 5.0–5.5
 /// with 2; the whole process, flushes and compactions included, 11.6–12.5, 10.7–11.7,
 /// 9.2–11.1 and 9.4–10.1 µs.
@@ -269,7 +269,7 @@ impl FjallStore {
     /// finishing in the background moves the visible seqno past a batch that is still being
     /// applied to the memtables, and a snapshot opened then sees part of that batch, with
     /// later reads of the same snapshot seeing more of it (a backfill lost documents this
-    /// way; `tests/snapshot_concurrent.rs`). Every commit here holds the write lock, so a
+    /// way; `tests/it/snapshot_concurrent.rs`). Every commit here holds the write lock, so a
     /// snapshot opened under it falls between two commits.
     fn consistent_snapshot(&self) -> Snapshot {
         let _writer = self.lock_writes();

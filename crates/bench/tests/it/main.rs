@@ -1,0 +1,9 @@
+//! Every integration test of this crate in one test binary (`cargo test -p sluice-bench --test it`),
+//! one module per former test file: each test binary links the crate and its dependencies
+//! again, and CI builds them all. Filter by module: `--test it MODULE::`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
+
+mod common;
+
+mod memcached_load;
+mod vs_memcached;

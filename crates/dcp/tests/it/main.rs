@@ -1,0 +1,12 @@
+//! Every integration test of this crate in one test binary (`cargo test -p sluice-dcp --test it`),
+//! one module per former test file: each test binary links the crate and its dependencies
+//! again, and CI builds them all. Filter by module: `--test it MODULE::`.
+#![allow(clippy::unwrap_used)] // a test's panic is its failure, with its line
+
+mod backfill_scheduler;
+mod durability_monitor;
+mod passive_stream;
+mod rollback;
+mod stream;
+mod stream_collections;
+mod stream_sync_writes;
