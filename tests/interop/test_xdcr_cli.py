@@ -20,7 +20,10 @@ Cluster A (`sluice cluster up`, 2 nodes, 1 replica, 64 vbuckets) is the source, 
   --filter-deletion --optimistic-threshold 1024` makes one shown paused from the start with
   those settings; `xdcr settings ID` prints them as JSON, changes the ones given
   (`--filter-deletion false --bypass-expiry --optimistic-threshold 0`, checked over REST too)
-  and refuses a threshold over 20 MiB naming the field; then the reference can be removed.
+  and refuses a threshold over 20 MiB naming the field; `--filter EXPR --skip-restream`
+  replaces the filter (shown over REST), a filter that does not compile is refused naming
+  `filterExpression`, and `--skip-restream` alone is a usage error; then the reference can
+  be removed.
 
 Run: cd tests/interop && python3 -m pytest test_xdcr_cli.py -q -p no:cacheprovider
 """
@@ -439,6 +442,14 @@ def test_cli_replication_lifecycle_and_figures(cluster_a, node_b):
         r = refused(sluice_xdcr(a, "settings", rid, "--optimistic-threshold", "20971521"),
                     "optimisticReplicationThreshold")
         print(f"threshold over 20 MiB: {r.both.strip()}")
+        changed = json.loads(ok(sluice_xdcr(a, "settings", rid, "--filter", 'kind = "x"',
+                                            "--skip-restream")).out)
+        assert changed.get("filterExpression") == 'kind = "x"', changed
+        assert settings(a.url, rid).body.get("filterExpression") == 'kind = "x"'
+        r = refused(sluice_xdcr(a, "settings", rid, "--filter", "kind = ("), "filterExpression")
+        print(f"a filter that does not compile: {r.both.strip()}")
+        r = sluice_xdcr(a, "settings", rid, "--skip-restream")
+        assert r.code == 2 and "--filter" in r.err, f"--skip-restream without --filter: {r}"
         ok(sluice_xdcr(a, "delete", rid))
         rid = None
 

@@ -27,7 +27,14 @@ from a recent checkpoint by only the few changes made since.
   B acknowledged but had not persisted when SIGKILLed shows up here as a key that never
   arrives: the pipeline's checkpoint had moved past it, so it must notice that B came
   back on a new failover-log branch (as goxdcr validates a checkpoint's target vbucket
-  uuid and seqno before resuming from it) and send those changes again.
+  uuid and seqno before resuming from it) and send those changes again. After SIGKILL the
+  task shows the fault and the remedy: rewinds > 0 (vbuckets whose newest checkpoint
+  counted on writes B's failover logs say it lost), yet rewindsToZero 0 and
+  resumedVbuckets 64 after each restart (each went back only to an older checkpoint B
+  still honours; before, every vbucket went back to zero), and what was sent again is
+  less than the burst's share B had been sent plus half the writer's keys (a replay from
+  zero resends every key). After SIGTERM (B stops cleanly, keeps everything) rewinds
+  stays 0.
 * test_source_node_kill9_and_failover_resumes_from_checkpoints: A with 2 replicas; node 1
   (holding a third of the actives) is killed with SIGKILL (process gone, ports closed) and
   failed over by `POST /api/v1/cluster/failover {"node": 1}` on node 0; the writer carries
@@ -355,7 +362,7 @@ def refused(t: dict) -> int:
 
 
 def fields(t: dict) -> dict:
-    keep = ("starts", "resumedVbuckets", "resumedSeqnos", "docsWritten",
+    keep = ("starts", "rewinds", "rewindsToZero", "resumedVbuckets", "resumedSeqnos", "docsWritten",
             "docsFailedCrTarget", "docsFailedCrSource", "docsReceivedFromDcp", "changesLeft", "nodesMissing",
             "errors")
     return {k: t.get(k) for k in keep}
@@ -473,12 +480,42 @@ def test_target_node_restart(how, shared_a, sluice_factory):
             wait_cluster_uuid(srv.admin_url, AUTH_B)
             w.phase = f"b-back-{cycle}"
             w.wait_acked(100)
+            # The pipeline's start after B came back: it checked its checkpoints against
+            # B's failover logs and resumed every vbucket from one B still honours.
+            t_back = eventually(
+                "the pipeline started again after B came back",
+                lambda: (lambda t: t if t and t["starts"] > t_kill["starts"]
+                         and not t["errors"] else None)(s.task()),
+                timeout=60, diag=s.diag)
+            print(f"cycle {cycle}: after B came back: {fields(t_back)}")
+            assert t_back["rewindsToZero"] == t_burst.get("rewindsToZero", 0), (
+                f"vbuckets went back to zero after B's {how}: {fields(t_back)}\n{s.diag()}")
+            assert t_back["resumedVbuckets"] == VBS, (
+                f"only {t_back['resumedVbuckets']} of {VBS} vbuckets resumed from a checkpoint "
+                f"after B's {how}: {fields(t_back)}\n{s.diag()}")
+            # What was sent again: the burst's share B had been sent, and about a second of
+            # the writer's changes; a replay from zero would add the writer's KEYS too.
+            sent = t_kill["docsWritten"] - t_burst["docsWritten"]
+            replayed = refused(t_back) - refused(t_burst)
+            assert replayed < sent + KEYS // 2, (
+                f"{replayed} changes B already held were sent again after B's {how} (it had "
+                f"been sent {sent} of the burst): {fields(t_back)}\n{s.diag()}")
         w.finish()
         s.reconnect_b()
         lost = settle_a(s.col_a, w, s.diag)
         assert not lost, f"A lost acknowledged writes with no fault of its own: {lost[:10]}"
         check_b_equals_a(s, keys + burst_keys, f"after B's {how} and restart x{CYCLES}")
-        print(f"task: {fields(s.task())}")
+        t_end = s.task()
+        print(f"task: {fields(t_end)}")
+        if how == "sigkill":
+            # The fault happened: B came back without writes it had acknowledged, and the
+            # pipeline's checkpoints counted on them.
+            assert t_end["rewinds"] > 0, (
+                f"B lost no acknowledged write the checkpoints counted on in {CYCLES} "
+                f"SIGKILLs mid-burst: {fields(t_end)}")
+        else:
+            assert t_end["rewinds"] == 0, (
+                f"a clean stop of B rewound checkpoints: {fields(t_end)}")
     finally:
         s.close()
 

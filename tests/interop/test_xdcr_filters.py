@@ -47,10 +47,19 @@ counters can be checked exactly.
   filter). A POST changes all four, and GET shows them. The pipeline restarts (`starts`
   grows) from its checkpoints: no replay, since docsReceivedFromDcp grows by the new writes
   only and nothing is refused by conflict resolution. Deletions are then dropped
-  (filterDeletion). Malformed values are 400 with errors.<field>, and nothing changes, not
-  even the valid fields of the same request. A different filterExpression (or an empty one)
-  is 400 errors.filterExpression, and the same one is accepted. createReplication takes the
-  settings, and refuses malformed ones without creating the replication.
+  (filterDeletion). Malformed values (a filter that does not compile, a filterSkipRestream
+  that is not a boolean) are 400 with errors.<field>, and nothing changes, not even the
+  valid fields of the same request. The same filter is accepted. createReplication takes
+  the settings, and refuses malformed ones without creating the replication.
+* test_filter_change_restreams_unless_skipped: 30 `kind = "a"`, 20 `"b"` and 10 `"c"`
+  documents replicate through `kind = "a"`. Changing the filter to `kind = "b"` re-streams:
+  every change is received again (received 60 + 60), the b documents reach B and the a
+  documents stay there (the target keeps what it has, as in Couchbase). Changing it to
+  `kind = "c"` with filterSkipRestream=true goes on from the checkpoints: the old c
+  documents stay behind, new ones cross (received grows by the new writes only). An empty
+  filter (re-streaming) then sends everything: the old c documents arrive, and what B
+  already holds loses to itself (docsFailedCrTarget). Counters are checked exactly at
+  each step, and settings and the task show each filter.
 * test_optimistic_threshold: B already holds winning versions (revision 5) of `big-*`
   (600-byte) and `small-*` (20-byte) documents. At the default threshold (256), the big ones
   are kept back at the source (docsFailedCrSource) and the small ones are refused by B
@@ -640,11 +649,12 @@ def test_settings_rest(sc):
             "optimisticReplicationThreshold"),
            ({"optimisticReplicationThreshold": "1.5"}, "optimisticReplicationThreshold"),
            ({"optimisticReplicationThreshold": "abc"}, "optimisticReplicationThreshold"),
-           ({"filterExpression": 'kind = "other"'}, "filterExpression"),
-           ({"filterExpression": ""}, "filterExpression"),
+           ({"filterExpression": "kind = ("}, "filterExpression"),
+           ({"filterExpression": 'kind = "other"', "filterSkipRestream": "maybe"},
+            "filterSkipRestream"),
            ({"filterDeletion": "true", "optimisticReplicationThreshold": "x"},
             "optimisticReplicationThreshold"),
-           ({"filterExpiration": "true", "filterExpression": "^s-"}, "filterExpression")]
+           ({"filterExpiration": "true", "filterExpression": "(("}, "filterExpression")]
     for form, field in bad:
         r = post_settings(url, rid, **form)
         errors = field_errors(r)
@@ -800,3 +810,62 @@ def test_bad_filters_are_refused(sc):
     assert_counts(t, "orders", sc.diag, docsWritten=2, docsFiltered=2)
     on_b = sorted(k for k in docs if not absent(col_b, k))
     assert on_b == ["my-orders-1", "orders"], f"{on_b}{safe_diag(sc.diag)}"
+
+
+# ------------------------------------------------------------------ 7. changing the filter
+
+def test_filter_change_restreams_unless_skipped(sc):
+    url = sc.p.a.url
+    col_a = sc.source("fc_src")
+    col_b = sc.target("fc_dst")
+    kinds = {"a": 30, "b": 20, "c": 10}
+    for kind, n in kinds.items():
+        for i in range(n):
+            col_a.upsert(f"{kind}-{i}", {"kind": kind, "i": i})
+    total = sum(kinds.values())
+    rid = sc.replicate("fc_src", "fc_dst", filterExpression='kind = "a"')
+    t0 = settle(sc, rid, total)
+    assert_counts(t0, "through kind = a", sc.diag, docsWritten=30, docsFiltered=30,
+                  docsFailedCrTarget=0)
+
+    def change(**form: str) -> None:
+        starts = task_of(url, rid)["starts"]
+        r = post_settings(url, rid, **form)
+        assert r.status == 200, r
+        assert shown(url, rid)["filterExpression"] == form["filterExpression"], r
+        eventually("the pipeline restarted", lambda: task_of(url, rid)["starts"] > starts,
+                   timeout=30, diag=sc.diag)
+
+    # A new filter re-streams from zero: every change is received again.
+    change(filterExpression='kind = "b"')
+    t1 = settle(sc, rid, 2 * total)
+    assert_counts(t1, "re-streamed through kind = b", sc.diag,
+                  docsWritten=30 + 20, docsFiltered=30 + 40, docsFailedCrTarget=0)
+    assert task_of(url, rid)["filterExpression"] == 'kind = "b"'
+    wait_present(sc, col_b, [f"b-{i}" for i in range(20)], "the b documents on B")
+    assert sc.b_items("fc_dst") == 50, sc.diag()
+
+    # Skipping the re-stream: the old c documents stay behind, new ones cross.
+    change(filterExpression='kind = "c"', filterSkipRestream="true")
+    for i in range(10):
+        col_a.upsert(f"c-new-{i}", {"kind": "c", "i": i})
+    markers = write_markers(col_a, "fc-mark-", {"kind": "c"})
+    wait_present(sc, col_b, markers, "the markers on fc_dst")
+    fresh = 10 + len(markers)
+    t2 = settle(sc, rid, 2 * total + fresh)
+    assert_counts(t2, "kind = c without a re-stream", sc.diag,
+                  docsWritten=50 + fresh, docsFiltered=70, docsFailedCrTarget=0)
+    old_c = [k for k in (f"c-{i}" for i in range(10)) if not absent(col_b, k)]
+    assert not old_c, f"old c documents crossed without a re-stream: {old_c}"
+    assert sc.b_items("fc_dst") == 50 + fresh, sc.diag()
+
+    # No filter, re-streaming: the old c documents arrive; the rest B holds already.
+    change(filterExpression="")
+    on_a = total + fresh
+    t3 = settle(sc, rid, 2 * total + fresh + on_a)
+    assert_counts(t3, "no filter, re-streamed", sc.diag,
+                  docsWritten=50 + fresh + 10, docsFiltered=70,
+                  docsFailedCrTarget=on_a - 10, docsFailedCrSource=0)
+    wait_present(sc, col_b, [f"c-{i}" for i in range(10)], "the old c documents on B")
+    assert sc.b_items("fc_dst") == on_a, sc.diag()
+    print(f"counters: {counters(t0)} -> {counters(t1)} -> {counters(t2)} -> {counters(t3)}")

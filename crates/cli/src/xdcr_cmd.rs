@@ -23,7 +23,7 @@ pub enum XdcrCommand {
     /// Resume a paused replication from its checkpoints.
     Resume(NamedTarget),
     /// Show a replication's settings, changing those given first (the pipelines restart
-    /// from their checkpoints).
+    /// from their checkpoints; a new --filter re-streams from zero unless --skip-restream).
     Settings(SettingsArgs),
     /// Delete a replication (and its checkpoints).
     Delete(NamedTarget),
@@ -133,6 +133,14 @@ impl SettingsFlags {
 pub struct SettingsArgs {
     /// The replication's id (`REMOTE_UUID/FROM_BUCKET/TO_BUCKET`).
     pub name: String,
+    /// A new filter expression ("" for none). The replication then streams every vbucket
+    /// again from zero, so what the new filter lets through reaches the target.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// With --filter: go on from the checkpoints instead; the new filter meets later
+    /// changes only (Couchbase's filterSkipRestream).
+    #[arg(long, requires = "filter")]
+    pub skip_restream: bool,
     #[command(flatten)]
     pub settings: SettingsFlags,
     #[command(flatten)]
@@ -223,8 +231,14 @@ pub fn run(cmd: XdcrCommand) -> anyhow::Result<()> {
                     admin_http::percent_encode(&a.name)
                 );
                 let settings = a.settings.form();
-                let form: Vec<(&str, &str)> =
+                let mut form: Vec<(&str, &str)> =
                     settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                if let Some(f) = &a.filter {
+                    form.push(("filterExpression", f.as_str()));
+                    if a.skip_restream {
+                        form.push(("filterSkipRestream", "true"));
+                    }
+                }
                 let method = if form.is_empty() {
                     Method::GET
                 } else {

@@ -363,7 +363,15 @@ impl Inner {
         cid: CollectionId,
         deadline: Instant,
     ) -> Result<OpResult, Failure> {
-        let vb = map.vbucket_of(op.key());
+        let vb = match op {
+            OpRef::FailoverLog(vb) if vb.0 >= map.num_vbuckets() => {
+                return Err(Failure::Final(ClusterError::Client(
+                    ClientError::Unexpected("the vbucket is beyond the cluster map"),
+                )))
+            }
+            OpRef::FailoverLog(vb) => vb,
+            _ => map.vbucket_of(op.key()),
+        };
         let node = match op {
             OpRef::GetReplica(_, index) => {
                 let replicas = map.num_replicas();
@@ -392,7 +400,9 @@ impl Inner {
         // A collection-aware connection sends every key with its collection's id (routing
         // above hashed the logical key, as the server does).
         let mut qualified = [0; QUALIFIED_KEY_BYTES_MAX];
-        let key = if conn.collections() {
+        let key = if matches!(op, OpRef::FailoverLog(_)) {
+            &[][..]
+        } else if conn.collections() {
             qualify(cid, op.key(), &mut qualified)
                 .map_err(|e| Failure::Final(ClusterError::BadKey(e)))?
         } else if cid == CollectionId::DEFAULT {
@@ -407,6 +417,7 @@ impl Inner {
             OpRef::Get(_) | OpRef::GetReplica(..) => {
                 Packet::request(op.opcode().byte(), vb.0, 0).key(key)
             }
+            OpRef::FailoverLog(_) => Packet::request(op.opcode().byte(), vb.0, 0),
             // Extras version 2: the answer carries the datatype too.
             OpRef::GetMeta(_) => Packet::request(op.opcode().byte(), vb.0, 0)
                 .extras(&[0x02])
@@ -514,6 +525,12 @@ impl Inner {
             OpRef::GetMeta(_) => meta_result(&resp)
                 .map(OpResult::Meta)
                 .map_err(|e| Failure::Final(ClusterError::Client(e))),
+            OpRef::FailoverLog(_) => sluice_proto::body::failover_log::decode(&resp.value)
+                .filter(|log| !log.is_empty())
+                .map(OpResult::FailoverLog)
+                .ok_or(Failure::Final(ClusterError::Client(
+                    ClientError::Unexpected("malformed failover log"),
+                ))),
             OpRef::Set(..) | OpRef::Add(..) | OpRef::Delete(..) | OpRef::WithMeta(..) => Ok(
                 OpResult::Mutation(mutation_result(vb, &resp, conn.seqno_tokens())),
             ),

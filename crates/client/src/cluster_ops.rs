@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use sluice_proto::request::{WithMeta, WithMetaOp};
 use sluice_proto::Opcode;
-use sluice_types::Cas;
+use sluice_types::{Cas, FailoverEntry, VbId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -101,6 +101,11 @@ pub enum Op {
         /// The value's datatype bits as stored at the source (JSON, XATTR).
         datatype: u8,
     },
+    /// GET_FAILOVER_LOG of a vbucket, from its active copy: what a replicator checks its
+    /// checkpoints against. Routed by the vbucket, not a key.
+    FailoverLog {
+        vb: VbId,
+    },
 }
 
 /// The answer to an [`Op`]: a document for the reads, a mutation for the writes.
@@ -109,6 +114,8 @@ pub enum OpResult {
     Document(GetResult),
     Mutation(MutationResult),
     Meta(DocMeta),
+    /// Newest entry first.
+    FailoverLog(Vec<FailoverEntry>),
 }
 
 /// Counters since the client was made.
@@ -163,12 +170,15 @@ pub(crate) enum OpRef<'a> {
     Add(&'a [u8], &'a [u8], StoreOptions),
     Delete(&'a [u8], Cas),
     WithMeta(WithMetaOp, &'a [u8], &'a [u8], WithMeta, u8),
+    FailoverLog(VbId),
 }
 
 impl Op {
-    /// The key the operation is on.
+    /// The key the operation is on (empty for [`Op::FailoverLog`]).
     pub fn key(&self) -> &Bytes {
+        static NO_KEY: Bytes = Bytes::new();
         match self {
+            Op::FailoverLog { .. } => &NO_KEY,
             Op::Get { key }
             | Op::GetMeta { key }
             | Op::GetReplica { key, .. }
@@ -202,6 +212,7 @@ impl Op {
                 meta,
                 datatype,
             } => OpRef::WithMeta(*op, key, value, *meta, *datatype),
+            Op::FailoverLog { vb } => OpRef::FailoverLog(*vb),
         }
     }
 }
@@ -216,6 +227,7 @@ impl OpRef<'_> {
             | OpRef::Add(k, _, _)
             | OpRef::Delete(k, _)
             | OpRef::WithMeta(_, k, ..) => k,
+            OpRef::FailoverLog(_) => &[],
         }
     }
 
@@ -228,6 +240,7 @@ impl OpRef<'_> {
             OpRef::Add(..) => Opcode::Add,
             OpRef::Delete(..) => Opcode::Delete,
             OpRef::WithMeta(op, ..) => op.opcode(),
+            OpRef::FailoverLog(_) => Opcode::GetFailoverLog,
         }
     }
 }
@@ -235,7 +248,7 @@ impl OpRef<'_> {
 pub(crate) fn into_document(r: OpResult) -> GetResult {
     match r {
         OpResult::Document(d) => d,
-        OpResult::Mutation(_) | OpResult::Meta(_) => {
+        OpResult::Mutation(_) | OpResult::Meta(_) | OpResult::FailoverLog(_) => {
             unreachable!("a read answers with a document")
         }
     }
@@ -244,7 +257,7 @@ pub(crate) fn into_document(r: OpResult) -> GetResult {
 pub(crate) fn into_mutation(r: OpResult) -> MutationResult {
     match r {
         OpResult::Mutation(m) => m,
-        OpResult::Document(_) | OpResult::Meta(_) => {
+        OpResult::Document(_) | OpResult::Meta(_) | OpResult::FailoverLog(_) => {
             unreachable!("a write answers with a mutation")
         }
     }

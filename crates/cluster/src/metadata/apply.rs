@@ -109,10 +109,17 @@ pub fn apply(state: &mut ClusterState, cmd: &MetaCommand) -> MetaResponse {
         MetaCommand::SetReplicationSettings { id, settings } => {
             xdcr::set_settings(state, id, settings)
         }
+        MetaCommand::SetReplicationFilter {
+            id,
+            filter,
+            restream,
+        } => xdcr::set_filter(state, id, filter.as_deref(), *restream),
         MetaCommand::DeleteReplication { id } => xdcr::delete_replication(state, id),
-        MetaCommand::SaveXdcrCheckpoints { id, checkpoints } => {
-            xdcr::save_checkpoints(state, id, checkpoints)
-        }
+        MetaCommand::SaveXdcrCheckpoints {
+            id,
+            restreams,
+            checkpoints,
+        } => xdcr::save_checkpoints(state, id, *restreams, checkpoints),
     };
     debug_assert_eq!(state.check(), Ok(()), "applying {cmd:?} broke an invariant");
     response

@@ -188,12 +188,22 @@ pub enum MetaCommand {
         id: String,
         settings: ReplicationSettings,
     },
+    /// Replaces a replication's filter (`None`: every change); with `restream`, its
+    /// checkpoints are void and every vbucket streams again from zero.
+    SetReplicationFilter {
+        id: String,
+        filter: Option<String>,
+        restream: bool,
+    },
     DeleteReplication {
         id: String,
     },
-    /// A pipeline's report of where its vbuckets' streams reached (`xdcr`).
+    /// A pipeline's report of where its vbuckets' streams reached (`xdcr`), made under
+    /// the replication's re-stream count `restreams`.
     SaveXdcrCheckpoints {
         id: String,
+        #[serde(default)]
+        restreams: u64,
         checkpoints: Vec<XdcrCheckpoint>,
     },
 }

@@ -39,5 +39,5 @@ pub use users::{
 pub use voters::{desired_voters, voter_count, VOTERS_LARGE, VOTERS_SMALL};
 pub use xdcr::{
     replication_id, RemoteCluster, ReplicationDef, ReplicationSettings, XdcrCheckpoint,
-    OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX,
+    XdcrTargetAck, OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX,
 };

@@ -76,6 +76,10 @@ pub struct ReplicationDef {
     /// A paused replication keeps its checkpoints; resumed, it goes on from them.
     #[serde(default)]
     pub paused: bool,
+    /// Times its filter changed with a re-stream (`SetReplicationFilter`): checkpoints
+    /// made under another count are void, so every vbucket streams again from zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restreams: u64,
     #[serde(flatten)]
     pub settings: ReplicationSettings,
 }
@@ -98,6 +102,10 @@ pub struct ReplicationSettings {
     /// (`optimisticReplicationThreshold`).
     #[serde(default = "default_threshold")]
     pub optimistic_threshold: u32,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn default_threshold() -> u32 {
@@ -129,14 +137,28 @@ impl ReplicationSettings {
 }
 
 /// Where one vbucket's stream resumes: every change up to `seqno` (of the history
-/// `vb_uuid` names, inside the snapshot `snap_start..=snap_end`) reached the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `vb_uuid` names, inside the snapshot `snap_start..=snap_end`) reached the target, whose
+/// answers to those writes named `targets` (the newest per target vbucket): a resume checks
+/// the target still has them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XdcrCheckpoint {
     pub vb: u16,
     pub vb_uuid: u64,
     pub seqno: u64,
     pub snap_start: u64,
     pub snap_end: u64,
+    /// Sorted by target vbucket, one entry each; at most `VBUCKETS_MAX`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<XdcrTargetAck>,
+}
+
+/// The target's answer to the newest write of a checkpoint to one target vbucket: the
+/// history (`uuid`) and `seqno` it was stored at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdcrTargetAck {
+    pub vb: u16,
+    pub uuid: u64,
+    pub seqno: u64,
 }
 
 /// The id of the replication of `from` to bucket `to` of the cluster with uuid `remote_uuid`.
@@ -211,17 +233,18 @@ impl ReplicationDef {
                 reason: "the target bucket's name is empty or holds '/'".into(),
             });
         }
-        if self
-            .filter_expression
-            .as_ref()
-            .is_some_and(|f| f.len() > FILTER_BYTES_MAX)
-        {
-            return Err(Rejection::BadReplication {
-                reason: format!("a filter expression is at most {FILTER_BYTES_MAX} bytes"),
-            });
-        }
+        check_filter(self.filter_expression.as_deref())?;
         self.settings.validate()
     }
+}
+
+fn check_filter(filter: Option<&str>) -> Result<(), Rejection> {
+    if filter.is_some_and(|f| f.len() > FILTER_BYTES_MAX) {
+        return Err(Rejection::BadReplication {
+            reason: format!("a filter expression is at most {FILTER_BYTES_MAX} bytes"),
+        });
+    }
+    Ok(())
 }
 
 /// `SetClusterUuid`: the first uuid proposed is the cluster's for good; later ones change
@@ -356,6 +379,28 @@ pub(crate) fn set_settings(
     Ok(Applied::XdcrChanged)
 }
 
+/// `SetReplicationFilter`: a new filter (`None`: every change). With `restream`, the
+/// replication's checkpoints are void (here, and on every node: `restreams` counts up), so
+/// its pipelines stream every vbucket from zero and the changes the old filter kept back
+/// that the new one lets through reach the target; without, they go on from their
+/// checkpoints and the new filter applies to later changes only (Couchbase's
+/// `filterSkipRestream`).
+pub(crate) fn set_filter(
+    state: &mut ClusterState,
+    id: &str,
+    filter: Option<&str>,
+    restream: bool,
+) -> MetaResponse {
+    check_filter(filter)?;
+    let def = replication_mut(state, id)?;
+    def.filter_expression = filter.map(String::from);
+    if restream {
+        def.restreams += 1;
+        state.xdcr_checkpoints.remove(id);
+    }
+    Ok(Applied::XdcrChanged)
+}
+
 pub(crate) fn delete_replication(state: &mut ClusterState, id: &str) -> MetaResponse {
     replication_mut(state, id)?;
     state.replications.remove(id);
@@ -366,15 +411,25 @@ pub(crate) fn delete_replication(state: &mut ClusterState, id: &str) -> MetaResp
 /// `SaveXdcrCheckpoints`: each vbucket's checkpoint replaced by the one reported (the last
 /// report wins: a vbucket streams from one node at a time, and a late report from the node
 /// it left only makes the next owner resend changes, which the target refuses as identical).
+/// A report made before the last re-stream (`restreams`) is refused: its checkpoints are void.
 pub(crate) fn save_checkpoints(
     state: &mut ClusterState,
     id: &str,
+    restreams: u64,
     checkpoints: &[XdcrCheckpoint],
 ) -> MetaResponse {
     let def = state
         .replications
         .get(id)
         .ok_or_else(|| Rejection::NoSuchReplication { id: id.to_string() })?;
+    if def.restreams != restreams {
+        return Err(Rejection::BadReplication {
+            reason: format!(
+                "checkpoints made before re-stream {} of the replication (they are of {restreams})",
+                def.restreams
+            ),
+        });
+    }
     let vbuckets = state.bucket(&def.from_bucket).map_or(0, |b| b.vbuckets);
     if let Some(bad) = checkpoints.iter().find(|c| c.vb >= vbuckets) {
         return Err(Rejection::BadReplication {
@@ -384,8 +439,22 @@ pub(crate) fn save_checkpoints(
             ),
         });
     }
+    let ordered = |t: &[XdcrTargetAck]| {
+        t.len() <= usize::from(crate::limits::VBUCKETS_MAX)
+            && t.windows(2).all(|w| w[0].vb < w[1].vb)
+    };
+    if let Some(bad) = checkpoints.iter().find(|c| !ordered(&c.targets)) {
+        return Err(Rejection::BadReplication {
+            reason: format!(
+                "the checkpoint of vbucket {} names {} target vbuckets, not sorted, repeated or \
+                 too many",
+                bad.vb,
+                bad.targets.len()
+            ),
+        });
+    }
     let saved = state.xdcr_checkpoints.entry(id.to_string()).or_default();
-    saved.extend(checkpoints.iter().map(|c| (c.vb, *c)));
+    saved.extend(checkpoints.iter().map(|c| (c.vb, c.clone())));
     Ok(Applied::XdcrChanged)
 }
 

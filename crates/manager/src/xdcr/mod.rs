@@ -8,16 +8,19 @@
 //! its pipeline from its checkpoints; one paused, deleted, or without active vbuckets here
 //! stops. What a replication did here (`stats`) and its checkpoints outlive its pipelines.
 
+pub mod checkpoint;
 pub mod collections;
 pub mod pipeline;
 pub mod precheck;
 pub mod remote;
 pub(crate) mod routes;
 pub mod select;
+pub mod shared;
 pub mod stats;
 
 use parking_lot::Mutex;
-use pipeline::{Shared, Spec};
+use pipeline::Spec;
+use shared::Shared;
 use sluice_cluster::metadata::ClusterState;
 use sluice_meta::MetaNode;
 use sluice_server::control_stats::{ControlStats, XdcrFigures};

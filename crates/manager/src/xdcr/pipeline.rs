@@ -11,14 +11,20 @@
 //!   are one: only the newer is sent.
 //! - **Checkpoints.** When a batch is answered, each vbucket's checkpoint moves to where
 //!   the stream was when the batch was cut: every change before it was written, or lost
-//!   its conflict at the target, or was filtered. They are saved under the data directory
-//!   at most once a second and when the pipeline stops, and reported to the replicated
-//!   metadata every [`REPORT_EVERY`] and at stop; a restart or a pause resumes from them,
-//!   and a vbucket the map moves to another node (rebalance, failover) resumes there from
-//!   the last report (whichever of the two is further along). A batch that fails (the target unreachable past
-//!   the client's retries) restarts the pipeline from the checkpoints: changes after them
-//!   are sent again, which the target's conflict resolution makes harmless (an equal
-//!   version loses).
+//!   its conflict at the target, or was filtered; with it go the target's answers (the
+//!   history and seqno each target vbucket stored the newest write at). Each vbucket keeps
+//!   a few, a second apart (`checkpoint`), and a start resumes it from the newest one the
+//!   target still honours (checked against the target's failover logs): a target that
+//!   lost acknowledged writes (an unclean restart, a failover to a lagging replica) gets
+//!   them again, and only the vbuckets that sent them go back. They are saved under the
+//!   data directory at most once a second and when the pipeline stops (`shared`), and
+//!   reported to the replicated metadata every [`REPORT_EVERY`] and at stop; a restart or
+//!   a pause resumes from them, and a vbucket the map moves to another node (rebalance,
+//!   failover) resumes there from the last report (whichever of the two is further
+//!   along). A batch that fails (the target unreachable past the client's retries)
+//!   restarts the pipeline from the checkpoints: changes after them are sent again, which
+//!   the target's conflict resolution makes harmless (an equal version loses). A filter
+//!   changed with a re-stream voids the checkpoints (`ReplicationDef::restreams`).
 //! - **Conflicts.** Each version keeps its CAS, revision, flags, expiry and datatype (xattrs
 //!   first in the value). The target keeps whichever version wins its conflict resolution;
 //!   a loser answers KEY_EEXISTS (`docs_failed_cr_target`). So a document replicated back to
@@ -31,7 +37,6 @@
 //!   receives the changes that follow, not the ones skipped.
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use sluice_client::dcp::StreamPositions;
 use sluice_client::dcp::{DcpEvent, DcpItem, DcpOptions, DcpPosition, DcpStream, StartFrom};
 use sluice_client::net::host_of;
@@ -39,7 +44,7 @@ use sluice_client::{
     ClientError, ClusterClient, ClusterError, ClusterOptions, ConnectOptions, Feature, Op, Status,
 };
 use sluice_cluster::metadata::{
-    ConflictMode, MetaCommand, RemoteCluster, ReplicationDef, XdcrCheckpoint,
+    ConflictMode, MetaCommand, RemoteCluster, ReplicationDef, XdcrCheckpoint, XdcrTargetAck,
 };
 use sluice_cluster::NodeInfo;
 use sluice_meta::MetaNode;
@@ -48,16 +53,17 @@ use sluice_query::xdcr_filter::{Filter, FilterError};
 use sluice_server::Node;
 use sluice_types::{CollectionId, VbId};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
+use super::checkpoint::{Histories, Record, Resume, Ring};
 use super::collections::{Route, Routes};
 use super::precheck::precheck;
 use super::remote::{self, RemoteAccess, RemoteError};
 use super::select::{self, Change};
-use super::stats::{bump, XdcrStats};
+use super::shared::{fnv1a, Shared};
+use super::stats::bump;
 use sluice_cluster::collections::Manifest;
 
 /// Most changes one batch holds.
@@ -76,83 +82,6 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// A target write's time limit, retries included.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What one replication keeps on this node across its pipeline's runs.
-pub struct Shared {
-    pub stats: XdcrStats,
-    /// Per vbucket, where the stream resumes: every change before was written or dropped.
-    checkpoints: Mutex<BTreeMap<VbId, DcpPosition>>,
-    /// Where the checkpoints are saved.
-    path: PathBuf,
-    /// Per target vbucket, the history (vbucket uuid) the target's answers named. Another
-    /// one means the target lost acknowledged writes (an unclean restart or a failover
-    /// there), so what the checkpoints claim reached it may not have.
-    target_uuids: Mutex<HashMap<u16, u64>>,
-    /// Set by a rewind: the next run starts from this node's (zeroed) checkpoints, not
-    /// from replicated ones that are further along.
-    rewound: std::sync::atomic::AtomicBool,
-}
-
-impl Shared {
-    /// The replication `id`'s state on `node`, with the checkpoints saved by an earlier run.
-    pub fn load(node: &Node, id: &str) -> Shared {
-        let path = checkpoint_path(node, id);
-        let saved = match StreamPositions::load_if_exists(&path) {
-            Ok(p) => p.map(|p| p.iter().map(|pos| (pos.vb, *pos)).collect()),
-            Err(e) => {
-                tracing::warn!(replication = %id, error = %e,
-                    "unreadable XDCR checkpoints: the replication starts from zero");
-                None
-            }
-        };
-        Shared {
-            stats: XdcrStats::default(),
-            checkpoints: Mutex::new(saved.unwrap_or_default()),
-            path,
-            target_uuids: Mutex::new(HashMap::new()),
-            rewound: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// The checkpoint of `vb`'s seqno (0 when there is none).
-    pub fn checkpoint_seqno(&self, vb: VbId) -> u64 {
-        self.checkpoints.lock().get(&vb).map_or(0, |p| p.seqno.0)
-    }
-
-    /// Forgets the checkpoints (the replication was deleted).
-    pub fn remove_saved(&self) {
-        self.checkpoints.lock().clear();
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %self.path.display(), error = %e, "removing XDCR checkpoints");
-            }
-        }
-    }
-
-    fn save(&self) {
-        let positions = StreamPositions::from_positions(self.checkpoints.lock().values().copied());
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = positions.save(&self.path) {
-            tracing::warn!(path = %self.path.display(), error = %e, "saving XDCR checkpoints");
-        }
-    }
-}
-
-/// `DATA_DIR/xdcr/HASH.json`: ids hold '/' and may be long, so they are hashed.
-fn checkpoint_path(node: &Node, id: &str) -> PathBuf {
-    node.config
-        .data_dir
-        .join("xdcr")
-        .join(format!("{:016x}.json", fnv1a(id.as_bytes())))
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
 
 /// What one run of the pipeline needs; a change of any of it restarts the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,9 +116,12 @@ enum PipelineError {
     Task(#[from] tokio::task::JoinError),
     #[error(
         "target vbucket {vb} took another history (it restarted uncleanly or failed over): \
-         writes it acknowledged may be lost, so the replication starts again from zero"
+         writes it acknowledged may be lost; the checkpoints are checked against its \
+         failover log before the replication goes on"
     )]
     TargetHistory { vb: u16 },
+    #[error("reading the target's failover logs: {0}")]
+    FailoverLogs(ClusterError),
 }
 
 /// Runs the pipeline until `stop` is notified, starting again after each failure.
@@ -222,12 +154,6 @@ pub async fn run(
                 tracing::warn!(replication = %spec.def.id, error = %e, ?pause,
                     "XDCR pipeline failed; it starts again from its checkpoints");
                 shared.stats.set_error(Some(e.to_string()));
-                if matches!(e, PipelineError::TargetHistory { .. }) {
-                    // The rewound checkpoints, before the next run reads them (the
-                    // replicated ones too: a further-along report would win otherwise).
-                    shared.save();
-                    report(&meta, &shared, &spec).await;
-                }
             }
         }
         tokio::select! {
@@ -243,25 +169,17 @@ pub async fn run(
 
 /// Reports `spec`'s vbuckets' checkpoints to the replicated metadata.
 async fn report(meta: &MetaNode, shared: &Shared, spec: &Spec) {
-    let checkpoints: Vec<XdcrCheckpoint> = {
+    let (restreams, checkpoints): (u64, Vec<XdcrCheckpoint>) = {
         let saved = shared.checkpoints.lock();
-        spec.vbuckets
-            .iter()
-            .filter_map(|vb| saved.get(vb))
-            .map(|p| XdcrCheckpoint {
-                vb: p.vb.0,
-                vb_uuid: p.vb_uuid.0,
-                seqno: p.seqno.0,
-                snap_start: p.snap_start.0,
-                snap_end: p.snap_end.0,
-            })
-            .collect()
+        let rings = spec.vbuckets.iter().filter_map(|vb| saved.rings.get(vb));
+        (saved.restreams, rings.map(Ring::to_replicated).collect())
     };
     if checkpoints.is_empty() {
         return;
     }
     let cmd = MetaCommand::SaveXdcrCheckpoints {
         id: spec.def.id.clone(),
+        restreams,
         checkpoints,
     };
     match meta.propose(cmd).await {
@@ -270,17 +188,6 @@ async fn report(meta: &MetaNode, shared: &Shared, spec: &Spec) {
         Err(e) => {
             tracing::debug!(replication = %spec.def.id, error = %e, "checkpoints not reported")
         }
-    }
-}
-
-/// A replicated checkpoint as a stream position.
-fn position_of(c: &XdcrCheckpoint) -> DcpPosition {
-    DcpPosition {
-        vb: VbId(c.vb),
-        vb_uuid: sluice_types::VbUuid(c.vb_uuid),
-        seqno: sluice_types::Seqno(c.seqno),
-        snap_start: sluice_types::Seqno(c.snap_start),
-        snap_end: sluice_types::Seqno(c.snap_end),
     }
 }
 
@@ -336,17 +243,23 @@ async fn write(
                     .push(Err(ClusterError::Client(ClientError::Unexpected(
                         "an XDCR batch's task failed",
                     ))));
-                out.sent.push(Sent { bytes: 0, cas: 0 });
+                out.sent.push(Sent {
+                    bytes: 0,
+                    cas: 0,
+                    source_vb: VbId(0),
+                });
             }
         }
     }
     out
 }
 
-/// What the stats need of one sent change.
+/// What the stats and the checkpoints need of one sent change.
 struct Sent {
     bytes: usize,
     cas: u64,
+    /// The vbucket it was streamed from.
+    source_vb: VbId,
 }
 
 impl Run<'_> {
@@ -398,47 +311,9 @@ impl Run<'_> {
             ConflictMode::Seqno => 0,
         };
 
-        let positions = {
-            // This node's own checkpoints, or the replicated ones where they are further
-            // along (the vbucket streamed from another node since).
-            let replicated = self
-                .meta
-                .state()
-                .borrow()
-                .xdcr_checkpoints(&def.id)
-                .cloned()
-                .unwrap_or_default();
-            let mut saved = self.shared.checkpoints.lock();
-            let rewound = self
-                .shared
-                .rewound
-                .swap(false, std::sync::atomic::Ordering::Relaxed);
-            for vb in spec.vbuckets.iter().filter(|_| !rewound) {
-                let Some(theirs) = replicated.get(&vb.0).map(position_of) else {
-                    continue;
-                };
-                if saved.get(vb).is_none_or(|ours| ours.seqno < theirs.seqno) {
-                    saved.insert(*vb, theirs);
-                }
-            }
-            let resumed: Vec<&DcpPosition> = spec
-                .vbuckets
-                .iter()
-                .filter_map(|vb| saved.get(vb))
-                .filter(|p| p.seqno.0 > 0)
-                .collect();
-            stats
-                .resumed_vbuckets
-                .store(resumed.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let sum = resumed.iter().map(|p| p.seqno.0).sum();
-            stats
-                .resumed_seqnos
-                .store(sum, std::sync::atomic::Ordering::Relaxed);
-            StreamPositions::from_positions(
-                spec.vbuckets
-                    .iter()
-                    .map(|&vb| saved.get(&vb).copied().unwrap_or(DcpPosition::zero(vb))),
-            )
+        let (positions, mut histories) = tokio::select! {
+            _ = self.stop.notified() => return Ok(()),
+            r = self.resume_points(&client) => r?,
         };
         bump(&stats.starts, 1);
         let creds = self.node.peer_credentials();
@@ -487,7 +362,7 @@ impl Run<'_> {
                     in_flight = Some(tokio::spawn(write(client.clone(), mode, threshold, batch)));
                 } else if !touched.is_empty() && last_save.elapsed() >= SAVE_EVERY {
                     // Only filtered changes since: the checkpoints move past them.
-                    self.advance(moved_to(&mut touched).into_iter());
+                    self.advance(moved_to(&mut touched).into_iter(), &HashMap::new());
                 }
                 if last_save.elapsed() >= SAVE_EVERY {
                     self.save_soon();
@@ -507,13 +382,13 @@ impl Run<'_> {
             let event = tokio::select! {
                 _ = self.stop.notified() => {
                     if let Some(batch) = in_flight.take() {
-                        self.finish(batch.await?, &cut)?;
+                        self.finish(batch.await?, &cut, &mut histories)?;
                     }
                     return Ok(());
                 }
                 batch = async { in_flight.as_mut().expect("guarded").await }, if in_flight.is_some() => {
                     in_flight = None;
-                    self.finish(batch?, &cut)?;
+                    self.finish(batch?, &cut, &mut histories)?;
                     continue;
                 }
                 // Idle: the checkpoints still move past filtered changes within a second.
@@ -607,20 +482,40 @@ impl Run<'_> {
         held.hold(target, Bytes::copy_from_slice(key), item, change, expiry);
     }
 
-    /// A batch answered: counts it and moves the checkpoints to `cut`. A write that failed
-    /// otherwise than by losing its conflict fails the run.
-    fn finish(&self, written: Written, cut: &[DcpPosition]) -> Result<(), PipelineError> {
+    /// A batch answered: counts it and moves the checkpoints to `cut`, with the target's
+    /// answers. A write that failed otherwise than by losing its conflict fails the run;
+    /// so does an answer naming another history than the target vbucket's before
+    /// ([`Histories`]): the next start checks the checkpoints against it.
+    fn finish(
+        &self,
+        written: Written,
+        cut: &[DcpPosition],
+        histories: &mut Histories,
+    ) -> Result<(), PipelineError> {
         let stats = &self.shared.stats;
         bump(&stats.docs_failed_cr_source, written.failed_cr_source);
         let Written { answers, sent, .. } = written;
         let now = sluice_server::now_unix_ns();
         let mut changed = None;
+        let mut acks: HashMap<VbId, Vec<XdcrTargetAck>> = HashMap::new();
         for (answer, s) in answers.into_iter().zip(sent) {
             match answer {
                 Ok(written) => {
                     stats.written(s.bytes, s.cas, now);
-                    if let sluice_client::OpResult::Mutation(m) = written {
-                        changed = changed.or(self.target_history(m.token));
+                    let token = match written {
+                        sluice_client::OpResult::Mutation(m) => m.token,
+                        _ => None,
+                    };
+                    if let Some(t) = token {
+                        let ack = XdcrTargetAck {
+                            vb: t.vb.0,
+                            uuid: t.vb_uuid.0,
+                            seqno: t.seqno.0,
+                        };
+                        if !histories.note(&ack) {
+                            changed = changed.or(Some(ack.vb));
+                        }
+                        acks.entry(s.source_vb).or_default().push(ack);
                     }
                 }
                 Err(ClusterError::Client(ClientError::Status(Status::KeyEexists))) => {
@@ -631,43 +526,126 @@ impl Run<'_> {
         }
         bump(&stats.batches, 1);
         if let Some(vb) = changed {
-            self.rewind();
             return Err(PipelineError::TargetHistory { vb });
         }
-        self.advance(cut.iter().copied());
+        debug_assert!(
+            acks.keys().all(|vb| cut.iter().any(|p| p.vb == *vb)),
+            "every sent change's vbucket moved since the last cut"
+        );
+        self.advance(cut.iter().copied(), &acks);
         Ok(())
     }
 
-    /// Records the target history an answer names; `Some(vb)` if it is not the one seen
-    /// before for that target vbucket.
-    fn target_history(&self, token: Option<sluice_client::MutationToken>) -> Option<u16> {
-        let t = token?;
-        let before = self.shared.target_uuids.lock().insert(t.vb.0, t.vb_uuid.0);
-        before.filter(|&b| b != t.vb_uuid.0).map(|_| t.vb.0)
-    }
-
-    /// The target lost writes it had acknowledged: every vbucket of this pipeline streams
-    /// again from zero (what the target still has loses to itself), here and in the
-    /// replicated checkpoints.
-    fn rewind(&self) {
-        {
+    /// Where each vbucket of the run resumes, and the target histories its checkpoints were
+    /// checked against: this node's checkpoints, or the replicated one where it is further
+    /// along (the vbucket streamed from another node since), each taken back to its newest
+    /// record the target still honours (`checkpoint`).
+    async fn resume_points(
+        &self,
+        client: &ClusterClient,
+    ) -> Result<(StreamPositions, Histories), PipelineError> {
+        let spec = self.spec;
+        let restreams = spec.def.restreams;
+        let replicated = {
+            let state = self.meta.state().borrow().clone();
+            // Reports of another re-stream than this run's are not this run's to resume from.
+            let same = state
+                .replications()
+                .get(&spec.def.id)
+                .is_some_and(|d| d.restreams == restreams);
+            let reported = state.xdcr_checkpoints(&spec.def.id).filter(|_| same);
+            reported.cloned().unwrap_or_default()
+        };
+        let target_vbs: std::collections::BTreeSet<u16> = {
             let mut saved = self.shared.checkpoints.lock();
-            for vb in &self.spec.vbuckets {
-                saved.insert(*vb, DcpPosition::zero(*vb));
+            if saved.restreams != restreams {
+                // The filter changed with a re-stream: every vbucket starts from zero.
+                tracing::info!(replication = %spec.def.id, restreams,
+                    "the replication re-streams: its checkpoints are void");
+                saved.rings.clear();
+                saved.restreams = restreams;
+            }
+            for vb in &spec.vbuckets {
+                let ring = saved.rings.entry(*vb).or_insert_with(|| Ring::zero(*vb));
+                if let Some(theirs) = replicated.get(&vb.0) {
+                    if ring.newest().source.seqno.0 < theirs.seqno {
+                        ring.adopt(Record::from_replicated(theirs));
+                    }
+                }
+            }
+            spec.vbuckets
+                .iter()
+                .filter_map(|vb| saved.rings.get(vb))
+                .flat_map(Ring::target_vbuckets)
+                .collect()
+        };
+        let ops = target_vbs
+            .iter()
+            .map(|&vb| Op::FailoverLog { vb: VbId(vb) })
+            .collect();
+        let mut logs: HashMap<u16, Vec<sluice_types::FailoverEntry>> = HashMap::new();
+        for (vb, answer) in target_vbs.iter().zip(client.execute_many(ops).await) {
+            match answer.map_err(PipelineError::FailoverLogs)? {
+                sluice_client::OpResult::FailoverLog(log) => {
+                    logs.insert(*vb, log);
+                }
+                _ => unreachable!("GET_FAILOVER_LOG answers with a failover log"),
             }
         }
-        self.shared.target_uuids.lock().clear();
-        self.shared
-            .rewound
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        bump(&self.shared.stats.rewinds, 1);
-        tracing::warn!(replication = %self.spec.def.id,
-            "the target lost acknowledged writes: replicating again from zero");
+        let stats = &self.shared.stats;
+        let mut saved = self.shared.checkpoints.lock();
+        let (mut rewound, mut to_zero) = (0u64, 0u64);
+        let mut positions = Vec::with_capacity(spec.vbuckets.len());
+        for vb in &spec.vbuckets {
+            let ring = saved
+                .rings
+                .get_mut(vb)
+                .expect("every vbucket has a ring by now");
+            let resume = ring.resume(|t| logs.get(&t).map(Vec::as_slice));
+            if resume.rewound() {
+                rewound += 1;
+                to_zero += u64::from(matches!(resume, Resume::Zero { .. }));
+                tracing::warn!(replication = %spec.def.id, vb = vb.0, ?resume,
+                    "the target lost writes this vbucket's checkpoint counted on: it resumes \
+                     from an older one");
+            }
+            positions.push(ring.newest().source);
+        }
+        drop(saved);
+        let resumed: Vec<&DcpPosition> = positions.iter().filter(|p| p.seqno.0 > 0).collect();
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        stats.resumed_vbuckets.store(resumed.len() as u64, relaxed);
+        stats
+            .resumed_seqnos
+            .store(resumed.iter().map(|p| p.seqno.0).sum(), relaxed);
+        bump(&stats.rewinds, rewound);
+        bump(&stats.rewinds_to_zero, to_zero);
+        if rewound > 0 {
+            // The rewound checkpoints, before a report or another node reads them.
+            self.shared.save();
+        }
+        let histories = Histories::from_logs(logs.iter().map(|(vb, l)| (*vb, l.as_slice())));
+        Ok((StreamPositions::from_positions(positions), histories))
     }
 
-    fn advance(&self, to: impl Iterator<Item = DcpPosition>) {
-        self.shared.checkpoints.lock().extend(to.map(|p| (p.vb, p)));
+    /// Moves the checkpoints of the vbuckets in `to`, with the target's answers to their
+    /// changes since.
+    fn advance(
+        &self,
+        to: impl Iterator<Item = DcpPosition>,
+        acks: &HashMap<VbId, Vec<XdcrTargetAck>>,
+    ) {
         let ms = sluice_server::now_unix_ns() / 1_000_000;
+        {
+            let mut saved = self.shared.checkpoints.lock();
+            if saved.restreams != self.spec.def.restreams {
+                return; // voided by a newer run's re-stream
+            }
+            for p in to {
+                let ring = saved.rings.entry(p.vb).or_insert_with(|| Ring::zero(p.vb));
+                ring.advance(p, acks.get(&p.vb).map_or(&[], Vec::as_slice), ms);
+            }
+        }
         self.shared
             .stats
             .checkpoint_unix_ms
@@ -716,6 +694,7 @@ impl Held {
         let sent = Sent {
             bytes,
             cas: item.cas.0,
+            source_vb: item.vb,
         };
         let op = Op::WithMeta {
             op,

@@ -14,9 +14,12 @@
 //! - `GET /settings/replications/ID` — its settings; `POST` with `pauseRequested=true|false`
 //!   pauses or resumes it, and with `filterDeletion`, `filterExpiration`,
 //!   `filterBypassExpiry` (true|false) or `optimisticReplicationThreshold` (bytes) changes
-//!   those (the pipelines restart from their checkpoints). The filter itself cannot be
-//!   changed: a different `filterExpression` is refused (Couchbase re-streams from zero on
-//!   such a change; Sluice asks for the replication to be re-created). `DELETE /controller/cancelXDCR/ID` deletes it. (IDs may be sent
+//!   those (the pipelines restart from their checkpoints). A different `filterExpression`
+//!   (empty: none) replaces the filter and re-streams: the checkpoints are void and every
+//!   vbucket streams again from zero, so what the new filter lets through reaches the
+//!   target; with `filterSkipRestream=true` the pipelines go on from their checkpoints and
+//!   the new filter meets later changes only (as in Couchbase). `DELETE
+//!   /controller/cancelXDCR/ID` deletes it. (IDs may be sent
 //!   with their '/' escaped as `%2F`, as the SDKs and Couchbase's UI do.)
 //! - `GET /pools/default/tasks` — each replication as an `xdcr` task with its figures summed
 //!   over the nodes (`changesLeft`, `docsWritten`, `docsFailedCrTarget`, ...).
@@ -320,31 +323,28 @@ impl SettingsFields {
         mut base: ReplicationSettings,
         errors: &mut BTreeMap<String, String>,
     ) -> ReplicationSettings {
-        let mut flag = |v: &Option<String>, key: &str, slot: &mut bool| {
-            if let Some(v) = v {
-                match truthy(v) {
-                    Some(b) => *slot = b,
-                    None => {
-                        errors.insert(key.into(), "must be true or false".into());
-                    }
-                }
+        let fields = [
+            (
+                &self.filter_deletion,
+                "filterDeletion",
+                &mut base.filter_deletion,
+            ),
+            (
+                &self.filter_expiration,
+                "filterExpiration",
+                &mut base.filter_expiration,
+            ),
+            (
+                &self.filter_bypass_expiry,
+                "filterBypassExpiry",
+                &mut base.bypass_expiry,
+            ),
+        ];
+        for (value, field, slot) in fields {
+            if let Some(v) = flag(value.as_deref(), field, errors) {
+                *slot = v;
             }
-        };
-        flag(
-            &self.filter_deletion,
-            "filterDeletion",
-            &mut base.filter_deletion,
-        );
-        flag(
-            &self.filter_expiration,
-            "filterExpiration",
-            &mut base.filter_expiration,
-        );
-        flag(
-            &self.filter_bypass_expiry,
-            "filterBypassExpiry",
-            &mut base.bypass_expiry,
-        );
+        }
         if let Some(v) = &self.optimistic_replication_threshold {
             match v.parse::<u32>() {
                 Ok(n) if n <= OPTIMISTIC_THRESHOLD_MAX => base.optimistic_threshold = n,
@@ -366,6 +366,16 @@ fn truthy(v: &str) -> Option<bool> {
         "false" | "0" => Some(false),
         _ => None,
     }
+}
+
+/// A boolean form field, if given; a malformed one is an error named `field` (and `None`).
+fn flag(value: Option<&str>, field: &str, errors: &mut BTreeMap<String, String>) -> Option<bool> {
+    let v = value?;
+    let parsed = truthy(v);
+    if parsed.is_none() {
+        errors.insert(field.into(), "must be true or false".into());
+    }
+    parsed
 }
 
 async fn create_replication(State(api): State<Api>, Form(form): Form<ReplicationForm>) -> Response {
@@ -391,14 +401,12 @@ async fn create_replication(State(api): State<Api>, Form(form): Form<Replication
             format!("replication type {t:?} is not supported: only continuous"),
         );
     }
-    let paused = match form.pause_requested.as_deref().map(truthy) {
-        None => false,
-        Some(Some(p)) => p,
-        Some(None) => {
-            errors.insert("pauseRequested".into(), "must be true or false".into());
-            false
-        }
-    };
+    let paused = flag(
+        form.pause_requested.as_deref(),
+        "pauseRequested",
+        &mut errors,
+    )
+    .unwrap_or(false);
     let filter = form.filter_expression.filter(|f| !f.is_empty());
     if let Some(Err(e)) = filter.as_deref().map(Filter::compile) {
         errors.insert("filterExpression".into(), e.to_string());
@@ -456,6 +464,7 @@ async fn create_replication(State(api): State<Api>, Form(form): Form<Replication
         to_bucket,
         filter_expression: filter,
         paused,
+        restreams: 0,
         settings,
     };
     match propose(&api, MetaCommand::CreateReplication { replication: def }).await {
@@ -493,6 +502,7 @@ async fn replication_settings(State(api): State<Api>, Path(id): Path<String>) ->
 struct SettingsForm {
     pause_requested: Option<String>,
     filter_expression: Option<String>,
+    filter_skip_restream: Option<String>,
     #[serde(flatten)]
     settings: SettingsFields,
 }
@@ -506,20 +516,28 @@ async fn change_replication(
         return not_found(format!("unknown replication {id}"));
     };
     let mut errors = BTreeMap::new();
-    let paused = form.pause_requested.as_deref().map(truthy);
-    if let Some(None) = paused {
-        errors.insert("pauseRequested".into(), "must be true or false".into());
-    }
-    let changed_filter = form
+    let paused = flag(
+        form.pause_requested.as_deref(),
+        "pauseRequested",
+        &mut errors,
+    );
+    // A new filter (empty: none), and whether it re-streams.
+    let new_filter = form
         .filter_expression
-        .as_deref()
-        .is_some_and(|f| Some(f).filter(|f| !f.is_empty()) != def.filter_expression.as_deref());
-    if changed_filter {
-        errors.insert(
-            "filterExpression".into(),
-            "a replication's filter cannot be changed: delete the replication and create it again with the new filter".into(),
-        );
+        .map(|f| Some(f).filter(|f| !f.is_empty()))
+        .filter(|f| *f != def.filter_expression);
+    if let Some(Some(Err(e))) = new_filter
+        .as_ref()
+        .map(|f| f.as_deref().map(Filter::compile))
+    {
+        errors.insert("filterExpression".into(), e.to_string());
     }
+    let skip_restream = flag(
+        form.filter_skip_restream.as_deref(),
+        "filterSkipRestream",
+        &mut errors,
+    )
+    .unwrap_or(false);
     let settings = form.settings.apply(def.settings, &mut errors);
     if !errors.is_empty() {
         return (StatusCode::BAD_REQUEST, Json(json!({ "errors": errors }))).into_response();
@@ -533,7 +551,17 @@ async fn change_replication(
             return response;
         }
     }
-    if let Some(Some(paused)) = paused {
+    if let Some(filter) = new_filter {
+        let set = MetaCommand::SetReplicationFilter {
+            id: id.clone(),
+            filter,
+            restream: !skip_restream,
+        };
+        if let Err(response) = propose(&api, set).await {
+            return response;
+        }
+    }
+    if let Some(paused) = paused {
         if let Err(response) = propose(
             &api,
             MetaCommand::SetReplicationPaused {
@@ -660,6 +688,7 @@ async fn tasks(State(api): State<Api>) -> Response {
             "resumedSeqnos": get("resumed_seqnos"),
             "starts": get("starts"),
             "rewinds": get("rewinds"),
+            "rewindsToZero": get("rewinds_to_zero"),
             "checkpointUnixMs": get("checkpoint_unix_ms"),
             "latencyP50UsMax": get("latency_p50_us"),
             "latencyP99UsMax": get("latency_p99_us"),

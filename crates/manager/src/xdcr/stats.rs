@@ -33,8 +33,11 @@ pub struct XdcrStats {
     pub batches: AtomicU64,
     /// Times the pipeline started (again) on this node.
     pub starts: AtomicU64,
-    /// Times the target lost acknowledged writes and the pipeline started again from zero.
+    /// Vbuckets whose checkpoints went back at a start because the target no longer had
+    /// writes they counted on (it restarted uncleanly or failed over), and of those, the
+    /// ones that went back to zero.
     pub rewinds: AtomicU64,
+    pub rewinds_to_zero: AtomicU64,
     /// At the last start: vbuckets resumed from a checkpoint, and the seqnos they resumed
     /// from, summed (0 when every vbucket started from zero).
     pub resumed_vbuckets: AtomicU64,
@@ -57,6 +60,7 @@ impl Default for XdcrStats {
             batches: AtomicU64::new(0),
             starts: AtomicU64::new(0),
             rewinds: AtomicU64::new(0),
+            rewinds_to_zero: AtomicU64::new(0),
             resumed_vbuckets: AtomicU64::new(0),
             resumed_seqnos: AtomicU64::new(0),
             checkpoint_unix_ms: AtomicU64::new(0),
@@ -100,6 +104,7 @@ impl XdcrStats {
             ("batches", get(&self.batches)),
             ("starts", get(&self.starts)),
             ("rewinds", get(&self.rewinds)),
+            ("rewinds_to_zero", get(&self.rewinds_to_zero)),
             ("resumed_vbuckets", get(&self.resumed_vbuckets)),
             ("resumed_seqnos", get(&self.resumed_seqnos)),
             ("checkpoint_unix_ms", get(&self.checkpoint_unix_ms)),

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::metadata::xdcr::{
-    replication_id, ReplicationSettings, OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX,
-    REMOTES_MAX,
+    replication_id, ReplicationSettings, XdcrTargetAck, FILTER_BYTES_MAX,
+    OPTIMISTIC_THRESHOLD_DEFAULT, OPTIMISTIC_THRESHOLD_MAX, REMOTES_MAX,
 };
 
 fn remote(name: &str, uuid: &str) -> RemoteCluster {
@@ -25,6 +25,7 @@ fn replication(remote_uuid: &str, to_cluster: &str) -> ReplicationDef {
         to_bucket: "target".to_string(),
         filter_expression: None,
         paused: false,
+        restreams: 0,
         settings: ReplicationSettings::default(),
     }
 }
@@ -251,9 +252,15 @@ fn checkpoints_are_kept_per_vbucket_and_go_with_their_replication() {
         seqno,
         snap_start: seqno,
         snap_end: seqno,
+        targets: vec![XdcrTargetAck {
+            vb,
+            uuid: 77,
+            seqno: seqno + 100,
+        }],
     };
     let save = |checkpoints: Vec<XdcrCheckpoint>| MetaCommand::SaveXdcrCheckpoints {
         id: r.id.clone(),
+        restreams: 0,
         checkpoints,
     };
     let early = refused(&mut state, save(vec![cp(1, 5)]));
@@ -268,11 +275,20 @@ fn checkpoints_are_kept_per_vbucket_and_go_with_their_replication() {
     ok(&mut state, save(vec![cp(1, 9)]));
     let saved = state.xdcr_checkpoints(&r.id).unwrap();
     assert_eq!((saved[&1].seqno, saved[&2].seqno), (9, 7));
+    assert_eq!(saved[&1].targets[0].seqno, 109);
     // The bucket has 8 vbuckets.
     let beyond = refused(&mut state, save(vec![cp(8, 1)]));
     assert!(
         matches!(beyond, Rejection::BadReplication { .. }),
         "{beyond}"
+    );
+    // Target acknowledgements are one per target vbucket, in order.
+    let mut twice = cp(3, 1);
+    twice.targets.push(twice.targets[0]);
+    let repeated = refused(&mut state, save(vec![twice]));
+    assert!(
+        matches!(repeated, Rejection::BadReplication { .. }),
+        "{repeated}"
     );
     ok(
         &mut state,
@@ -345,4 +361,69 @@ fn definitions_stored_before_settings_existed_read_with_couchbase_defaults() {
     let again: ReplicationDef =
         serde_json::from_str(&serde_json::to_string(&def).unwrap()).unwrap();
     assert_eq!(again, def);
+}
+
+#[test]
+fn a_filter_change_restreams_unless_told_not_to_and_voids_older_reports() {
+    let mut state = with_remote();
+    let r = replication("bbbb", "east");
+    ok(
+        &mut state,
+        MetaCommand::CreateReplication {
+            replication: r.clone(),
+        },
+    );
+    let save = |restreams: u64, seqno: u64| MetaCommand::SaveXdcrCheckpoints {
+        id: r.id.clone(),
+        restreams,
+        checkpoints: vec![XdcrCheckpoint {
+            vb: 1,
+            vb_uuid: 9,
+            seqno,
+            snap_start: seqno,
+            snap_end: seqno,
+            targets: Vec::new(),
+        }],
+    };
+    let filter = |filter: Option<&str>, restream: bool| MetaCommand::SetReplicationFilter {
+        id: r.id.clone(),
+        filter: filter.map(String::from),
+        restream,
+    };
+    ok(&mut state, save(0, 40));
+    // Skipping the re-stream keeps the checkpoints: later changes meet the new filter.
+    ok(&mut state, filter(Some("type = \"a\""), false));
+    let def = &state.replications()[&r.id];
+    assert_eq!(
+        (def.filter_expression.as_deref(), def.restreams),
+        (Some("type = \"a\""), 0)
+    );
+    assert_eq!(state.xdcr_checkpoints(&r.id).unwrap()[&1].seqno, 40);
+    // A re-stream voids them, here and in any report made before it.
+    ok(&mut state, filter(None, true));
+    let def = &state.replications()[&r.id];
+    assert_eq!((def.filter_expression.as_deref(), def.restreams), (None, 1));
+    assert!(state.xdcr_checkpoints(&r.id).is_none());
+    let stale = refused(&mut state, save(0, 41));
+    assert!(matches!(stale, Rejection::BadReplication { .. }), "{stale}");
+    assert!(state.xdcr_checkpoints(&r.id).is_none());
+    ok(&mut state, save(1, 3));
+    assert_eq!(state.xdcr_checkpoints(&r.id).unwrap()[&1].seqno, 3);
+    // Refusals: too long a filter, an unknown replication.
+    let long = "x".repeat(FILTER_BYTES_MAX + 1);
+    let too_long = refused(&mut state, filter(Some(&long), true));
+    assert!(
+        matches!(too_long, Rejection::BadReplication { .. }),
+        "{too_long}"
+    );
+    assert_eq!(state.replications()[&r.id].restreams, 1);
+    let unknown = refused(
+        &mut state,
+        MetaCommand::SetReplicationFilter {
+            id: "nope".into(),
+            filter: None,
+            restream: true,
+        },
+    );
+    assert_eq!(unknown, Rejection::NoSuchReplication { id: "nope".into() });
 }
