@@ -579,6 +579,13 @@ impl Run<'_> {
                 .flat_map(Ring::target_vbuckets)
                 .collect()
         };
+        // A vbucket the target no longer has (its bucket was made again with fewer) gets no
+        // log: the records naming it are not honoured.
+        let target_count = client.map().num_vbuckets();
+        let target_vbs: Vec<u16> = target_vbs
+            .into_iter()
+            .filter(|&vb| vb < target_count)
+            .collect();
         let ops = target_vbs
             .iter()
             .map(|&vb| Op::FailoverLog { vb: VbId(vb) })
