@@ -23,6 +23,11 @@ test_with_meta_needs_replication_target: over REST, a data_writer[default] user 
 replication_target[default] user; the writer's SET_WITH_META, GET_META and DEL_WITH_META are
 refused with EACCESS 0x24 (gocbcore: ErrAuthenticationFailure) and store nothing, the
 target's all succeed.
+
+test_last_write_wins_bucket_resolves_by_cas_first: an `lww` bucket made over REST (its mode
+shown, fixed for its life, an unknown mode refused); the same walk with
+FORCE_ACCEPT_WITH_META_OPS on every write (`--lww`, as XDCR sends them), where the CAS
+decides before the revision; a SET_WITH_META without the flag is EINVAL and stores nothing.
 """
 
 from __future__ import annotations
@@ -238,7 +243,7 @@ def test_last_write_wins_bucket_resolves_by_cas_first(server):
 
     args = [str(metaops_binary()), "--addr", f"127.0.0.1:{server.kv_port}", "--bucket", "lww",
             "--user", USERNAME, "--password", PASSWORD, "--scenario", "full", "--key",
-            "lww-doc", "--timeout", "20"]
+            "lww-doc", "--timeout", "20", "--lww"]
     deadline = time.monotonic() + 30
     while True:   # the new bucket's vbuckets become active on every node shortly after 202
         p = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -249,6 +254,9 @@ def test_last_write_wins_bucket_resolves_by_cas_first(server):
     assert p.returncode == 0, p.stderr[-4000:]
     s = {st["step"]: st for st in json.loads(p.stdout)}
 
+    # Every version sent to a last-write-wins bucket must carry FORCE_ACCEPT_WITH_META_OPS
+    # (--lww adds it to each step, as XDCR does); one without is refused and not stored.
+    refused(s["set_without_force_accept"], EINVAL, "invalid_argument")
     ok(s["set_new"])
     # CAS decides, not revisions (the opposite of the revision bucket's walk above): rev 9
     # with CAS C+10 wins, rev 11 with CAS C-5 loses.
@@ -264,8 +272,8 @@ def test_last_write_wins_bucket_resolves_by_cas_first(server):
     refused(s["set_regenerate_alone"], EINVAL, "invalid_argument")
     regen = ok(s["set_skip_regenerate"])["cas"]
     assert regen > C + 10, hex(regen)
-    # FORCE_ACCEPT_WITH_META_OPS is a last-write-wins bucket's (XDCR sets it on every write
-    # to one), and it does not skip conflict resolution: a CAS below the one here loses.
+    # FORCE_ACCEPT_WITH_META_OPS does not skip conflict resolution: a CAS below the one
+    # here loses.
     refused(s["set_force_accept"], KEY_EEXISTS, "document_exists")
     local = ok(s["local_set"])["cas"]
     assert local > regen, (hex(local), hex(regen))

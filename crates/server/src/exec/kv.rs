@@ -167,16 +167,22 @@ pub fn execute(
                 );
                 return Next::Continue;
             }
-            // As in Couchbase: FORCE_ACCEPT_WITH_META_OPS is what a last-write-wins bucket's
-            // senders set (XDCR sets it on every write to one), and is refused on others. It
-            // does not skip conflict resolution: only SKIP_CONFLICT_RESOLUTION does.
+            // As in Couchbase: a last-write-wins bucket takes versions only from senders that
+            // say they know it, with FORCE_ACCEPT_WITH_META_OPS (XDCR sets it on every write
+            // to one), and a revision bucket refuses the flag. It does not skip conflict
+            // resolution: only SKIP_CONFLICT_RESOLUTION does.
             let forced = meta
                 .options
                 .has(WithMetaOptions::FORCE_ACCEPT_WITH_META_OPS);
-            if forced && bucket.config.conflict_resolution != ConflictResolution::LastWriteWins {
+            let lww = bucket.config.conflict_resolution == ConflictResolution::LastWriteWins;
+            if forced != lww {
                 r.error(
                     Status::Einval,
-                    "FORCE_ACCEPT_WITH_META_OPS is for last-write-wins buckets; this bucket resolves conflicts by revision",
+                    if lww {
+                        "this bucket resolves conflicts by last write wins: *_WITH_META needs FORCE_ACCEPT_WITH_META_OPS"
+                    } else {
+                        "FORCE_ACCEPT_WITH_META_OPS is for last-write-wins buckets; this bucket resolves conflicts by revision"
+                    },
                 );
                 return Next::Continue;
             }

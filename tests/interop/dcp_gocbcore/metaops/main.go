@@ -83,6 +83,8 @@ type runner struct {
 	key     []byte
 	timeout time.Duration
 	steps   []stepOut
+	// Options every *_WITH_META carries besides its own (--lww: FORCE_ACCEPT_WITH_META_OPS).
+	base uint32
 }
 
 // sentinels: the gocbcore errors a refusal of these commands may map to.
@@ -140,7 +142,7 @@ func wait(dispatch func(done func(gocbcore.Cas, error)) (gocbcore.PendingOp, err
 func (r *runner) setMeta(step string, rev, cas uint64, flags, options uint32, datatype uint8, value []byte) {
 	c, err := wait(func(done func(gocbcore.Cas, error)) (gocbcore.PendingOp, error) {
 		return r.agent.SetMeta(gocbcore.SetMetaOptions{
-			Key: r.key, Value: value, Datatype: datatype, Options: options,
+			Key: r.key, Value: value, Datatype: datatype, Options: options | r.base,
 			Flags: flags, Expiry: 0, Cas: gocbcore.Cas(cas), RevNo: rev,
 			Deadline: time.Now().Add(r.timeout),
 		}, func(res *gocbcore.SetMetaResult, err error) {
@@ -158,7 +160,7 @@ func (r *runner) setMeta(step string, rev, cas uint64, flags, options uint32, da
 func (r *runner) deleteMeta(step string, rev, cas uint64, options uint32) {
 	c, err := wait(func(done func(gocbcore.Cas, error)) (gocbcore.PendingOp, error) {
 		return r.agent.DeleteMeta(gocbcore.DeleteMetaOptions{
-			Key: r.key, Options: options, Cas: gocbcore.Cas(cas), RevNo: rev,
+			Key: r.key, Options: options | r.base, Cas: gocbcore.Cas(cas), RevNo: rev,
 			Deadline: time.Now().Add(r.timeout),
 		}, func(res *gocbcore.DeleteMetaResult, err error) {
 			if err != nil {
@@ -225,6 +227,14 @@ func withXattrs(body []byte, pairs ...[2]string) []byte {
 // asserts them.
 func (r *runner) full() {
 	C := remoteCas
+	if r.base != 0 {
+		// A last-write-wins bucket refuses a version without FORCE_ACCEPT_WITH_META_OPS:
+		// EINVAL, nothing stored.
+		base := r.base
+		r.base = 0
+		r.setMeta("set_without_force_accept", 10, C, 0x11, 0, dtJSON, []byte(`{"v":1}`))
+		r.base = base
+	}
 	// A new key: stored as sent, answering the request's meta CAS.
 	r.setMeta("set_new", 10, C, 0x11, 0, dtJSON, []byte(`{"v":1}`))
 	r.getMeta("get_meta_new") // rev 10, cas C, flags 0x11, live
@@ -277,6 +287,8 @@ func run() int {
 	user := fs.String("user", "Administrator", "user name")
 	password := fs.String("password", "password", "password")
 	scenario := fs.String("scenario", "full", "full (conflict resolution walk) or short (role check)")
+	lww := fs.Bool("lww", false, "the bucket resolves by last write wins: every *_WITH_META "+
+		"carries FORCE_ACCEPT_WITH_META_OPS, as XDCR sends them to such a bucket")
 	key := fs.String("key", "meta-doc", "document key the scenario works on")
 	timeoutS := fs.Float64("timeout", 30, "seconds for bootstrap and for each operation")
 	if err := fs.Parse(os.Args[1:]); err != nil || fs.NArg() != 0 ||
@@ -314,6 +326,9 @@ func run() int {
 	}
 
 	r := &runner{agent: agent, key: []byte(*key), timeout: timeout, steps: []stepOut{}}
+	if *lww {
+		r.base = optForceAccept
+	}
 	if *scenario == "full" {
 		r.full()
 	} else {
