@@ -76,11 +76,7 @@ impl Resume {
 impl Ring {
     /// A vbucket with no checkpoint: it streams from zero.
     pub fn zero(vb: VbId) -> Ring {
-        Ring::of(Record {
-            source: DcpPosition::zero(vb),
-            made_ms: 0,
-            targets: Vec::new(),
-        })
+        Ring::of(Record::at(DcpPosition::zero(vb)))
     }
 
     pub fn of(record: Record) -> Ring {
@@ -182,18 +178,26 @@ impl Ring {
 }
 
 impl Record {
+    /// A bare position: no target answers, no age.
+    pub fn at(source: DcpPosition) -> Record {
+        Record {
+            source,
+            made_ms: 0,
+            targets: Vec::new(),
+        }
+    }
+
     /// A replicated checkpoint as a record.
     pub fn from_replicated(c: &XdcrCheckpoint) -> Record {
         Record {
-            source: DcpPosition {
+            targets: c.targets.clone(),
+            ..Record::at(DcpPosition {
                 vb: VbId(c.vb),
                 vb_uuid: VbUuid(c.vb_uuid),
                 seqno: Seqno(c.seqno),
                 snap_start: Seqno(c.snap_start),
                 snap_end: Seqno(c.snap_end),
-            },
-            made_ms: 0,
-            targets: c.targets.clone(),
+            })
         }
     }
 }

@@ -547,7 +547,8 @@ impl Run<'_> {
         let spec = self.spec;
         let restreams = spec.def.restreams;
         let replicated = {
-            let state = self.meta.state().borrow().clone();
+            let watch = self.meta.state();
+            let state = watch.borrow();
             // Reports of another re-stream than this run's are not this run's to resume from.
             let same = state
                 .replications()

@@ -119,13 +119,7 @@ fn load(path: &Path) -> Result<Checkpoints, LoadError> {
         Ok(f) => return Err(LoadError::Format(f.format)),
         Err(_) => {
             let positions = StreamPositions::load(path).map_err(LoadError::Positions)?;
-            let rings = positions.iter().map(|p| {
-                Ring::of(Record {
-                    source: *p,
-                    made_ms: 0,
-                    targets: Vec::new(),
-                })
-            });
+            let rings = positions.iter().map(|p| Ring::of(Record::at(*p)));
             (0, rings.collect())
         }
     };
