@@ -108,6 +108,10 @@ pub async fn serve(
         _ => None,
     };
     // Each request learns whether its connection sits in the members' reserve.
+    // No Nagle: an answer written in parts must not wait for the client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let cleartext = axum::serve(
         LimitedListener::new(listener, limits),
         app.clone()

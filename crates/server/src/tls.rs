@@ -181,6 +181,9 @@ impl TlsAdminListener {
                         continue;
                     }
                 };
+                // An answer is written as several TLS records (head, then body): with
+                // Nagle's algorithm the later ones wait for the client's delayed ACK (40 ms).
+                let _ = stream.set_nodelay(true);
                 let (tls, tx) = (tls.clone(), tx.clone());
                 tokio::spawn(async move {
                     match tls.accept(stream, timeout).await {
