@@ -1,27 +1,31 @@
 """The index and query services on a three-node cluster (`sluice cluster up`), through the
 Couchbase Python SDK.
 
-The cluster's index catalog is replicated metadata: every node holds a copy of every index,
-each streaming every vbucket from the node the map makes its active, and the map lists the
-query service (`n1ql`) on every node, so the SDK may send a statement to any of them.
+The cluster's index catalog is replicated metadata, which places each index on
+`num_replica` + 1 nodes; each copy streams every vbucket from the node the map makes its
+active, and the map lists the query service (`n1ql`) on every node, so the SDK may send a
+statement to any of them (a node without a copy scans one on another node).
 
 - test_three_nodes_indexes_hold_every_vbucket (1 and 2 replicas): the query index manager
   creates, lists and drops indexes; REQUEST_PLUS queries with named parameters answer
   exactly what a Python model of the data says, for random documents and random queries
-  with writes, deletes and expirations in between (`QUERY_SEED=<n>` replays); every node's
-  copy answers alike, and a dropped index leaves every node.
+  with writes, deletes and expirations in between (`QUERY_SEED=<n>` replays); the four
+  indexes, one copy each, are spread over the three nodes, every node answers alike
+  (from its own copy or another node's), and a dropped index leaves every node.
 - test_failover_rolls_back_only_the_vbuckets_that_need_it: node 2 is frozen while node 1
   takes writes for vbuckets replicated to node 2, and node 0's copy of the index applies them.
   (An AT_PLUS query with the writes' mutation tokens shows it, while node 2 is frozen.)
-  Every node holds a copy of the index; node 2's, thawed, answers alike afterwards.
+  The indexes have 2 replicas, so every node holds a copy; node 2's, thawed, answers
+  alike afterwards.
   Node 1 is killed while a writer goes on, node 2 thawed, and node 1 failed over by hand:
   node 2's replicas, which are shown to lack those writes, become active on a new branch.
   The index clears and rebuilds exactly the vbuckets whose new active does not have what
   it applied (never the others), and a REQUEST_PLUS query then matches what KV holds,
   key by key.
 - test_rebalance_moves_the_streams_without_rebuilding: node 2 is rebalanced out under
-  writes; the index's streams follow its vbuckets to their new actives (takeovers keep the
-  history, so nothing is rebuilt) and REQUEST_PLUS answers what KV holds.
+  writes; node 0's copy of the index (it has a copy on every node) follows its vbuckets'
+  streams to their new actives (takeovers keep the history, so nothing is rebuilt) and
+  REQUEST_PLUS answers what KV holds.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ import pytest
 from couchbase.auth import PasswordAuthenticator
 from couchbase.cluster import Cluster
 from couchbase.exceptions import CouchbaseException, DocumentNotFoundException
-from couchbase.management.options import CreateQueryIndexOptions
+from couchbase.management.options import (CreatePrimaryQueryIndexOptions,
+                                          CreateQueryIndexOptions)
 from couchbase.mutation_state import MutationState
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions, QueryOptions
 
@@ -166,10 +171,13 @@ def test_three_nodes_indexes_hold_every_vbucket(tmp_path, replicas):
         # documents from every node.
         print(f"statements: {kinds}")
         assert kinds["covered"] > 0 and kinds["fetched"] > 0, f"QUERY_SEED={seed} {kinds}"
-        # The stats count over the whole cluster: nothing is left to apply.
-        stats = index_stats(base)
-        assert int(stats["index:by_n:items_remaining"]) == 0, stats
-        # Every node holds a copy of every index and answers alike.
+        # The stats count over the whole cluster: nothing is left to apply. One copy of
+        # each index, so one node's stats show by_n.
+        holders = [s for s in (index_stats(base + 10 * i) for i in range(3))
+                   if "index:by_n:items_remaining" in s]
+        assert len(holders) == 1, holders
+        assert int(holders[0]["index:by_n:items_remaining"]) == 0, holders
+        # Every node answers alike, from its own copy or another node's.
         uncertain = set(expiring)
         want = sorted(k for k, d in model.items() if d.get("n", -1) > 3)
         for admin in admins:
@@ -187,6 +195,24 @@ def test_three_nodes_indexes_hold_every_vbucket(tmp_path, replicas):
         cluster.close()
     finally:
         stop(proc)
+
+
+def kv_truth(coll, keys) -> Dict[str, dict]:
+    """What KV holds for each of `keys` (a key it does not hold is left out), each read
+    again for up to 20 s while the SDK cannot reach its vbucket (a failover in progress)."""
+    truth: Dict[str, dict] = {}
+    for k in keys:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                truth[k] = coll.get(k).content_as[dict]
+                break
+            except DocumentNotFoundException:
+                break
+            except CouchbaseException:
+                assert time.monotonic() < deadline, k
+                time.sleep(0.1)
+    return truth
 
 
 def replica_seqnos(kv_port: int) -> Dict[int, int]:
@@ -219,8 +245,9 @@ def test_failover_rolls_back_only_the_vbuckets_that_need_it(tmp_path):
         cluster = connect(base)
         coll = cluster.bucket("default").default_collection()
         mgr = cluster.query_indexes()
-        mgr.create_primary_index("default")
-        mgr.create_index("default", "by_x", ["x"])
+        # A copy on every node: node 0's is the one that must roll back.
+        mgr.create_primary_index("default", CreatePrimaryQueryIndexOptions(num_replicas=2))
+        mgr.create_index("default", "by_x", ["x"], CreateQueryIndexOptions(num_replicas=2))
         coll.upsert_multi({f"a{i}": {"x": i % 50} for i in range(3000)})
         assert rows(cluster, "SELECT COUNT(*) AS c FROM default WHERE x >= 0") == [{"c": 3000}]
 
@@ -277,20 +304,8 @@ def test_failover_rolls_back_only_the_vbuckets_that_need_it(tmp_path):
         writer.finish()
 
         # What KV holds now, key by key, is what the index must answer.
-        truth: Dict[str, int] = {}
-        for k in [f"a{i}" for i in range(3000)] + keys + writer.attempted:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    doc = coll.get(k).content_as[dict]
-                    if "x" in doc:
-                        truth[k] = doc["x"]
-                    break
-                except DocumentNotFoundException:
-                    break
-                except CouchbaseException:
-                    assert time.monotonic() < deadline, k
-                    time.sleep(0.1)
+        held = kv_truth(coll, [f"a{i}" for i in range(3000)] + keys + writer.attempted)
+        truth = {k: d["x"] for k, d in held.items() if "x" in d}
         lost = [k for k in keys if k not in truth]
         assert lost, "no write was lost with node 1: the failover tested nothing"
         got = set(rows(cluster, "SELECT RAW META().id FROM default WHERE x IS VALUED"))
@@ -341,7 +356,9 @@ def test_rebalance_moves_the_streams_without_rebuilding(tmp_path):
         wait_up(proc, tmp_path)
         cluster = connect(base)
         coll = cluster.bucket("default").default_collection()
-        cluster.query_indexes().create_index("default", "by_n", ["n"])
+        # A copy on every node: node 0's streams must follow the moves.
+        cluster.query_indexes().create_index("default", "by_n", ["n"],
+                                             CreateQueryIndexOptions(num_replicas=2))
         coll.upsert_multi({f"a{i}": {"n": i} for i in range(2000)})
         writer = SdkWriter(coll, "w", durable=False)
         writer.start()

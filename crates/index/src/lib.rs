@@ -30,4 +30,4 @@ pub use definition::{IndexDef, IndexId, IndexState};
 pub use entry::{entry_of, Doc};
 pub use error::IndexError;
 pub use position::VbPosition;
-pub use store::{Change, IndexStore, ScanPage, StoreMemory, VbChanges};
+pub use store::{Change, IndexStore, ScanEntry, ScanPage, StoreMemory, VbChanges};

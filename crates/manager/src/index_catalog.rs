@@ -1,16 +1,17 @@
 //! The index catalog in the replicated metadata: the query service's DDL becomes
 //! `CreateIndex` / `DropIndex` / `BuildIndexes` proposals ([`MetaCatalog`]), and every
 //! change of the metadata makes this node's index service hold exactly the catalog's
-//! indexes of the buckets it serves ([`follow`]).
+//! indexes placed on it, and know where the others' copies are ([`follow`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sluice_cluster::{ClusterState, IndexRecord, MetaCommand, Rejection};
+use sluice_cluster::{ClusterState, IndexRecord, MetaCommand, NodeId, Rejection};
 use sluice_meta::MetaNode;
 use sluice_server::index_service::catalog::{
     Catalog, CatalogChange, CatalogError, CatalogFuture, Wanted,
 };
+use sluice_server::index_service::listing::{Holder, Listed, Listing};
 use sluice_server::Node;
 
 /// Proposes the query service's DDL to the cluster's metadata (through its leader).
@@ -28,12 +29,16 @@ impl Catalog for MetaCatalog {
                     name,
                     definition,
                     deferred,
+                    replicas,
                 } => MetaCommand::CreateIndex {
                     bucket,
                     name,
+                    // The metadata chooses the nodes.
                     index: IndexRecord {
                         definition,
                         deferred,
+                        replicas,
+                        nodes: None,
                     },
                 },
                 CatalogChange::Drop { bucket, name } => MetaCommand::DropIndex { bucket, name },
@@ -58,7 +63,7 @@ pub async fn follow(node: Arc<Node>, meta: MetaNode) {
     let mut states = meta.state();
     loop {
         let state = states.borrow_and_update().clone();
-        reconcile(&node, &state).await;
+        reconcile(&node, meta.id(), &state).await;
         if states.changed().await.is_err() {
             return;
         }
@@ -66,12 +71,15 @@ pub async fn follow(node: Arc<Node>, meta: MetaNode) {
 }
 
 /// Makes this node's index service hold `state`'s catalog: every index of every bucket
-/// the cluster defines. A failure is logged and tried again at the next change.
-pub async fn reconcile(node: &Arc<Node>, state: &ClusterState) {
+/// the cluster defines that is placed on this node (`this`), and know the others' holders.
+/// A failure is logged and tried again at the next change.
+pub async fn reconcile(node: &Arc<Node>, this: NodeId, state: &ClusterState) {
+    node.index.set_listing(listing(node, this, state));
     for (bucket, entry) in state.buckets() {
         let wanted: BTreeMap<String, Wanted> = entry
             .indexes
             .iter()
+            .filter(|(_, r)| r.held_by(this))
             .map(|(name, r)| {
                 let w = Wanted {
                     definition: r.definition.clone(),
@@ -83,5 +91,45 @@ pub async fn reconcile(node: &Arc<Node>, state: &ClusterState) {
         if let Err(e) = node.index.reconcile(node, bucket, &wanted).await {
             tracing::error!(%bucket, error = %e, "the index catalog could not be applied here");
         }
+    }
+}
+
+/// The catalog of `state` with each index's holders, as node `this` dials them.
+fn listing(node: &Node, this: NodeId, state: &ClusterState) -> Listing {
+    let encrypted = node.member_tls.is_some();
+    let holder = |id: &NodeId| {
+        state.node(*id).map(|n| Holder {
+            id: *id,
+            admin: n.info.admin_addr(encrypted),
+            shown: n.info.admin_addr(false),
+        })
+    };
+    let buckets = state
+        .buckets()
+        .iter()
+        .map(|(bucket, entry)| {
+            let indexes = entry
+                .indexes
+                .iter()
+                .map(|(name, r)| {
+                    let listed = Listed {
+                        definition: r.definition.clone(),
+                        deferred: r.deferred,
+                        replicas: r.replicas,
+                        holders: r
+                            .nodes
+                            .as_ref()
+                            .map(|ids| ids.iter().filter_map(holder).collect()),
+                    };
+                    (name.clone(), listed)
+                })
+                .collect();
+            (bucket.clone(), indexes)
+        })
+        .collect();
+    Listing {
+        generation: 0,
+        this,
+        buckets,
     }
 }

@@ -235,6 +235,7 @@ fn remove_node(state: &mut ClusterState, id: NodeId) -> MetaResponse {
     }
     state.nodes.remove(&id);
     state.retired.insert(id);
+    super::index_placement::repair(state);
     Ok(Applied::NodeRemoved { id })
 }
 
@@ -452,6 +453,7 @@ fn fail_over(state: &mut ClusterState, cmd: &FailOverCommand) -> MetaResponse {
         state.buckets.get_mut(&name).expect("found above").map = Some(map);
     }
     let rebalance_aborted = state.rebalance.take().is_some();
+    super::index_placement::repair(state);
     Ok(Applied::FailedOver {
         revs,
         rebalance_aborted,
@@ -504,6 +506,7 @@ fn finish_rebalance(state: &mut ClusterState) -> MetaResponse {
         }
     }
     state.rebalance = None;
+    super::index_placement::repair(state);
     Ok(Applied::RebalanceFinished { ejected })
 }
 

@@ -411,6 +411,12 @@ pub enum Rejection {
     NoSuchIndex { bucket: String, name: String },
     #[error("a bucket holds at most {max} indexes")]
     TooManyIndexes { max: usize },
+    #[error(
+        "num_replica {replicas} asks for {} copies of the index, each on its own node, and \
+         {nodes} node(s) may hold one",
+        usize::from(*replicas) + 1
+    )]
+    IndexReplicas { replicas: u8, nodes: usize },
     #[error("bad index: {reason}")]
     BadIndex { reason: String },
     #[error("bad remote cluster reference: {reason}")]

@@ -1,7 +1,7 @@
 //! The cluster's index catalog: which secondary indexes each bucket has, kept in the
-//! replicated metadata so every node agrees on them. Every node that serves the bucket
-//! holds a copy of every index of it, built from the same definition by its own index
-//! service; a query on any node uses its own copy.
+//! replicated metadata so every node agrees on them, with the nodes that hold a copy of
+//! each (`index_placement`). Each copy is built from the same definition by its node's own
+//! index service; a query on any node uses its own copy, or asks a node that has one.
 //!
 //! The definition is the index service's own text (its JSON, with the keys as SQL++), kept
 //! opaque here: the metadata only names, counts and orders indexes.
@@ -31,6 +31,21 @@ pub struct IndexRecord {
     pub definition: String,
     /// Defined with `defer_build`: nodes hold it without building it until `BuildIndexes`.
     pub deferred: bool,
+    /// Copies besides the first (`WITH {"num_replica": n}`).
+    #[serde(default)]
+    pub replicas: u8,
+    /// The nodes holding a copy, chosen by the metadata (`index_placement`): whatever a
+    /// `CreateIndex` command carries here is replaced. `None` on records stored before
+    /// placement existed: every node holds those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<crate::node::NodeId>>,
+}
+
+impl IndexRecord {
+    /// Whether node `id` holds a copy.
+    pub fn held_by(&self, id: crate::node::NodeId) -> bool {
+        self.nodes.as_ref().is_none_or(|nodes| nodes.contains(&id))
+    }
 }
 
 /// The catalog's name of index `name` on `scope.collection`.
@@ -99,7 +114,14 @@ pub(super) fn create_index(
             max: INDEXES_PER_BUCKET_MAX,
         });
     }
-    entry.indexes.insert(name.to_string(), record.clone());
+    let nodes = super::index_placement::place_new(state, record.replicas)?;
+    let record = IndexRecord {
+        nodes: Some(nodes),
+        ..record.clone()
+    };
+    bucket_entry(state, bucket)?
+        .indexes
+        .insert(name.to_string(), record);
     Ok(Applied::IndexesChanged)
 }
 
@@ -168,6 +190,16 @@ mod tests {
             conflict_resolution: Default::default(),
         };
         apply(&mut state, &MetaCommand::DefineBucket { bucket: def }).unwrap();
+        // One node to hold the indexes.
+        apply(&mut state, &MetaCommand::AllocateNodeId).unwrap();
+        let info = crate::NodeInfo {
+            id: crate::NodeId(0),
+            host: "127.0.0.1".into(),
+            kv_port: 11000,
+            admin_port: 9000,
+            tls: None,
+        };
+        apply(&mut state, &MetaCommand::AddNode { info }).unwrap();
         state
     }
 
@@ -178,6 +210,8 @@ mod tests {
             index: IndexRecord {
                 definition: format!("{{\"name\":\"{name}\"}}"),
                 deferred,
+                replicas: 0,
+                nodes: None,
             },
         }
     }

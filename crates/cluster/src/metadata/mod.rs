@@ -16,6 +16,7 @@
 
 mod apply;
 mod command;
+mod index_placement;
 pub mod indexes;
 mod state;
 mod users;

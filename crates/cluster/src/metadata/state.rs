@@ -369,6 +369,13 @@ pub enum StateError {
     },
     #[error("cross-cluster replication metadata: {problem}")]
     Xdcr { problem: String },
+    #[error("bucket {bucket}'s index {index} has a copy on {id}, which is {problem}")]
+    IndexNode {
+        bucket: String,
+        index: String,
+        id: NodeId,
+        problem: &'static str,
+    },
 }
 
 impl ClusterState {
@@ -534,6 +541,31 @@ impl ClusterState {
                     bucket: key.clone(),
                     problem,
                 })?;
+            self.check_index_placement(key, entry)?;
+        }
+        Ok(())
+    }
+
+    /// Every placed copy of an index is on a node of the cluster that is not failed over,
+    /// at most one per node (`index_placement` drops the others when nodes leave).
+    fn check_index_placement(&self, bucket: &str, entry: &BucketEntry) -> Result<(), StateError> {
+        for (name, record) in &entry.indexes {
+            let nodes = record.nodes.as_deref().unwrap_or_default();
+            let mut seen = BTreeSet::new();
+            for id in nodes {
+                let problem = match self.nodes.get(id) {
+                    None => "not a node of the cluster",
+                    Some(n) if n.status == NodeStatus::FailedOver => "failed over",
+                    Some(_) if !seen.insert(*id) => "listed twice",
+                    Some(_) => continue,
+                };
+                return Err(StateError::IndexNode {
+                    bucket: bucket.to_string(),
+                    index: name.clone(),
+                    id: *id,
+                    problem,
+                });
+            }
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use crate::vbmap::{Chain, MapError, VbMap};
 
 mod buckets;
 mod collections;
+mod index_placement;
 mod xdcr;
 
 fn info(id: u32) -> NodeInfo {

@@ -2,8 +2,9 @@
 //! replicated metadata, through a [`Catalog`] the control plane installs), and how this
 //! node's store is made to hold exactly the catalog's indexes ([`IndexService::reconcile`]).
 //!
-//! Every node that serves a bucket holds a copy of each of its indexes, built by its own
-//! feeder from the same definition; a query on any node reads its own copy.
+//! The catalog places each index's copies on nodes (see `listing`); each holder builds its
+//! copy with its own feeder from the same definition. A query on any node reads its own
+//! copy, or one on another node.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -26,6 +27,8 @@ pub enum CatalogChange {
         name: String,
         definition: String,
         deferred: bool,
+        /// Copies besides the first (`num_replica`); the catalog places them.
+        replicas: u8,
     },
     Drop {
         bucket: String,
@@ -67,7 +70,7 @@ pub struct Wanted {
 
 /// Whether `a` and `b` define the same index (names, keyspace, keys, condition), whatever
 /// their ids and states.
-fn same_index(a: &IndexDef, b: &IndexDef) -> bool {
+pub(crate) fn same_index(a: &IndexDef, b: &IndexDef) -> bool {
     let shape = |d: &IndexDef| {
         let mut d = d.clone();
         d.id = sluice_index::IndexId(0);

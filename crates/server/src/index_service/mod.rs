@@ -3,17 +3,19 @@
 //!
 //! An index holds the documents of the whole bucket: its feeder streams each vbucket from
 //! the member the cluster map makes its active (`sources`), and follows the map as
-//! failovers and rebalances move them. Every node holds a copy of every index of the
-//! cluster's catalog.
+//! failovers and rebalances move them. The cluster's metadata says which nodes hold a
+//! copy of each index (`listing`).
 //!
 //! - `catalog`: the cluster's index catalog (replicated metadata): DDL goes there, and
-//!   `reconcile` makes this node hold a copy of each of its indexes;
+//!   `reconcile` makes this node hold a copy of each index placed on it;
+//! - `listing`: the catalog with each index's holders, as the query service plans with it;
 //! - `feeder`: one per index, following the map; `source_feed`: one stream per member.
 //! - `seqnos`: every active vbucket's seqno across the cluster (builds, `request_plus`).
 //! - `report`: the stats.
 
 pub mod catalog;
 mod feeder;
+pub mod listing;
 mod report;
 pub mod seqnos;
 mod source_feed;
@@ -55,6 +57,8 @@ pub struct IndexService {
     pub seqnos: Arc<seqnos::SeqnoReader>,
     /// Where DDL goes: the cluster's replicated catalog (installed by the control plane).
     catalog: std::sync::OnceLock<Arc<dyn catalog::Catalog>>,
+    /// The catalog as the metadata last said, with where each index's copies are.
+    listing: parking_lot::RwLock<Arc<listing::Listing>>,
 }
 
 /// Why a wait for an index to catch up ended without it.
@@ -79,6 +83,7 @@ impl IndexService {
             seqnos: Arc::default(),
             rates: Mutex::new(BTreeMap::new()),
             catalog: std::sync::OnceLock::new(),
+            listing: Default::default(),
         })
     }
 

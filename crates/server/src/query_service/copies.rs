@@ -1,12 +1,12 @@
-//! Every node's copy of an index: a DDL statement returns once the other nodes that serve
-//! the bucket hold their copies as the catalog now says (each asked through its own query
-//! service, as the cluster identity), so a statement sent to any node right after sees
-//! the change, as it would in Couchbase.
+//! Every copy of an index: a DDL statement returns once the other nodes holding a copy
+//! have it as the catalog now says (each asked what it holds, as the cluster identity), so
+//! a statement sent to any node right after sees the change, as it would in Couchbase.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::json;
 use sluice_client::admin_http;
+use sluice_cluster::catalog_name;
 use tokio::time::Instant;
 
 use super::error::ServiceError;
@@ -32,21 +32,24 @@ pub(super) enum Want {
 }
 
 impl Want {
-    /// Whether a node whose `system:indexes` shows `states` for the index is done.
-    fn met(self, states: &[String]) -> bool {
+    /// Whether a node whose own copy of the index is in `state` (`None`: it holds none) is
+    /// done.
+    fn met(self, state: Option<&str>) -> bool {
         match self {
-            Want::Online => states.iter().any(|s| s == "online"),
-            Want::Listed => !states.is_empty(),
-            Want::NotDeferred => states.iter().any(|s| s != "deferred"),
-            Want::Gone => states.is_empty(),
+            Want::Online => state == Some("online"),
+            Want::Listed => state.is_some(),
+            Want::NotDeferred => state.is_some_and(|s| s != "deferred"),
+            Want::Gone => state.is_none(),
         }
     }
 }
 
 impl QueryService {
-    /// Waits until every other node serving `ks`'s bucket holds its copy of index `name`
-    /// of `ks` as `want` says, or `deadline` passes (a node down and not failed over makes
-    /// DDL wait for it, then fail with a timeout: its copy would be missing).
+    /// Waits until every other node that should hold a copy of index `name` of `ks` (for
+    /// [`Want::Gone`], every other node of the bucket's map) has it as `want` says, or
+    /// `deadline` passes (a node down and not failed over makes DDL wait for it, then fail
+    /// with a timeout: its copy would be missing). Each node says what it holds itself
+    /// (`GET /internal/index/copies`, as the cluster identity).
     pub(super) async fn wait_other_copies(
         &self,
         ks: &Keyspace,
@@ -57,53 +60,33 @@ impl QueryService {
         let Some(handle) = self.node.buckets.get(&ks.bucket) else {
             return Ok(());
         };
-        let view = handle.cluster_map();
-        let encrypted = self.node.member_tls.is_some();
-        let others: Vec<String> = view
-            .map
-            .nodes()
-            .iter()
-            .filter(|n| n.id != view.this)
-            .map(|n| n.admin_addr(encrypted))
-            .collect();
-        let dial = self.node.member_dial();
-        let who = self.node.peer_credentials();
-        // `system:indexes` names a default collection's keyspace by its bucket alone.
-        let body = if ks.is_default() {
-            json!({
-                "statement": "SELECT RAW state FROM system:indexes \
-                              WHERE keyspace_id = $bucket AND bucket_id IS MISSING \
-                              AND name = $name",
-                "$bucket": ks.bucket,
-                "$name": name,
-            })
-        } else {
-            json!({
-                "statement": "SELECT RAW state FROM system:indexes \
-                              WHERE bucket_id = $bucket AND scope_id = $scope \
-                              AND keyspace_id = $collection AND name = $name",
-                "$bucket": ks.bucket,
-                "$scope": ks.scope,
-                "$collection": ks.collection,
-                "$name": name,
-            })
+        let key = catalog_name(&ks.scope, &ks.collection, name);
+        let listing = self.node.index.listing();
+        let holders = listing
+            .get(&ks.bucket, &key)
+            .and_then(|l| l.holders.as_ref())
+            .filter(|_| want != Want::Gone);
+        let others: Vec<String> = match holders {
+            Some(holders) => holders
+                .iter()
+                .filter(|h| h.id != listing.this)
+                .map(|h| h.admin.clone())
+                .collect(),
+            None => {
+                let view = handle.cluster_map();
+                let encrypted = self.node.member_tls.is_some();
+                view.map
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.id != view.this)
+                    .map(|n| n.admin_addr(encrypted))
+                    .collect()
+            }
         };
         for addr in others {
             loop {
-                let answer = admin_http::call(
-                    &dial,
-                    &addr,
-                    &who,
-                    "/query/service",
-                    Some(&body),
-                    ASK_TIMEOUT,
-                )
-                .await;
-                let states: Option<Vec<String>> = answer
-                    .ok()
-                    .filter(|a| a.ok())
-                    .and_then(|a| serde_json::from_value(a.body["results"].clone()).ok());
-                if states.is_some_and(|s| want.met(&s)) {
+                let states = self.copies_at(&addr, &ks.bucket).await;
+                if states.is_ok_and(|s| want.met(s.get(&key).map(String::as_str))) {
                     break;
                 }
                 if Instant::now() + POLL >= deadline {
@@ -116,23 +99,30 @@ impl QueryService {
         }
         Ok(())
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_statement_waits_for_its_state() {
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(Want::Online.met(&s(&["online"])));
-        assert!(!Want::Online.met(&s(&["building"])));
-        assert!(!Want::Online.met(&s(&[])));
-        assert!(Want::Listed.met(&s(&["deferred"])));
-        assert!(!Want::Listed.met(&s(&[])));
-        assert!(Want::NotDeferred.met(&s(&["building"])));
-        assert!(!Want::NotDeferred.met(&s(&["deferred"])));
-        assert!(Want::Gone.met(&s(&[])));
-        assert!(!Want::Gone.met(&s(&["online"])));
+    /// The states of the copies node `addr` holds of `bucket`'s indexes, by catalog name.
+    pub(super) async fn copies_at(
+        &self,
+        addr: &str,
+        bucket: &str,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let path = format!(
+            "/internal/index/copies?bucket={}",
+            admin_http::percent_encode(bucket)
+        );
+        let answer = admin_http::call(
+            &self.node.member_dial(),
+            addr,
+            &self.node.peer_credentials(),
+            &path,
+            None,
+            ASK_TIMEOUT,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if !answer.ok() {
+            return Err(format!("{addr} answered {}", answer.body));
+        }
+        serde_json::from_value(answer.body["copies"].clone()).map_err(|e| e.to_string())
     }
 }

@@ -2,9 +2,10 @@
 //! index catalog (replicated metadata), which every node's index service follows.
 //!
 //! As in Couchbase, a CREATE without `defer_build` returns once the index is online (here:
-//! every node's copy built), a deferred one once listed, and BUILD INDEX starts the builds
-//! and returns (once every node's copy left `deferred`). Every node holds a copy of every index, so `WITH {"num_replica": n}` is
-//! taken up to the number of other nodes and refused beyond.
+//! every copy built), a deferred one once listed, and BUILD INDEX starts the builds and
+//! returns (once every copy left `deferred`). The catalog places `num_replica` + 1 copies,
+//! each on its own node, so `WITH {"num_replica": n}` is taken up to the number of other
+//! nodes and refused beyond.
 
 use std::time::Duration;
 
@@ -135,16 +136,19 @@ impl QueryService {
                 new.name
             )));
         }
-        // Every node holds a copy of every index: `num_replica` copies besides the first
-        // need that many other nodes.
+        // Each copy on its own node: `num_replica` copies besides the first need that many
+        // other nodes. (The catalog checks again against the nodes that may hold one.)
         let nodes = self.node.cluster_map().map.nodes().len().max(1) as u64;
-        if replicas >= nodes {
-            return Err(ServiceError::NotSupported(format!(
-                "num_replica {replicas}: every node holds a copy of each index, and the \
-                 cluster has {nodes} node(s), so at most {} replica(s)",
-                nodes - 1
-            )));
-        }
+        let replicas = match u8::try_from(replicas) {
+            Ok(r) if u64::from(r) < nodes => r,
+            _ => {
+                return Err(ServiceError::NotSupported(format!(
+                    "num_replica {replicas}: each copy of an index is on its own node, and \
+                     the cluster has {nodes} node(s), so at most {} replica(s)",
+                    nodes - 1
+                )))
+            }
+        };
         let name = new.name.clone();
         let def = IndexDef {
             id: IndexId(0),
@@ -165,6 +169,7 @@ impl QueryService {
             name: catalog_name(&ks.scope, &ks.collection, &name),
             definition,
             deferred: defer,
+            replicas,
         };
         match self.catalog_change(change).await {
             Ok(()) => {}
@@ -173,13 +178,16 @@ impl QueryService {
         }
         tracing::info!(index = %name, keyspace = %ks.path(), deferred = defer,
             "index created in the catalog");
-        // This node's copy: there once the catalog reached it, online once built; then
-        // every other node's.
-        self.wait_local(&ks, &name, deadline, |d| {
-            d.is_some_and(|d| defer || d.state == IndexState::Online)
-        })
-        .await?;
+        // Once the catalog reached this node, every copy: this node's if it holds one (there,
+        // online once built), then the other holders'.
+        self.wait_listed(&ks, &name, true, deadline).await?;
         let want = if defer { Want::Listed } else { Want::Online };
+        if self.holds(&ks, &name) {
+            self.wait_local(&ks, &name, deadline, |d| {
+                d.is_some_and(|d| defer || d.state == IndexState::Online)
+            })
+            .await?;
+        }
         self.wait_other_copies(&ks, &name, want, deadline).await
     }
 
@@ -199,6 +207,36 @@ impl QueryService {
             CatalogError::NotFound(name) => ServiceError::IndexNotFound(own(name)),
             e => ServiceError::Catalog(e),
         })
+    }
+
+    /// Whether this node holds a copy of `ks`'s index `name`, as the catalog last said.
+    fn holds(&self, ks: &Keyspace, name: &str) -> bool {
+        let listing = self.node.index.listing();
+        let key = catalog_name(&ks.scope, &ks.collection, name);
+        listing
+            .get(&ks.bucket, &key)
+            .is_some_and(|l| l.held_by(listing.this))
+    }
+
+    /// Waits until the catalog as this node reads it lists `ks`'s index `name` (or no
+    /// longer does): the change was committed, and reaches each node a moment later.
+    async fn wait_listed(
+        &self,
+        ks: &Keyspace,
+        name: &str,
+        listed: bool,
+        deadline: Instant,
+    ) -> Result<(), ServiceError> {
+        let key = catalog_name(&ks.scope, &ks.collection, name);
+        while self.node.index.listing().get(&ks.bucket, &key).is_some() != listed {
+            if Instant::now() >= deadline {
+                return Err(ServiceError::Timeout(format!(
+                    "while this node reads the catalog's change of index {name}"
+                )));
+            }
+            tokio::time::sleep(ONLINE_POLL).await;
+        }
+        Ok(())
     }
 
     /// Waits until this node's copy of `ks`'s index `name` (or its absence) is what `done`
@@ -264,6 +302,7 @@ impl QueryService {
         }
         tracing::info!(index = %name, keyspace = %ks.path(), "index dropped from the catalog");
         let deadline = Instant::now() + LOCAL_WAIT;
+        self.wait_listed(&ks, name, false, deadline).await?;
         self.wait_local(&ks, name, deadline, |d| d.is_none())
             .await?;
         self.wait_other_copies(&ks, name, Want::Gone, deadline)
@@ -290,6 +329,7 @@ impl QueryService {
         // before the statement returns, so `system:indexes` shows them building.
         let deadline = Instant::now() + LOCAL_WAIT;
         for name in &names {
+            self.wait_listed(&ks, name, true, deadline).await?;
             self.wait_local(&ks, name, deadline, |d| {
                 d.is_none_or(|d| d.state != IndexState::Deferred)
             })

@@ -211,7 +211,7 @@ impl QueryService {
         let access = plan_access(select, &catalog.infos, &req.params)?;
         // A write needs each document whole (and its CAS): never covered.
         let mut rows = self
-            .rows((bucket, cid), access, None, &catalog.defs, req, deadline)
+            .rows((bucket, cid), access, None, &catalog, req, deadline)
             .await?;
         let client = rows.client().clone();
         let mut done: HashSet<String> = HashSet::new();

@@ -48,6 +48,10 @@ pub enum ServiceError {
     NotReadonly(&'static str),
     #[error("Index service error: {0}")]
     Index(#[from] IndexError),
+    /// No copy of the index could be scanned: each holder was down, unreachable, or had not
+    /// built its copy yet.
+    #[error("Index service error: no copy of index {index} answered ({why})")]
+    NoCopy { index: String, why: String },
     #[error("Index catalog error: {0}")]
     Catalog(crate::index_service::catalog::CatalogError),
     #[error("Error fetching documents through KV: {0}")]
@@ -73,7 +77,9 @@ impl ServiceError {
             ServiceError::ScanWait(_) | ServiceError::Seqnos(_) => 12015,
             ServiceError::NotSupported(_) => 1020,
             ServiceError::NotReadonly(_) => 1000,
-            ServiceError::Index(_) | ServiceError::Catalog(_) => 12000,
+            ServiceError::Index(_) | ServiceError::Catalog(_) | ServiceError::NoCopy { .. } => {
+                12000
+            }
             ServiceError::Fetch(_) => 12008,
             ServiceError::Dml { .. } => 12009,
             ServiceError::Cancelled => 1081,

@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use rand::RngCore;
 
@@ -32,6 +32,9 @@ pub const REQUEST_BYTES_MAX: usize = 4 << 20;
 pub fn router(service: Arc<QueryService>) -> Router {
     Router::new()
         .route("/query/service", post(query_post).get(query_get))
+        .route("/internal/index/scan", post(super::remote::serve_scan))
+        .route("/internal/index/copies", get(super::remote::serve_copies))
+        .route("/indexStatus", get(super::index_status::serve))
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .with_state(service)
 }

@@ -8,11 +8,14 @@
 //!   documents an access path reads (index pages, fetched through KV, or from this node's
 //!   engine for the vbuckets active here: `local_read`).
 //! - `ddl`: CREATE / DROP / BUILD INDEX, changes of the cluster's index catalog; `copies`:
-//!   waiting for every node's copy to follow.
+//!   waiting for every copy to follow.
+//! - `remote`: scanning a copy of an index on another node (the catalog places each index
+//!   on some nodes only), and the internal routes that serve it.
 //! - `dml`: INSERT / UPSERT / UPDATE / DELETE through KV; `json_path`: UPDATE's paths.
 //! - `prepare`: PREPARE, EXECUTE and the request's `prepared`, over this node's
 //!   `sluice_query::prepared::PreparedCache`.
-//! - `system_indexes`: the rows of `system:indexes`.
+//! - `system_indexes`: the rows of `system:indexes`; `index_status`: `GET /indexStatus`,
+//!   where each index's copies are.
 //! - `http`: the route and the response envelope; `sink`: results streamed in chunks.
 //!
 //! Who may do what: the caller's roles, read from the admin port's authentication:
@@ -25,10 +28,12 @@ mod ddl;
 mod dml;
 pub mod error;
 pub mod http;
+mod index_status;
 mod json_path;
 mod keyspace;
 mod local_read;
 mod prepare;
+mod remote;
 mod rows;
 mod select;
 pub mod sink;
@@ -78,6 +83,8 @@ pub struct QueryService {
     /// Each keyspace's indexes as the planner sees them, kept until the index store's
     /// definitions move (see `select::Catalog`).
     catalogs: Mutex<HashMap<keyspace::Keyspace, Arc<select::Catalog>>>,
+    /// Which holder a scan of a copy on another node asks first (`remote`).
+    rotation: remote::Rotation,
 }
 
 impl QueryService {
@@ -88,6 +95,7 @@ impl QueryService {
             servicers: tokio::sync::Semaphore::new(SERVICERS),
             prepared: Mutex::new(PreparedCache::new()),
             catalogs: Mutex::new(HashMap::new()),
+            rotation: Default::default(),
         }
     }
 

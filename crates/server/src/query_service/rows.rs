@@ -9,15 +9,18 @@ use std::collections::{BTreeMap, VecDeque};
 
 use base64::Engine as _;
 use sluice_client::ClusterClient;
-use sluice_index::{IndexDef, IndexId};
+use sluice_index::{IndexDef, IndexId, IndexState, ScanPage};
 use sluice_query::{Access, Cover, DocMeta, Row, Span};
 use sluice_types::{CollectionId, Seqno, VbId};
+use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::error::ServiceError;
 use super::local_read::{self, LocalRead};
+use super::select::Catalog;
 use super::QueryService;
 use crate::bucket_handle::BucketHandle;
+use crate::index_service::listing::Holder;
 use crate::index_service::WaitError;
 use sluice_client::GetResult;
 use sluice_query::request::{Consistency, QueryRequest};
@@ -54,7 +57,21 @@ pub(super) struct RowSource<'a> {
 
 enum From {
     Keys(VecDeque<String>),
-    Scan { id: IndexId, spans: VecDeque<Span> },
+    /// This node's copy of the index, caught up as the request asked.
+    Scan {
+        id: IndexId,
+        spans: VecDeque<Span>,
+    },
+    /// A copy on another node (this node holds none, or its copy is still building): each
+    /// page asked of one of `holders`, which waits for `consistency` first.
+    Remote {
+        def: Box<IndexDef>,
+        holders: Vec<Holder>,
+        spans: VecDeque<Span>,
+        consistency: Option<Arc<BTreeMap<VbId, Seqno>>>,
+        /// When the request's consistency wait must be over.
+        wait_until: Instant,
+    },
 }
 
 impl QueryService {
@@ -65,7 +82,7 @@ impl QueryService {
         (bucket, cid): (std::sync::Arc<BucketHandle>, CollectionId),
         access: Access,
         cover: Option<Cover>,
-        defs: &[IndexDef],
+        catalog: &Catalog,
         req: &QueryRequest,
         deadline: Instant,
     ) -> Result<RowSource<'_>, ServiceError> {
@@ -73,14 +90,29 @@ impl QueryService {
             Access::None => From::Keys(VecDeque::new()),
             Access::KeyLookup { keys } => From::Keys(keys.into()),
             Access::IndexScan { index, spans, .. } | Access::PrimaryScan { index, spans, .. } => {
-                let def = defs
+                let i = catalog
+                    .defs
                     .iter()
-                    .find(|d| d.name == index)
+                    .position(|d| d.name == index)
                     .ok_or_else(|| ServiceError::IndexNotFound(index.clone()))?;
-                self.wait_consistent(def, &bucket, req, deadline).await?;
-                From::Scan {
-                    id: def.id,
-                    spans: spans.into(),
+                let def = &catalog.defs[i];
+                let (targets, wait_until) = self.consistency(&bucket, req, deadline).await?;
+                if def.state == IndexState::Online {
+                    if let Some(targets) = &targets {
+                        self.wait_caught_up(def, targets, wait_until).await?;
+                    }
+                    From::Scan {
+                        id: def.id,
+                        spans: spans.into(),
+                    }
+                } else {
+                    From::Remote {
+                        def: Box::new(def.clone()),
+                        holders: catalog.copies[i].clone(),
+                        spans: spans.into(),
+                        consistency: targets,
+                        wait_until,
+                    }
                 }
             }
         };
@@ -96,30 +128,41 @@ impl QueryService {
         })
     }
 
-    /// Waits until `def` holds what the request's consistency asks for.
-    async fn wait_consistent(
+    /// The seqnos the request's consistency asks an index to have applied (`None`: not
+    /// bounded), and until when a scan may wait for them.
+    async fn consistency(
         &self,
-        def: &IndexDef,
         bucket: &BucketHandle,
         req: &QueryRequest,
         deadline: Instant,
-    ) -> Result<(), ServiceError> {
-        let targets: std::sync::Arc<BTreeMap<VbId, Seqno>> = match &req.consistency {
-            Consistency::NotBounded => return Ok(()),
-            Consistency::RequestPlus => self.cluster_seqnos(bucket, deadline).await?,
-            Consistency::AtPlus(vectors) => std::sync::Arc::new(
+    ) -> Result<(Option<Arc<BTreeMap<VbId, Seqno>>>, Instant), ServiceError> {
+        let targets = match &req.consistency {
+            Consistency::NotBounded => None,
+            Consistency::RequestPlus => Some(self.cluster_seqnos(bucket, deadline).await?),
+            Consistency::AtPlus(vectors) => Some(Arc::new(
                 vectors
                     .get(bucket.name.as_str())
                     .or_else(|| vectors.get(""))
                     .map(|v| v.iter().map(|(vb, t)| (*vb, t.seqno)).collect())
                     .unwrap_or_default(),
-            ),
+            )),
         };
-        let mut wait = deadline.saturating_duration_since(Instant::now());
-        if let Some(scan_wait) = req.scan_wait {
-            wait = wait.min(scan_wait);
-        }
-        match self.node.index.wait_for(def.id, &targets, wait).await {
+        let wait_until = match req.scan_wait {
+            Some(scan_wait) => deadline.min(Instant::now() + scan_wait),
+            None => deadline,
+        };
+        Ok((targets, wait_until))
+    }
+
+    /// Waits until this node's copy of `def` applied `targets`, until `wait_until`.
+    async fn wait_caught_up(
+        &self,
+        def: &IndexDef,
+        targets: &BTreeMap<VbId, Seqno>,
+        wait_until: Instant,
+    ) -> Result<(), ServiceError> {
+        let wait = wait_until.saturating_duration_since(Instant::now());
+        match self.node.index.wait_for(def.id, targets, wait).await {
             Ok(()) => Ok(()),
             Err(WaitError::Timeout) => Err(ServiceError::ScanWait(def.name.clone())),
             Err(WaitError::Index(e)) => Err(e.into()),
@@ -190,27 +233,58 @@ impl RowSource<'_> {
                         .await
                         .map_err(|e| ServiceError::Fetch(e.to_string()))??
                 };
-                if let Some(next) = page.resume {
+                if let Some(next) = page.resume.clone() {
                     spans.push_front(Span {
                         start: next,
                         end: span.end,
                     });
                 }
-                if let Some(cover) = &self.cover {
-                    // A document that expired is gone to a fetch even before the expiry
-                    // pager deletes it; its entry keeps the expiry so it is gone here too.
-                    let now = crate::exec::unix_now_s();
-                    let rows = page
-                        .entries
-                        .into_iter()
-                        .filter(|e| !sluice_types::Expiry(e.expiry).is_expired(now))
-                        .map(|e| cover.row(e.values, &e.doc_key));
-                    return Ok(Some(rows.collect()));
+                return self.page_rows(page).await.map(Some);
+            }
+            From::Remote {
+                def,
+                holders,
+                spans,
+                consistency,
+                wait_until,
+            } => {
+                let Some(span) = spans.pop_front() else {
+                    return Ok(None);
+                };
+                let wait = wait_until.saturating_duration_since(Instant::now());
+                let consistency = consistency.as_deref().map(|t| (t, wait));
+                let page = self
+                    .service
+                    .scan_remote(holders, def, (&span.start, &span.end), page, consistency)
+                    .await?;
+                if let Some(next) = page.resume.clone() {
+                    spans.push_front(Span {
+                        start: next,
+                        end: span.end,
+                    });
                 }
-                page.entries.into_iter().map(|e| e.doc_key).collect()
+                return self.page_rows(page).await.map(Some);
             }
         };
         self.fetch(&keys).await.map(Some)
+    }
+
+    /// The rows of a page of index entries: built from the entries when the index covers
+    /// the statement, else the documents they name.
+    async fn page_rows(&self, page: ScanPage) -> Result<Vec<Row>, ServiceError> {
+        if let Some(cover) = &self.cover {
+            // A document that expired is gone to a fetch even before the expiry pager
+            // deletes it; its entry keeps the expiry so it is gone here too.
+            let now = crate::exec::unix_now_s();
+            let rows = page
+                .entries
+                .into_iter()
+                .filter(|e| !sluice_types::Expiry(e.expiry).is_expired(now))
+                .map(|e| cover.row(e.values, &e.doc_key));
+            return Ok(rows.collect());
+        }
+        let keys: Vec<Vec<u8>> = page.entries.into_iter().map(|e| e.doc_key).collect();
+        self.fetch(&keys).await
     }
 
     async fn fetch(&self, keys: &[Vec<u8>]) -> Result<Vec<Row>, ServiceError> {

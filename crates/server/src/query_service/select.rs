@@ -14,11 +14,12 @@
 //!    Without grouping, and without ORDER BY or with the index giving its order
 //!    (`access_is_ordered`), the scan stops as soon as OFFSET + LIMIT rows are out.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_cluster::rbac::Privilege;
-use sluice_index::{IndexDef, IndexState};
+use sluice_index::{IndexDef, IndexId, IndexState};
 use sluice_query::ast::Select;
 use sluice_query::{
     access_is_ordered, covering, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
@@ -32,15 +33,21 @@ use super::prepare::Resolved;
 use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
 use crate::bucket_handle::BucketHandle;
+use crate::index_service::catalog::same_index;
+use crate::index_service::listing::Holder;
 use sluice_query::request::QueryRequest;
 
-/// A keyspace's indexes as the index store defined them at `generation`, and as the
-/// planner takes them.
+/// A keyspace's indexes as the cluster's catalog lists them, with this node's copies and
+/// the other holders, and as the planner takes them.
 pub(super) struct Catalog {
-    generation: u64,
+    /// The index store's generation and the catalog listing's, when read.
+    generation: (u64, u64),
     /// The collection the indexes were read for (see [`QueryService::indexes`]).
     cid: CollectionId,
+    /// Each index; its id and state are this node's copy's, if it holds one.
     pub defs: Vec<IndexDef>,
+    /// Each index's holders other than this node (in the order of `defs`).
+    pub copies: Vec<Vec<Holder>>,
     pub infos: Vec<IndexInfo>,
 }
 
@@ -213,40 +220,79 @@ impl QueryService {
         Ok(Some(source))
     }
 
-    /// The indexes of `ks` (collection `cid`): the catalog kept from an earlier statement
-    /// while the index store's definitions have not moved since (reading and cloning every
-    /// definition for each statement was 1% of a point lookup's time), else read afresh.
-    /// An index defined on an earlier collection of the same name (dropped since) is not
-    /// one of them.
+    /// The indexes of `ks` (collection `cid`) as the cluster's catalog lists them, each with
+    /// this node's copy (its id and state) if it holds one, and the other holders: the
+    /// catalog kept from an earlier statement while neither the catalog nor the index
+    /// store's definitions have moved since (reading and cloning every definition for each
+    /// statement was 1% of a point lookup's time), else read afresh. An index defined on an
+    /// earlier collection of the same name (dropped since) is not one of them.
     pub(super) fn indexes(&self, ks: &Keyspace, cid: CollectionId) -> Arc<Catalog> {
         let store = &self.node.index.store;
         let generation = store.generation();
+        let listing = self.node.index.listing();
         if let Some(c) = self.catalogs.lock().get(ks) {
-            if c.generation == generation && c.cid == cid {
+            if c.generation == (generation, listing.generation) && c.cid == cid {
                 return c.clone();
             }
         }
-        let defs: Vec<IndexDef> = self
+        let held: Vec<IndexDef> = self
             .node
             .index
             .definitions_of(&ks.bucket)
             .into_iter()
             .filter(|d| ks.holds(d) && d.collection_id == cid)
             .collect();
+        let mut defs = Vec::new();
+        let mut copies = Vec::new();
+        if listing.generation == 0 {
+            // The catalog has not reached this node yet (it is starting): its own copies.
+            for d in &held {
+                defs.push(d.clone());
+                copies.push(Vec::new());
+            }
+        }
+        for listed in listing
+            .buckets
+            .get(&ks.bucket)
+            .into_iter()
+            .flat_map(|b| b.values())
+        {
+            let Ok(mut def) = IndexDef::from_json(listed.definition.as_bytes()) else {
+                continue;
+            };
+            if !(ks.holds(&def) && def.collection_id == cid) {
+                continue;
+            }
+            let own = held
+                .iter()
+                .find(|h| listed.held_by(listing.this) && same_index(h, &def));
+            // Without a copy here the state is the catalog's: deferred, or built as far as
+            // this node knows (DDL returned once every copy was online).
+            (def.id, def.state) = match own {
+                Some(h) => (h.id, h.state),
+                None if listed.deferred => (IndexId(0), IndexState::Deferred),
+                None => (IndexId(0), IndexState::Building),
+            };
+            copies.push(listed.others(listing.this));
+            defs.push(def);
+        }
         let infos = defs
             .iter()
-            .map(|d| IndexInfo {
+            .zip(&copies)
+            .map(|(d, others)| IndexInfo {
                 name: d.name.clone(),
                 keys: d.keys.clone(),
                 condition: d.condition.clone(),
                 primary: d.primary,
-                online: d.state == IndexState::Online,
+                online: d.state == IndexState::Online
+                    || (d.state != IndexState::Deferred && !others.is_empty()),
             })
             .collect();
         let catalog = Arc::new(Catalog {
-            generation,
+            generation: (generation, listing.generation),
             cid,
             defs,
+            copies,
             infos,
         });
         let mut catalogs = self.catalogs.lock();
@@ -256,6 +302,58 @@ impl QueryService {
         catalogs.retain(|k, _| self.collection(k).is_ok());
         catalogs.insert(ks.clone(), catalog.clone());
         catalog
+    }
+
+    /// Every index of the buckets `who` has a role on, as the catalog lists them, with a
+    /// state: this node's copy's if it holds one, else the most advanced of its holders'
+    /// (each holder asked once; `offline` if none answers).
+    async fn catalog_states(&self, who: &Authenticated) -> Vec<(IndexDef, &'static str)> {
+        let listing = self.node.index.listing();
+        let mut asked: HashMap<(String, String), BTreeMap<String, String>> = HashMap::new();
+        let mut out = Vec::new();
+        for (bucket, indexes) in &listing.buckets {
+            if !who.allows(Privilege::AnyOfBucket(bucket)) {
+                continue;
+            }
+            let held = self.node.index.definitions_of(bucket);
+            for (key, listed) in indexes {
+                let Ok(def) = IndexDef::from_json(listed.definition.as_bytes()) else {
+                    continue;
+                };
+                let own = held
+                    .iter()
+                    .find(|h| listed.held_by(listing.this) && same_index(h, &def));
+                if let Some(h) = own {
+                    out.push((def, h.state.as_str()));
+                    continue;
+                }
+                // 0: no holder answered; then deferred, building, online.
+                let mut best = 0;
+                for holder in listed.others(listing.this) {
+                    let ask = (holder.admin.clone(), bucket.clone());
+                    if !asked.contains_key(&ask) {
+                        let copies = self.copies_at(&holder.admin, bucket).await;
+                        asked.insert(ask.clone(), copies.unwrap_or_default());
+                    }
+                    let rank = match asked[&ask].get(key).map(String::as_str) {
+                        Some("online") => 3,
+                        Some("building") => 2,
+                        Some(_) => 1,
+                        None => 0,
+                    };
+                    best = best.max(rank);
+                }
+                let state = match best {
+                    3 => "online",
+                    2 => "building",
+                    1 => "deferred",
+                    _ if listed.deferred => "deferred",
+                    _ => "offline",
+                };
+                out.push((def, state));
+            }
+        }
+        out
     }
 
     pub(super) fn explain(
@@ -311,11 +409,8 @@ impl QueryService {
                     self.node.config.advertise_host,
                     self.node.admin_port()
                 );
-                for def in self.node.index.store.definitions() {
-                    if !who.allows(Privilege::AnyOfBucket(&def.bucket)) {
-                        continue;
-                    }
-                    let row = system_indexes::row(&def, &datastore);
+                for (def, state) in self.catalog_states(who).await {
+                    let row = system_indexes::row(&def, state, &datastore);
                     if pipeline.push(&row, &mut results)? == Flow::Done {
                         break;
                     }
@@ -329,14 +424,14 @@ impl QueryService {
             }
         };
         let catalog = self.indexes(&ks, cid);
-        let (defs, infos) = (&catalog.defs, &catalog.infos);
+        let infos = &catalog.infos;
         let access = plan_access(s, infos, &req.params)?;
         if access_is_ordered(s, &access, infos) {
             pipeline.rows_in_order();
         }
         let cover = covering(s, &access, infos);
         let mut rows = self
-            .rows((bucket, cid), access, cover, defs, req, deadline)
+            .rows((bucket, cid), access, cover, &catalog, req, deadline)
             .await?;
         'pages: while let Some(page) = rows.next_page(pipeline.wanted()).await? {
             for row in &page {

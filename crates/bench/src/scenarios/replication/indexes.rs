@@ -1,7 +1,9 @@
 //! A views column's real indexes (the seeds' views, as GSI): before the column's ladder the
 //! bench defines N indexes through the query service of one node (`CREATE INDEX bench_ix_i
-//! ON default(fi)`, answered once the index is online: built over the prefilled documents),
-//! each fed by DCP streams of every vbucket from every node. While the ladder runs a light
+//! ON default(fi) WITH {"num_replica": nodes - 1}`, answered once the index is online: built
+//! over the prefilled documents), a copy on every node as the seeds' views were (Couchbase
+//! 3's views are each node's own), each copy fed by DCP streams of every vbucket from every
+//! node. While the ladder runs a light
 //! query loop sends one point query at a time against them (`SELECT META().id FROM default
 //! WHERE fi = $v`, not_bounded, the indexes in turn), and each step reads the indexes'
 //! `items_remaining` (STAT `index` over KV). After the column the indexes are dropped.
@@ -30,9 +32,13 @@ pub fn index_name(i: usize) -> String {
     format!("bench_ix_{i}")
 }
 
-/// The `CREATE INDEX` statement of index `i`.
-pub fn create_statement(i: usize) -> String {
-    format!("CREATE INDEX {} ON default(f{i})", index_name(i))
+/// The `CREATE INDEX` statement of index `i`, with `replicas` copies besides the first.
+pub fn create_statement(i: usize, replicas: usize) -> String {
+    let with = match replicas {
+        0 => String::new(),
+        n => format!(" WITH {{\"num_replica\": {n}}}"),
+    };
+    format!("CREATE INDEX {} ON default(f{i}){with}", index_name(i))
 }
 
 /// The `DROP INDEX` statement of index `i`.
@@ -59,6 +65,8 @@ pub struct IndexNode {
     pub login: ConnectOptions,
     pub username: String,
     pub password: String,
+    /// Copies of each index besides the first: the cluster's nodes but one.
+    pub replicas: usize,
 }
 
 /// What a views column's indexes and its query loop did over the column's ladder.
@@ -141,11 +149,11 @@ impl Indexes {
         for i in 0..n {
             let start = Instant::now();
             conn.count(&json!({
-                "statement": create_statement(i),
+                "statement": create_statement(i, node.replicas),
                 "timeout": format!("{}s", DDL_TIMEOUT.as_secs()),
             }))
             .await
-            .with_context(|| create_statement(i))?;
+            .with_context(|| create_statement(i, node.replicas))?;
             let took = start.elapsed();
             eprintln!(
                 "  {} online after {:.1} s",
@@ -359,12 +367,12 @@ mod tests {
     #[test]
     fn statements_name_one_index_per_field() {
         assert_eq!(
-            create_statement(0),
+            create_statement(0, 0),
             "CREATE INDEX bench_ix_0 ON default(f0)"
         );
         assert_eq!(
-            create_statement(15),
-            "CREATE INDEX bench_ix_15 ON default(f15)"
+            create_statement(15, 1),
+            "CREATE INDEX bench_ix_15 ON default(f15) WITH {\"num_replica\": 1}"
         );
         assert_eq!(drop_statement(3), "DROP INDEX bench_ix_3 ON default");
     }

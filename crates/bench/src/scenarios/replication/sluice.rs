@@ -118,6 +118,7 @@ impl SluiceTarget {
             login: self.login.clone(),
             username: username.to_string(),
             password: password.to_string(),
+            replicas: self.writer.map().nodes().len().saturating_sub(1),
         })
     }
 

@@ -1,0 +1,82 @@
+//! `GET /indexStatus`: every copy of every index of the cluster's catalog, with the node
+//! that holds it, as Couchbase's index status route lists them (one entry per copy:
+//! `indexName`, `bucket`, `scope`, `collection`, `replicaId`, `numReplica`, `hosts` with
+//! the holder's plain admin address, `nodeId`, `status` `Ready`, `Building`, `Created` (deferred) or
+//! `Offline` when the holder does not answer). Needs reading the cluster (the admin port's
+//! default rule for a GET).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use sluice_cluster::split_catalog_name;
+
+use super::QueryService;
+use crate::index_service::listing::Holder;
+
+pub(super) async fn serve(State(service): State<Arc<QueryService>>) -> Response {
+    let listing = service.node.index.listing();
+    let encrypted = service.node.member_tls.is_some();
+    let mut asked: BTreeMap<(String, String), Option<BTreeMap<String, String>>> = BTreeMap::new();
+    let mut entries = Vec::new();
+    for (bucket, indexes) in &listing.buckets {
+        for (key, listed) in indexes {
+            let Some((scope, collection, name)) = split_catalog_name(key) else {
+                continue;
+            };
+            // An index defined before placement: every node of the bucket's map holds it.
+            let holders: Vec<Holder> = match &listed.holders {
+                Some(h) => h.clone(),
+                None => service
+                    .node
+                    .buckets
+                    .get(bucket)
+                    .map(|b| {
+                        b.cluster_map()
+                            .map
+                            .nodes()
+                            .iter()
+                            .map(|n| Holder {
+                                id: n.id,
+                                admin: n.admin_addr(encrypted),
+                                shown: n.admin_addr(false),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            for (replica, holder) in holders.iter().enumerate() {
+                let ask = (holder.admin.clone(), bucket.clone());
+                if !asked.contains_key(&ask) {
+                    let copies = service.copies_at(&holder.admin, bucket).await.ok();
+                    asked.insert(ask.clone(), copies);
+                }
+                let status = match &asked[&ask] {
+                    None => "Offline",
+                    Some(copies) => match copies.get(key).map(String::as_str) {
+                        Some("online") => "Ready",
+                        Some("building") => "Building",
+                        Some(_) => "Created",
+                        None => "Offline",
+                    },
+                };
+                entries.push(json!({
+                    "indexName": name,
+                    "index": name,
+                    "bucket": bucket,
+                    "scope": scope,
+                    "collection": collection,
+                    "replicaId": replica,
+                    "numReplica": listed.replicas,
+                    "hosts": [holder.shown],
+                    "nodeId": holder.id.0,
+                    "status": status,
+                }));
+            }
+        }
+    }
+    Json(json!({ "indexes": entries, "warnings": [] })).into_response()
+}
