@@ -1,7 +1,8 @@
 //! JSON over HTTP to a node's admin port (`/health`, `/api/v1/cluster`, ...), for tools such
 //! as `sluice cluster up`. Every call authenticates with HTTP Basic as the credentials given
 //! (an administrator, or a node calling its peers as the cluster). One request per
-//! connection; every call bounded in time and in answer size.
+//! connection (`kept` keeps connections for a node's frequent calls to its peers); every
+//! call bounded in time and in answer size.
 
 use crate::net::Dial;
 use crate::Credentials;
@@ -150,10 +151,18 @@ async fn exchange(
     path: &str,
     body: Body<'_>,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let transport = |reason: String| AdminHttpError::Transport {
-        addr: addr.to_string(),
-        reason,
-    };
+    let (mut sender, driver) = open(dial, addr).await?;
+    let answer = request(&mut sender, addr, who, method, path, body).await;
+    driver.abort();
+    answer
+}
+
+/// A connection to `addr`'s admin port: the handle requests are sent on, and the task
+/// driving the connection (it ends when the handle is dropped or the peer closes).
+pub(crate) async fn open(
+    dial: &Dial,
+    addr: &str,
+) -> Result<(Sender, tokio::task::JoinHandle<()>), AdminHttpError> {
     let stream = dial
         .connect(addr)
         .await
@@ -161,10 +170,34 @@ async fn exchange(
             addr: addr.to_string(),
             reason: e.to_string(),
         })?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| transport(e.to_string()))?;
-    let driver = tokio::spawn(conn);
+        .map_err(|e| AdminHttpError::Transport {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((sender, driver))
+}
+
+/// The handle of an open admin connection.
+pub(crate) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// One request on an open connection, and its answer read whole.
+pub(crate) async fn request(
+    sender: &mut Sender,
+    addr: &str,
+    who: &Credentials,
+    method: Method,
+    path: &str,
+    body: Body<'_>,
+) -> Result<AdminAnswer, AdminHttpError> {
+    let transport = |reason: String| AdminHttpError::Transport {
+        addr: addr.to_string(),
+        reason,
+    };
     let (bytes, content_type) = match body {
         Body::None => (Vec::new(), "application/json"),
         Body::Json(json) => (
@@ -198,7 +231,6 @@ async fn exchange(
         .await
         .map_err(|e| transport(e.to_string()))?
         .to_bytes();
-    driver.abort();
     let body = if collected.is_empty() {
         serde_json::Value::Null
     } else if !json {

@@ -63,6 +63,7 @@
 
 mod admin;
 pub mod admin_http;
+pub mod admin_kept;
 mod bootstrap;
 mod client;
 mod cluster_client;

@@ -85,6 +85,8 @@ pub struct QueryService {
     catalogs: Mutex<HashMap<keyspace::Keyspace, Arc<select::Catalog>>>,
     /// Which holder a scan of a copy on another node asks first (`remote`).
     rotation: remote::Rotation,
+    /// Connections kept to the holders of index copies on other nodes (`remote`).
+    kept: sluice_client::admin_kept::KeptConnections,
 }
 
 impl QueryService {
@@ -96,6 +98,7 @@ impl QueryService {
             prepared: Mutex::new(PreparedCache::new()),
             catalogs: Mutex::new(HashMap::new()),
             rotation: Default::default(),
+            kept: sluice_client::admin_kept::KeptConnections::new(remote::KEPT_PER_HOLDER),
         }
     }
 

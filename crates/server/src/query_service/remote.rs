@@ -13,7 +13,9 @@
 //! - `GET /internal/index/copies?bucket=B`: the copies this node holds of `B`'s indexes and
 //!   their states, by catalog name (DDL waits on them; `system:indexes` shows them).
 //!
-//! A page is asked of the holders in turn, starting from a different one for each scan so
+//! Pages go on connections kept per holder (`sluice_client::admin_kept`, up to
+//! [`KEPT_PER_HOLDER`] idle each): a fresh TLS connection per page cost most of a remote
+//! point lookup. A page is asked of the holders in turn, starting from a different one for each scan so
 //! that copies share the load; one that cannot answer (down, not built yet, dropped since
 //! the catalog moved) passes the page to the next, with the same consistency targets, so
 //! a page from any copy holds what the request's consistency asks.
@@ -31,7 +33,6 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sluice_client::admin_http;
 use sluice_cluster::catalog_name;
 use sluice_index::{IndexDef, IndexState, ScanEntry, ScanPage};
 use sluice_query::index_key::{decode_key, encode_key, IndexKeyError};
@@ -41,6 +42,9 @@ use super::error::ServiceError;
 use super::QueryService;
 use crate::index_service::listing::Holder;
 use crate::index_service::WaitError;
+
+/// Idle connections kept to each holder (as many scans as run at once reuse them).
+pub(super) const KEPT_PER_HOLDER: usize = super::SERVICERS;
 
 /// How long one page may take beyond its consistency wait.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,15 +110,18 @@ impl QueryService {
         let mut why = String::from("the catalog lists no other holder");
         for i in 0..holders.len() {
             let holder = &holders[(first + i) % holders.len()];
-            let answer = admin_http::call(
-                &dial,
-                &holder.admin,
-                &who,
-                "/internal/index/scan",
-                Some(&body),
-                wait + PAGE_TIMEOUT,
-            )
-            .await;
+            // A scan page is a read: it may go on a kept connection.
+            let answer = self
+                .kept
+                .post(
+                    &dial,
+                    &holder.admin,
+                    &who,
+                    "/internal/index/scan",
+                    &body,
+                    wait + PAGE_TIMEOUT,
+                )
+                .await;
             match answer {
                 Ok(a) if a.ok() => return decode(def, &a.body),
                 Ok(a) if a.status == 504 => return Err(ServiceError::ScanWait(def.name.clone())),
