@@ -439,7 +439,17 @@ def test_target_node_restart(how, shared_a, sluice_factory):
         w.start()
         w.wait_acked(200)
         burst_keys: List[str] = []
+        back_at = None
         for cycle in range(CYCLES):
+            if back_at is not None:
+                # The pipeline keeps a checkpoint record at most every second, the newest
+                # one moving until it is a second old, and a record survives a SIGKILL only
+                # if B had its acknowledged writes on disk. So before B goes again, the
+                # writer runs long enough after B came back for a record made since then to
+                # hold (RECORD_EVERY_MS + B's flush interval, with room); otherwise the
+                # pipeline rightly falls back to the record it resumed from last time, and
+                # the replay bound below would count the previous cycle's changes too.
+                time.sleep(max(0.0, back_at + 3.0 - time.monotonic()))
             # A burst of new keys B is being sent when it goes: versions it may have
             # acknowledged without having them on disk yet (a SIGKILL loses those; the
             # pipeline's checkpoints must not have moved past what B lost, or B never gets
@@ -487,6 +497,7 @@ def test_target_node_restart(how, shared_a, sluice_factory):
                 lambda: (lambda t: t if t and t["starts"] > t_kill["starts"]
                          and not t["errors"] else None)(s.task()),
                 timeout=60, diag=s.diag)
+            back_at = time.monotonic()
             print(f"cycle {cycle}: after B came back: {fields(t_back)}")
             assert t_back["rewindsToZero"] == t_burst.get("rewindsToZero", 0), (
                 f"vbuckets went back to zero after B's {how}: {fields(t_back)}\n{s.diag()}")

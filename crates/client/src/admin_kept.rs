@@ -173,7 +173,14 @@ mod tests {
         let who = Credentials::new("u", "p");
         let body = serde_json::json!({});
         let answer = kept
-            .post(&Dial::default(), addr, &who, "/x", &body, Duration::from_secs(5))
+            .post(
+                &Dial::default(),
+                addr,
+                &who,
+                "/x",
+                &body,
+                Duration::from_secs(5),
+            )
             .await
             .unwrap();
         assert_eq!(answer.status, 200);

@@ -238,13 +238,15 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Guarded<Io> {
 
 /// Middleware: the request limit. Outermost, so that it bounds authentication too. A query
 /// (`/query/service`) is bounded by its own `timeout` instead (at most
-/// [`crate::query_service::TIMEOUT_MAX`]): the SDKs ask for 75 s by default.
+/// [`crate::query_service::TIMEOUT_MAX`]): the SDKs ask for 75 s by default. So is a page
+/// of a remote index scan (`/internal/index/scan`), whose consistency wait is the query's.
 pub async fn time_limit(
     axum::extract::State(limit): axum::extract::State<Duration>,
     request: Request,
     next: Next,
 ) -> Response {
-    let limit = if request.uri().path() == "/query/service" {
+    let path = request.uri().path();
+    let limit = if path == "/query/service" || path == "/internal/index/scan" {
         crate::query_service::TIMEOUT_MAX + Duration::from_secs(5)
     } else {
         limit

@@ -202,7 +202,8 @@ pub(super) async fn serve_scan(
             .iter()
             .map(|(vb, s)| (VbId(*vb), Seqno(*s)))
             .collect();
-        let wait = Duration::from_millis(req.wait_ms);
+        // The asking query's own wait, which its timeout bounds.
+        let wait = Duration::from_millis(req.wait_ms).min(super::TIMEOUT_MAX);
         match index.wait_for(def.id, &targets, wait).await {
             Ok(()) => {}
             Err(WaitError::Timeout) => {
