@@ -260,8 +260,8 @@ impl ClusterMap {
     }
 
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
-        // The query service answers on the admin port of every node, and every node holds a
-        // copy of every index: clients may send a query to any of them.
+        // The query service answers on the admin port of every node, and a node without a
+        // copy of an index scans a holder's: clients may send a query to any of them.
         let entry = |host: &str, kv: u16, mgmt: u16| {
             let services = [
                 (service::KV, kv),
