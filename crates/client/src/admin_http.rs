@@ -133,8 +133,16 @@ pub async fn send(
     body: Body<'_>,
     timeout: Duration,
 ) -> Result<AdminAnswer, AdminHttpError> {
-    let exchanged = exchange(dial, addr, who, method, path, body);
-    match tokio::time::timeout(timeout, exchanged).await {
+    within(addr, timeout, exchange(dial, addr, who, method, path, body)).await
+}
+
+/// `call`'s answer, or [`AdminHttpError::Timeout`] once `timeout` passed.
+pub(crate) async fn within(
+    addr: &str,
+    timeout: Duration,
+    call: impl std::future::Future<Output = Result<AdminAnswer, AdminHttpError>>,
+) -> Result<AdminAnswer, AdminHttpError> {
+    match tokio::time::timeout(timeout, call).await {
         Ok(answer) => answer,
         Err(_) => Err(AdminHttpError::Timeout {
             addr: addr.to_string(),

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::admin_http::{open, request, AdminAnswer, AdminHttpError, Body, Method, Sender};
+use crate::admin_http::{open, request, within, AdminAnswer, AdminHttpError, Body, Method, Sender};
 use crate::net::Dial;
 use crate::Credentials;
 
@@ -65,13 +65,7 @@ impl KeptConnections {
             self.keep(addr, sender);
             Ok(answer)
         };
-        match tokio::time::timeout(timeout, call).await {
-            Ok(answer) => answer,
-            Err(_) => Err(AdminHttpError::Timeout {
-                addr: addr.to_string(),
-                waited: timeout,
-            }),
-        }
+        within(addr, timeout, call).await
     }
 
     /// An idle connection to `addr` that is still open, if any.

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluice_cluster::NodeId;
+use sluice_index::IndexDef;
 
+use super::catalog::same_index;
 use super::IndexService;
 
 /// A node holding a copy of an index.
@@ -40,6 +42,20 @@ impl Listed {
         self.holders
             .as_ref()
             .is_none_or(|h| h.iter().any(|h| h.id == id))
+    }
+
+    /// Node `this`'s own copy of `def` (this listed index) among `held` (its store's
+    /// definitions), if the catalog places one here and it is the same index.
+    pub fn own_copy<'a>(
+        &self,
+        this: NodeId,
+        held: &'a [IndexDef],
+        def: &IndexDef,
+    ) -> Option<&'a IndexDef> {
+        if !self.held_by(this) {
+            return None;
+        }
+        held.iter().find(|h| same_index(h, def))
     }
 
     /// The holders other than node `this`.

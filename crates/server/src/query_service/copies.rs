@@ -2,7 +2,7 @@
 //! have it as the catalog now says (each asked what it holds, as the cluster identity), so
 //! a statement sent to any node right after sees the change, as it would in Couchbase.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use sluice_client::admin_http;
@@ -124,5 +124,30 @@ impl QueryService {
             return Err(format!("{addr} answered {}", answer.body));
         }
         serde_json::from_value(answer.body["copies"].clone()).map_err(|e| e.to_string())
+    }
+}
+
+/// What holders say of their copies, each holder asked once per bucket (for a statement or
+/// a request that reads many indexes' states).
+#[derive(Default)]
+pub(super) struct HolderStates(HashMap<(String, String), Option<BTreeMap<String, String>>>);
+
+impl HolderStates {
+    /// The state of holder `admin`'s copy of `bucket`'s index `key`: `None` if the holder
+    /// did not answer, `Some(None)` if it holds no such copy.
+    pub(super) async fn state(
+        &mut self,
+        service: &QueryService,
+        admin: &str,
+        bucket: &str,
+        key: &str,
+    ) -> Option<Option<&str>> {
+        let ask = (admin.to_string(), bucket.to_string());
+        if !self.0.contains_key(&ask) {
+            let copies = service.copies_at(admin, bucket).await.ok();
+            self.0.insert(ask.clone(), copies);
+        }
+        let copies = self.0[&ask].as_ref()?;
+        Some(copies.get(key).map(String::as_str))
     }
 }

@@ -5,7 +5,6 @@
 //! `Offline` when the holder does not answer). Needs reading the cluster (the admin port's
 //! default rule for a GET).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -14,13 +13,14 @@ use axum::Json;
 use serde_json::json;
 use sluice_cluster::split_catalog_name;
 
+use super::copies::HolderStates;
 use super::QueryService;
 use crate::index_service::listing::Holder;
 
 pub(super) async fn serve(State(service): State<Arc<QueryService>>) -> Response {
     let listing = service.node.index.listing();
     let encrypted = service.node.member_tls.is_some();
-    let mut asked: BTreeMap<(String, String), Option<BTreeMap<String, String>>> = BTreeMap::new();
+    let mut asked = HolderStates::default();
     let mut entries = Vec::new();
     for (bucket, indexes) in &listing.buckets {
         for (key, listed) in indexes {
@@ -49,19 +49,12 @@ pub(super) async fn serve(State(service): State<Arc<QueryService>>) -> Response 
                     .unwrap_or_default(),
             };
             for (replica, holder) in holders.iter().enumerate() {
-                let ask = (holder.admin.clone(), bucket.clone());
-                if !asked.contains_key(&ask) {
-                    let copies = service.copies_at(&holder.admin, bucket).await.ok();
-                    asked.insert(ask.clone(), copies);
-                }
-                let status = match &asked[&ask] {
+                let state = asked.state(&service, &holder.admin, bucket, key).await;
+                let status = match state.flatten() {
+                    Some("online") => "Ready",
+                    Some("building") => "Building",
+                    Some(_) => "Created",
                     None => "Offline",
-                    Some(copies) => match copies.get(key).map(String::as_str) {
-                        Some("online") => "Ready",
-                        Some("building") => "Building",
-                        Some(_) => "Created",
-                        None => "Offline",
-                    },
                 };
                 entries.push(json!({
                     "indexName": name,

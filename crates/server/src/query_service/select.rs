@@ -14,7 +14,6 @@
 //!    Without grouping, and without ORDER BY or with the index giving its order
 //!    (`access_is_ordered`), the scan stops as soon as OFFSET + LIMIT rows are out.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,13 +26,13 @@ use sluice_query::{
 use sluice_types::CollectionId;
 use tokio::time::Instant;
 
+use super::copies::HolderStates;
 use super::error::ServiceError;
 use super::keyspace::{resolve, Keyspace, Target};
 use super::prepare::Resolved;
 use super::sink::Sink;
 use super::{system_indexes, Authenticated, QueryService};
 use crate::bucket_handle::BucketHandle;
-use crate::index_service::catalog::same_index;
 use crate::index_service::listing::Holder;
 use sluice_query::request::QueryRequest;
 
@@ -263,9 +262,7 @@ impl QueryService {
             if !(ks.holds(&def) && def.collection_id == cid) {
                 continue;
             }
-            let own = held
-                .iter()
-                .find(|h| listed.held_by(listing.this) && same_index(h, &def));
+            let own = listed.own_copy(listing.this, &held, &def);
             // Without a copy here the state is the catalog's: deferred, or built as far as
             // this node knows (DDL returned once every copy was online).
             (def.id, def.state) = match own {
@@ -309,7 +306,7 @@ impl QueryService {
     /// (each holder asked once; `offline` if none answers).
     async fn catalog_states(&self, who: &Authenticated) -> Vec<(IndexDef, &'static str)> {
         let listing = self.node.index.listing();
-        let mut asked: HashMap<(String, String), BTreeMap<String, String>> = HashMap::new();
+        let mut asked = HolderStates::default();
         let mut out = Vec::new();
         for (bucket, indexes) in &listing.buckets {
             if !who.allows(Privilege::AnyOfBucket(bucket)) {
@@ -320,22 +317,15 @@ impl QueryService {
                 let Ok(def) = IndexDef::from_json(listed.definition.as_bytes()) else {
                     continue;
                 };
-                let own = held
-                    .iter()
-                    .find(|h| listed.held_by(listing.this) && same_index(h, &def));
-                if let Some(h) = own {
+                if let Some(h) = listed.own_copy(listing.this, &held, &def) {
                     out.push((def, h.state.as_str()));
                     continue;
                 }
                 // 0: no holder answered; then deferred, building, online.
                 let mut best = 0;
                 for holder in listed.others(listing.this) {
-                    let ask = (holder.admin.clone(), bucket.clone());
-                    if !asked.contains_key(&ask) {
-                        let copies = self.copies_at(&holder.admin, bucket).await;
-                        asked.insert(ask.clone(), copies.unwrap_or_default());
-                    }
-                    let rank = match asked[&ask].get(key).map(String::as_str) {
+                    let state = asked.state(self, &holder.admin, bucket, key).await;
+                    let rank = match state.flatten() {
                         Some("online") => 3,
                         Some("building") => 2,
                         Some(_) => 1,
