@@ -280,6 +280,13 @@ def test_failover_rolls_back_only_the_vbuckets_that_need_it(tmp_path):
             {"statement": "SELECT COUNT(*) AS c FROM default WHERE x >= 1000",
              "scan_consistency": "at_plus", "scan_vectors": {"default": vectors}})
         assert status == 200 and body["results"] == [{"c": len(keys)}], body
+        # And the primary index's copy (no WHERE: only it covers every document), so both
+        # indexes hold writes node 2 may lack and each must roll back where node 2 lags.
+        status, body = raw_query(
+            SimpleNamespace(admin_url=f"http://127.0.0.1:{base + 1}"),
+            {"statement": "SELECT COUNT(*) AS c FROM default",
+             "scan_consistency": "at_plus", "scan_vectors": {"default": vectors}})
+        assert status == 200 and body["results"] == [{"c": 3000 + len(keys)}], body
         with kv_connect(node1, USERNAME, PASSWORD) as c:
             node1_high = {vb: s for vb, s in all_vb_seqnos(c).items() if vb in behind}
 
