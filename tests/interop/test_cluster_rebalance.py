@@ -70,7 +70,7 @@ def encrypted_join_args(data_dir, kv_port: int, join_port: int) -> List[str]:
 
 
 def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
-                auto_failover_s: int = 0) -> subprocess.Popen:
+                auto_failover_s: int = 0, extra: List[str] = ()) -> subprocess.Popen:
     """Starts node 3 (KV on base+30, admin on base+31) joining through `join_port`, and
     waits until it answers and nodes 0-2 all list it (its admin port answers before the
     join is done, and a rebalance planned without it would have nothing to do)."""
@@ -82,7 +82,7 @@ def join_fourth(data_dir, base: int, join_port: int, vbuckets: int,
          "--kv-port", str(base + 30), "--admin-port", str(base + 31),
          "--vbuckets", str(vbuckets),
          "--memory-quota-mb", "128", "--auto-failover-timeout", str(auto_failover_s)]
-        + encrypted_join_args(data_dir, base + 30, join_port),
+        + list(extra) + encrypted_join_args(data_dir, base + 30, join_port),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     wait_health(base + 31, proc)
     deadline = time.monotonic() + 60

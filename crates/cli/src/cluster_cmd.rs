@@ -20,6 +20,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use sluice_client::admin_http::{self, AdminAnswer};
 use sluice_client::Credentials;
+use sluice_cluster::{Service, Services};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -104,6 +105,11 @@ pub struct UpArgs {
     /// everything in cleartext. With --no-tls, always off.
     #[arg(long, value_enum, default_value = "control")]
     pub cluster_encryption: crate::server_cmd::EncryptionArg,
+    /// The services of node N, from 0, as `N=LIST` with LIST as `sluice server --services`
+    /// takes it (`kv,index,query`); repeat it for other nodes. A node not named runs every
+    /// service. Node 0 creates the cluster and must run kv.
+    #[arg(long = "services", value_name = "N=LIST", value_parser = parse_node_services)]
+    pub services: Vec<(u16, Services)>,
     /// The cluster's administrator: every node is started with it (through its environment,
     /// not its command line), and this command calls the nodes as it.
     #[command(flatten)]
@@ -181,6 +187,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
 }
 
 async fn up(args: UpArgs) -> anyhow::Result<()> {
+    check_services(&args)?;
     let last = u32::from(args.base_port) + u32::from(PORT_STRIDE) * u32::from(args.nodes);
     anyhow::ensure!(
         last <= u32::from(u16::MAX),
@@ -251,6 +258,46 @@ async fn place(first: &NodeProc, nodes: u16) -> anyhow::Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `--services N=LIST`, as clap reads it.
+fn parse_node_services(arg: &str) -> Result<(u16, Services), String> {
+    let (n, list) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("{arg:?} is not N=LIST (e.g. 2=index,query)"))?;
+    let n: u16 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{n:?} is not a node number"))?;
+    let services = Services::parse(list).map_err(|e| e.to_string())?;
+    Ok((n, services))
+}
+
+/// Each `--services` names a node of the cluster, once, and node 0 runs kv.
+fn check_services(args: &UpArgs) -> anyhow::Result<()> {
+    let mut named = std::collections::BTreeSet::new();
+    for (n, _) in &args.services {
+        anyhow::ensure!(
+            *n < args.nodes,
+            "--services {n}=...: the cluster has nodes 0 to {}",
+            args.nodes - 1
+        );
+        anyhow::ensure!(named.insert(*n), "--services names node {n} twice");
+    }
+    let first = node_services(args, 0);
+    anyhow::ensure!(
+        first.has(Service::Kv),
+        "node 0 creates the cluster and holds its bucket first, so it must run kv (it is given {first})"
+    );
+    Ok(())
+}
+
+/// What node `i` runs: its `--services`, or every service.
+fn node_services(args: &UpArgs, i: u16) -> Services {
+    args.services
+        .iter()
+        .find(|(n, _)| *n == i)
+        .map_or(Services::ALL, |(_, s)| *s)
 }
 
 fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeProc> {
@@ -336,6 +383,10 @@ fn spawn_node(args: &UpArgs, i: u16, join: Option<&str>) -> anyhow::Result<NodeP
     // A directory that is already a member restarts without `--join`.
     if let Some(member) = join.filter(|_| !dir.join("node.json").exists()) {
         argv.extend(["--join".into(), member.to_owned()]);
+    }
+    let services = node_services(args, i);
+    if !services.is_all() {
+        argv.extend(["--services".into(), services.to_string()]);
     }
     let mut cmd = Command::new(exe);
     cmd.args(&argv)
@@ -443,15 +494,21 @@ async fn write_cluster_json(args: &UpArgs, procs: &[NodeProc]) -> anyhow::Result
             "kv_tls_port": p.tls.as_ref().map(|t| t.0),
             "admin_tls_port": p.tls.as_ref().map(|t| t.1),
             "data_dir": p.dir,
+            "services": node_services(args, p.index).iter().map(Service::as_str).collect::<Vec<_>>(),
             "pid": p.child.id(),
             "args": p.args,
         }));
     }
-    let seeds: Vec<String> = procs
+    // Clients bootstrap from the data nodes.
+    let data: Vec<&NodeProc> = procs
+        .iter()
+        .filter(|p| node_services(args, p.index).has(Service::Kv))
+        .collect();
+    let seeds: Vec<String> = data
         .iter()
         .map(|p| format!("{}:{}", p.hosts.advertise, p.kv_port))
         .collect();
-    let tls_seeds: Vec<String> = procs
+    let tls_seeds: Vec<String> = data
         .iter()
         .filter_map(|p| Some(format!("{}:{}", p.hosts.advertise, p.tls.as_ref()?.0)))
         .collect();

@@ -122,6 +122,13 @@ pub struct ServerArgs {
     #[arg(long, env = "SLUICE_INDEX_MEMORY_QUOTA_MB",
           default_value_t = sluice_server::INDEX_MEMORY_QUOTA_MB_DEFAULT)]
     pub index_memory_quota_mb: u64,
+    /// The services this node runs, comma-separated: kv (the data service; Couchbase's
+    /// "data"), index, query (Couchbase's "n1ql"). Only kv nodes hold vbuckets, only index
+    /// nodes hold index copies, only query nodes answer /query/service. Fixed once the node
+    /// has joined; the node that creates a cluster must run kv.
+    #[arg(long, env = "SLUICE_SERVICES", default_value = "kv,index,query",
+          value_parser = parse_services)]
+    pub services: sluice_cluster::Services,
     /// Number of vbuckets (fixed for the life of the data directory).
     #[arg(long, env = "SLUICE_VBUCKETS", default_value_t = 1024,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -297,6 +304,7 @@ impl ServerArgs {
         };
         c.memory_quota_mb = self.memory_quota_mb;
         c.index_memory_quota_mb = self.index_memory_quota_mb;
+        c.services = self.services;
         c.vbuckets = self.vbuckets;
         c.username = self.admin.username.clone();
         c.password = self.admin.password.clone();
@@ -398,4 +406,9 @@ pub fn auto_failover_secs(v: &str) -> Result<u64, String> {
         ));
     }
     Ok(secs)
+}
+
+/// `--services`, as clap reads it.
+pub(crate) fn parse_services(list: &str) -> Result<sluice_cluster::Services, String> {
+    sluice_cluster::Services::parse(list).map_err(|e| e.to_string())
 }

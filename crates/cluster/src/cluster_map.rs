@@ -20,13 +20,14 @@
 
 use crate::limits::NODES_MAX;
 use crate::node::{NodeId, NodeInfo};
+use crate::services::Service;
 use crate::vbmap::VbMap;
 use serde::{Deserialize, Serialize};
 use sluice_types::cccp::{
     service, Ddocs, LegacyNode, LegacyPorts, NodeExt, TerseConfig, VbucketServerMap,
 };
 use sluice_types::VbId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A map revision: starts at 1 (SDKs ignore revision 0) and only grows. Serialized as the
 /// bare number.
@@ -73,6 +74,8 @@ pub struct ServingNode<'a> {
     pub host: &'a str,
     pub kv_port: u16,
     pub admin_port: u16,
+    /// What it runs: shown when the map does not list it yet.
+    pub services: crate::services::Services,
 }
 
 /// A cluster map that cannot be built.
@@ -88,6 +91,8 @@ pub enum ClusterMapError {
     DuplicateAddress { host: String, kv_port: u16 },
     #[error("{vb} has a copy on {node}, which the map does not list")]
     UnknownNode { vb: VbId, node: NodeId },
+    #[error("{vb} has a copy on {node}, which does not run the kv (data) service")]
+    NotData { vb: VbId, node: NodeId },
     #[error("revision 0 is not a map revision; they start at 1")]
     ZeroRev,
 }
@@ -190,8 +195,7 @@ impl ClusterMap {
         let name = bucket.name;
         let uuid = bucket.uuid;
         let nodes = self
-            .nodes
-            .iter()
+            .data_nodes()
             .map(|n| LegacyNode {
                 couch_api_base: format!("http://{}:{}/{name}", n.host, n.admin_port),
                 hostname: format!("{}:{}", n.host, n.admin_port),
@@ -199,8 +203,7 @@ impl ClusterMap {
             })
             .collect();
         let server_list = self
-            .nodes
-            .iter()
+            .data_nodes()
             .map(|n| format!("{}:{}", n.host, n.kv_port))
             .collect();
         let kind = match bucket.kind {
@@ -259,42 +262,57 @@ impl ClusterMap {
         }
     }
 
+    /// The nodes running the data service, in map order: what `serverList` lists and
+    /// `vBucketMap` indexes.
+    fn data_nodes(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes.iter().filter(|n| n.runs(Service::Kv))
+    }
+
     fn nodes_ext(&self, serving: &ServingNode<'_>) -> Vec<NodeExt> {
-        // The query service answers on the admin port of every node, and a node without a
-        // copy of an index scans a holder's: clients may send a query to any of them.
-        let entry = |host: &str, kv: u16, mgmt: u16| {
-            let services = [
-                (service::KV, kv),
-                (service::MGMT, mgmt),
-                (service::QUERY, mgmt),
-            ]
-            .into_iter()
-            .map(|(s, p)| (s.to_string(), i64::from(p)))
-            .collect();
+        // Each node lists the services it runs, at the ports it serves them on: the query
+        // service answers on the admin port, and a query node without a copy of an index
+        // scans a holder's. Data nodes come first, in `serverList`'s order (some clients
+        // index both lists alike), then the others.
+        let entry = |n: &NodeInfo| {
+            let tls = n.tls;
+            let mut services = BTreeMap::new();
+            if n.runs(Service::Kv) {
+                services.insert(service::KV.to_string(), i64::from(n.kv_port));
+                if let Some(t) = tls {
+                    services.insert(service::KV_TLS.to_string(), i64::from(t.kv));
+                }
+            }
+            services.insert(service::MGMT.to_string(), i64::from(n.admin_port));
+            if let Some(t) = tls {
+                services.insert(service::MGMT_TLS.to_string(), i64::from(t.admin));
+            }
+            if n.runs(Service::Query) {
+                services.insert(service::QUERY.to_string(), i64::from(n.admin_port));
+                if let Some(t) = tls {
+                    services.insert(service::QUERY_TLS.to_string(), i64::from(t.admin));
+                }
+            }
             NodeExt {
-                hostname: Some(host.to_string()),
+                hostname: Some(n.host.clone()),
                 services: Some(services),
-                this_node: host == serving.host && kv == serving.kv_port,
+                this_node: n.host == serving.host && n.kv_port == serving.kv_port,
             }
         };
-        let mut nodes: Vec<NodeExt> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut e = entry(&n.host, n.kv_port, n.admin_port);
-                if let (Some(tls), Some(services)) = (n.tls, e.services.as_mut()) {
-                    services.insert(service::KV_TLS.to_string(), i64::from(tls.kv));
-                    services.insert(service::MGMT_TLS.to_string(), i64::from(tls.admin));
-                    services.insert(service::QUERY_TLS.to_string(), i64::from(tls.admin));
-                }
-                e
-            })
-            .collect();
+        let others = self.nodes.iter().filter(|n| !n.runs(Service::Kv));
+        let mut nodes: Vec<NodeExt> = self.data_nodes().chain(others).map(entry).collect();
         // A node the map does not list yet (joined, not rebalanced in) still answers for
         // the bucket: it lists itself, serving no vbucket. SDKs look for the entry marked
         // `thisNode` in every config they are sent (the C++ SDK aborts without one).
         if !nodes.iter().any(|n| n.this_node) {
-            nodes.push(entry(serving.host, serving.kv_port, serving.admin_port));
+            let me = NodeInfo {
+                id: NodeId(u32::MAX),
+                host: serving.host.to_string(),
+                kv_port: serving.kv_port,
+                admin_port: serving.admin_port,
+                tls: None,
+                services: serving.services,
+            };
+            nodes.push(entry(&me));
         }
         nodes
     }
@@ -303,8 +321,7 @@ impl ClusterMap {
         let index = |slot: Option<NodeId>| -> i64 {
             slot.map_or(-1, |id| {
                 let i = self
-                    .nodes
-                    .iter()
+                    .data_nodes()
                     .position(|n| n.id == id)
                     .expect("checked: every node of the vbucket map is listed");
                 i64::try_from(i).expect("at most NODES_MAX nodes")
@@ -366,10 +383,10 @@ fn check(nodes: &[NodeInfo], vbmap: &VbMap) -> Result<(), ClusterMapError> {
             max: NODES_MAX,
         });
     }
-    let mut ids = BTreeSet::new();
+    let mut ids = BTreeMap::new();
     let mut addresses = BTreeSet::new();
     for n in nodes {
-        if !ids.insert(n.id) {
+        if ids.insert(n.id, n).is_some() {
             return Err(ClusterMapError::DuplicateNode(n.id));
         }
         if !addresses.insert((n.host.as_str(), n.kv_port)) {
@@ -380,8 +397,14 @@ fn check(nodes: &[NodeInfo], vbmap: &VbMap) -> Result<(), ClusterMapError> {
         }
     }
     for (vb, chain) in vbmap.iter() {
-        if let Some(node) = chain.nodes().find(|n| !ids.contains(n)) {
-            return Err(ClusterMapError::UnknownNode { vb, node });
+        for node in chain.nodes() {
+            match ids.get(&node) {
+                None => return Err(ClusterMapError::UnknownNode { vb, node }),
+                Some(n) if !n.runs(Service::Kv) => {
+                    return Err(ClusterMapError::NotData { vb, node })
+                }
+                Some(_) => {}
+            }
         }
     }
     Ok(())
@@ -405,6 +428,7 @@ mod tests {
             kv_port,
             admin_port,
             tls: None,
+            services: crate::Services::ALL,
         }
     }
 
@@ -426,6 +450,7 @@ mod tests {
             host: "127.0.0.1",
             kv_port: 12000,
             admin_port: 8091,
+            services: crate::Services::ALL,
         };
         let expected = json!({
             "rev": 1,
@@ -485,6 +510,7 @@ mod tests {
             host: "127.0.0.1",
             kv_port: 12000,
             admin_port: 8091,
+            services: crate::Services::ALL,
         };
         let uid = |doc: Value| doc["collectionsManifestUid"].clone();
         assert_eq!(
@@ -508,6 +534,7 @@ mod tests {
             host: "elsewhere",
             kv_port: 1,
             admin_port: 8091,
+            services: crate::Services::ALL,
         };
         let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         assert_eq!(doc["bucketType"], "ephemeral");
@@ -555,6 +582,7 @@ mod tests {
             host: "a",
             kv_port: 11210,
             admin_port: 8091,
+            services: crate::Services::ALL,
         };
         let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         assert_eq!(
@@ -567,6 +595,70 @@ mod tests {
         assert_eq!(
             doc["nodesExt"][1]["services"],
             json!({"kv": 11210, "mgmt": 8091, "n1ql": 8091})
+        );
+    }
+
+    #[test]
+    fn nodes_list_only_the_services_they_run() {
+        // Node 5 runs the query service only and is listed first; node 2 runs kv only.
+        let mut query = node(5, "q", 11210, 8091);
+        query.services = crate::Services::parse("query").unwrap();
+        query.tls = Some(crate::TlsPorts {
+            kv: 11207,
+            admin: 18091,
+        });
+        let mut data = node(2, "d", 11210, 8091);
+        data.services = crate::Services::parse("kv").unwrap();
+        let vbmap = VbMap::new(
+            1,
+            vec![
+                Chain::new(Some(NodeId(2)), vec![Some(NodeId(9))]),
+                Chain::new(Some(NodeId(9)), vec![None]),
+            ],
+        )
+        .unwrap();
+        let nodes = vec![query, data, node(9, "all", 11210, 8091)];
+        let map = ClusterMap::new(nodes.clone(), vbmap).unwrap();
+        let bucket = BucketInfo {
+            name: "b",
+            uuid: "u",
+            kind: BucketKind::Couchbase,
+        };
+        let serving = ServingNode {
+            host: "q",
+            kv_port: 11210,
+            admin_port: 8091,
+            services: crate::Services::parse("query").unwrap(),
+        };
+        let doc = to_json(map.terse_bucket_config(&bucket, &serving));
+        // Only data nodes hold vbuckets: the rows index them alone.
+        assert_eq!(
+            doc["vBucketServerMap"]["serverList"],
+            json!(["d:11210", "all:11210"])
+        );
+        assert_eq!(
+            doc["vBucketServerMap"]["vBucketMap"],
+            json!([[0, 1], [1, -1]])
+        );
+        assert_eq!(doc["nodes"].as_array().unwrap().len(), 2);
+        // Every node in `nodesExt`, data nodes first in the same order.
+        assert_eq!(
+            doc["nodesExt"],
+            json!([
+                {"services": {"kv": 11210, "mgmt": 8091}, "hostname": "d"},
+                {"services": {"kv": 11210, "mgmt": 8091, "n1ql": 8091}, "hostname": "all"},
+                {"services": {"mgmt": 8091, "mgmtSSL": 18091, "n1ql": 8091, "n1qlSSL": 18091},
+                    "hostname": "q", "thisNode": true},
+            ])
+        );
+        // A chain on the query node is no map.
+        let onto_query = VbMap::new(0, vec![Chain::new(Some(NodeId(5)), vec![])]).unwrap();
+        assert_eq!(
+            ClusterMap::new(nodes, onto_query),
+            Err(ClusterMapError::NotData {
+                vb: VbId(0),
+                node: NodeId(5)
+            })
         );
     }
 
@@ -591,6 +683,7 @@ mod tests {
             host: "b",
             kv_port: 1,
             admin_port: 8091,
+            services: crate::Services::ALL,
         };
         let doc = to_json(map.terse_bucket_config(&bucket, &serving));
         let server_map = &doc["vBucketServerMap"];

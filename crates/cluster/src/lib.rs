@@ -42,6 +42,7 @@ pub mod node;
 pub mod placement;
 pub mod rbac;
 pub mod rebalance;
+pub mod services;
 pub mod vbmap;
 
 pub use balance::{check_balance, node_counts, Imbalance, NodeCounts};
@@ -62,4 +63,5 @@ pub use placement::{place, PlaceError};
 pub use rebalance::{
     plan_rebalance, ApplyError, PlanMethod, RebalanceError, RebalancePlan, Takeover, VbMove,
 };
+pub use services::{Service, Services, ServicesError};
 pub use vbmap::{Chain, MapError, VbMap};

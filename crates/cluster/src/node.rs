@@ -12,6 +12,7 @@
 //! Addresses live in `NodeInfo`, used only where a map is rendered for clients.
 
 use crate::limits::NODES_MAX;
+use crate::services::Services;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -41,6 +42,10 @@ pub struct NodeInfo {
     /// written before TLS existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsPorts>,
+    /// What the node runs. Absent in metadata written before services existed: every
+    /// service, as every node ran then (and left out when it is every service).
+    #[serde(default, skip_serializing_if = "Services::is_all")]
+    pub services: Services,
 }
 
 impl NodeInfo {
@@ -51,6 +56,11 @@ impl NodeInfo {
             Some(t) => format!("{}:{}", self.host, t.kv),
             None => format!("{}:{}", self.host, self.kv_port),
         }
+    }
+
+    /// Whether the node runs `service`.
+    pub fn runs(&self, service: crate::services::Service) -> bool {
+        self.services.has(service)
     }
 
     /// The admin address to dial this node at, as [`NodeInfo::kv_addr`] chooses.

@@ -143,6 +143,7 @@ async fn cluster_view(State(s): State<AppState>) -> Response {
                 "host": e.info.host,
                 "kv_port": e.info.kv_port,
                 "admin_port": e.info.admin_port,
+                "services": e.info.services,
                 "status": e.status,
             })
         })
@@ -220,7 +221,9 @@ async fn place_fresh(State(s): State<AppState>, body: Option<Json<PlaceRequest>>
         )
             .into_response();
     }
-    let vbmap = match sluice_cluster::place(&targets, bucket.vbuckets, bucket.replicas) {
+    // Every node is listed (`nodesExt`); the data nodes get the vbuckets.
+    let data = state.running(&targets, sluice_cluster::Service::Kv);
+    let vbmap = match sluice_cluster::place(&data, bucket.vbuckets, bucket.replicas) {
         Ok(m) => m,
         Err(e) => return conflict(e.to_string()),
     };

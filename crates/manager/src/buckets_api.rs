@@ -130,7 +130,9 @@ async fn create(State(s): State<ApiState>, Form(form): Form<BucketForm>) -> Resp
     let state = s.meta.state().borrow().clone();
     let nodes = listed_nodes(&state);
     let targets: Vec<_> = nodes.iter().map(|n| n.id).collect();
-    let vbmap = match sluice_cluster::place(&targets, vbuckets, replicas) {
+    // Every node is listed (`nodesExt`); the data nodes get the vbuckets.
+    let data = state.running(&targets, sluice_cluster::Service::Kv);
+    let vbmap = match sluice_cluster::place(&data, vbuckets, replicas) {
         Ok(m) => m,
         Err(e) => return error("_", e.to_string()),
     };
@@ -392,7 +394,12 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         BucketKind::Couchbase => ("membase", "valueOnly"),
         BucketKind::Ephemeral => ("ephemeral", "noEviction"),
     };
-    let serving = b.map.as_ref().map_or(0, |m| m.nodes().len() as u64);
+    // A bucket is served by its map's data nodes.
+    let data = |n: &&NodeInfo| n.runs(sluice_cluster::Service::Kv);
+    let serving = b
+        .map
+        .as_ref()
+        .map_or(0, |m| m.nodes().iter().filter(data).count() as u64);
     let name = &def.name;
     let nodes: Vec<Value> = b
         .map
@@ -400,12 +407,13 @@ fn describe(b: &BucketEntry, nodes: &[NodeInfo]) -> Value {
         .map(ClusterMap::nodes)
         .unwrap_or(nodes)
         .iter()
+        .filter(data)
         .map(|n| {
             json!({
                 "hostname": format!("{}:{}", n.host, n.admin_port),
                 "status": "healthy",
                 "version": concat!(env!("CARGO_PKG_VERSION"), "-sluice"),
-                "services": ["kv"],
+                "services": n.services.iter().map(|s| s.rest_name()).collect::<Vec<_>>(),
                 "ports": { "direct": n.kv_port },
             })
         })

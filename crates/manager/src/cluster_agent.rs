@@ -244,6 +244,7 @@ mod tests {
                 kv_port: 11210 + id.0 as u16,
                 admin_port: 8091 + id.0 as u16,
                 tls: None,
+                services: sluice_cluster::Services::ALL,
             })
             .collect();
         ClusterMap::new(nodes, place(&ids, 16, 1).unwrap()).unwrap()

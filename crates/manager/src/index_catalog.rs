@@ -79,7 +79,7 @@ pub async fn reconcile(node: &Arc<Node>, this: NodeId, state: &ClusterState) {
         let wanted: BTreeMap<String, Wanted> = entry
             .indexes
             .iter()
-            .filter(|(_, r)| r.held_by(this))
+            .filter(|(_, r)| r.held_by(this, state))
             .map(|(name, r)| {
                 let w = Wanted {
                     definition: r.definition.clone(),
@@ -116,10 +116,7 @@ fn listing(node: &Node, this: NodeId, state: &ClusterState) -> Listing {
                         definition: r.definition.clone(),
                         deferred: r.deferred,
                         replicas: r.replicas,
-                        holders: r
-                            .nodes
-                            .as_ref()
-                            .map(|ids| ids.iter().filter_map(holder).collect()),
+                        holders: r.holders(state).iter().filter_map(holder).collect(),
                     };
                     (name.clone(), listed)
                 })

@@ -295,6 +295,17 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
         Plan::Restart(id) => {
             let listed = meta.state().borrow().node(*id).map(|e| e.info.clone());
             if let Some(listed) = listed.filter(|l| *l != me) {
+                // Said before anything else changes (the move would be refused the same).
+                if listed.services != me.services {
+                    return Err(MembershipError::Refused {
+                        what: "restarting as a member",
+                        rejection: sluice_cluster::Rejection::ServicesChanged {
+                            id: *id,
+                            had: listed.services,
+                            asked: me.services,
+                        },
+                    });
+                }
                 move_node(meta, listed, me.clone()).await?;
             }
         }
@@ -331,6 +342,12 @@ pub async fn complete(node: &Node, meta: &MetaNode, plan: &Plan) -> Result<(), M
 /// A new cluster of one: node 0 with the bucket placed on it. Each step is skipped if the
 /// state already shows it (a restart after a crash half way).
 async fn create_cluster(node: &Node, meta: &MetaNode, me: NodeInfo) -> Result<(), MembershipError> {
+    // The bucket is placed on this node alone: it must be able to hold vbuckets.
+    if !me.runs(sluice_cluster::Service::Kv) {
+        return Err(MembershipError::FirstNodeWithoutData {
+            services: me.services,
+        });
+    }
     meta.initialize_single()
         .await
         .map_err(|source| MembershipError::Meta {

@@ -50,6 +50,12 @@ pub enum MembershipError {
         what: &'static str,
         rejection: Rejection,
     },
+    #[error(
+        "a new cluster starts on a node running the kv (data) service, which holds its \
+         bucket; this one runs {services}: start it with kv among --services, or join it to a \
+         cluster with --join"
+    )]
+    FirstNodeWithoutData { services: sluice_cluster::Services },
     #[error("placing the bucket: {0}")]
     Place(#[from] PlaceError),
     #[error("{}: {source}", path.display())]

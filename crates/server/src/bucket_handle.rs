@@ -426,6 +426,7 @@ mod tests {
             kv_port,
             admin_port: 8091,
             tls: None,
+            services: sluice_cluster::Services::ALL,
         }
     }
 

@@ -57,6 +57,7 @@ impl MapView {
             host: &listed.host,
             kv_port: listed.kv_port,
             admin_port: listed.admin_port,
+            services: listed.services,
         };
         let info = BucketInfo {
             name: bucket.name,
@@ -108,9 +109,18 @@ impl MapView {
     }
 }
 
-/// The map of a node alone: every one of `vbuckets` active on it, `replicas` empty slots.
+/// The map of a node alone: every one of `vbuckets` active on it, `replicas` empty slots;
+/// or, on a node that does not run the data service (waiting for its cluster's map), no
+/// copy anywhere.
 pub fn single_node(me: NodeInfo, replicas: u8, vbuckets: u16) -> ClusterMap {
-    let vbmap = place(&[me.id], vbuckets, replicas).expect("one node can hold 1..=1024 vbuckets");
+    let vbmap = match me.runs(sluice_cluster::Service::Kv) {
+        true => place(&[me.id], vbuckets, replicas).expect("one node can hold 1..=1024 vbuckets"),
+        false => sluice_cluster::VbMap::new(
+            replicas,
+            vec![sluice_cluster::Chain::lost(replicas); usize::from(vbuckets)],
+        )
+        .expect("1..=1024 vbuckets of up to 3 replicas"),
+    };
     ClusterMap::new(vec![me], vbmap).expect("a one-node map is valid")
 }
 

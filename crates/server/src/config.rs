@@ -75,6 +75,9 @@ pub struct ServerConfig {
     /// The index service's block cache, in MiB (`--index-memory-quota-mb`): what Couchbase
     /// calls the index memory quota. Index memtables are on top of it.
     pub index_memory_quota_mb: u64,
+    /// The services this node runs (`--services`; every one by default). Fixed once the
+    /// node is a member: the cluster refuses it back with another set.
+    pub services: sluice_cluster::Services,
     pub vbuckets: u16,
     pub username: String,
     pub password: String,
@@ -147,6 +150,7 @@ impl ServerConfig {
             bucket_type: BucketType::Couchbase,
             memory_quota_mb: 256,
             index_memory_quota_mb: INDEX_MEMORY_QUOTA_MB_DEFAULT,
+            services: sluice_cluster::Services::ALL,
             vbuckets: 1024,
             username: "Administrator".into(),
             password: "password".into(),

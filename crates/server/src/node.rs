@@ -127,6 +127,7 @@ impl Node {
             kv_port: config.kv_port,
             admin_port: config.admin_port,
             tls: None,
+            services: config.services,
         };
         let bucket = Arc::new(BucketHandle::open(
             &config,
@@ -217,6 +218,7 @@ impl Node {
             kv_port: self.kv_port(),
             admin_port: self.admin_port(),
             tls: self.tls_ports(),
+            services: self.config.services,
         }
     }
 

@@ -458,6 +458,7 @@ fn parses_the_maps_the_planner_renders() {
             kv_port: 12000 + i as u16,
             admin_port: 8091 + i as u16,
             tls: None,
+            services: sluice_cluster::Services::ALL,
         })
         .collect();
     let placed = place(&ids, 64, 2).unwrap();
@@ -472,6 +473,7 @@ fn parses_the_maps_the_planner_renders() {
         host: "127.0.0.1",
         kv_port: 12002,
         admin_port: 8091,
+        services: sluice_cluster::Services::ALL,
     };
     let json = serde_json::to_vec(&map.terse_bucket_config(&bucket, &serving)).unwrap();
     let view = ClusterView::parse(&json).unwrap();

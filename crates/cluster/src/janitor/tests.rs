@@ -20,6 +20,7 @@ fn map(chains: &[(NodeId, &[NodeId])], rev: u64) -> ClusterMap {
             kv_port: 11210 + id.0 as u16,
             admin_port: 8091 + id.0 as u16,
             tls: None,
+            services: crate::Services::ALL,
         })
         .collect();
     let replicas = chains[0].1.len() as u8;

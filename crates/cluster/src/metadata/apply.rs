@@ -162,6 +162,13 @@ fn move_node(state: &mut ClusterState, info: &NodeInfo) -> MetaResponse {
     if entry.info == *info {
         return Ok(Applied::NodeMoved { id, revs: vec![] });
     }
+    if entry.info.services != info.services {
+        return Err(Rejection::ServicesChanged {
+            id,
+            had: entry.info.services,
+            asked: info.services,
+        });
+    }
     check_address(state, info)?;
     let mut moved = Vec::new();
     for (name, map) in state.maps() {

@@ -413,10 +413,19 @@ pub enum Rejection {
     TooManyIndexes { max: usize },
     #[error(
         "num_replica {replicas} asks for {} copies of the index, each on its own node, and \
-         {nodes} node(s) may hold one",
+         {nodes} node(s) running the index service may hold one",
         usize::from(*replicas) + 1
     )]
     IndexReplicas { replicas: u8, nodes: usize },
+    #[error(
+        "node {id} runs {had}, not {asked}: a node's services are fixed once it has joined \
+         (start it with --services {had}, or remove it and add a new node)"
+    )]
+    ServicesChanged {
+        id: NodeId,
+        had: crate::services::Services,
+        asked: crate::services::Services,
+    },
     #[error("bad index: {reason}")]
     BadIndex { reason: String },
     #[error("bad remote cluster reference: {reason}")]

@@ -2,7 +2,8 @@
 //! node agrees on it.
 //!
 //! - An index gets `replicas + 1` copies (`WITH {"num_replica": n}`), each on a different
-//!   node, chosen among the nodes that may hold one (every node not failed over) by how few
+//!   node, chosen among the nodes that may hold one (every node running the index service,
+//!   not failed over) by how few
 //!   copies they hold already (ties go to the lower node id). Placement is a pure function
 //!   of the state, so every replica of the metadata computes the same.
 //! - When nodes leave (failed over, removed, ejected by a rebalance), their copies are
@@ -11,22 +12,24 @@
 //!   ([`repair`]). A rebalance that takes nodes in tops indexes up the same way. Couchbase
 //!   rebuilds lost replicas at the next rebalance only; here a failover re-places them at once,
 //!   so an index whose only copy was lost is rebuilt instead of being unusable.
-//! - A record stored before placement existed has no node list: every node holds it, as
-//!   then.
+//! - A record stored before placement existed has no node list: every node that may hold a
+//!   copy holds it, as every node did then ([`IndexRecord::holders`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::node::NodeId;
+use crate::services::Service;
 
 use super::command::Rejection;
 use super::state::{ClusterState, NodeStatus};
 
-/// The nodes that may hold an index copy: every node not failed over.
-pub(super) fn candidates(state: &ClusterState) -> BTreeSet<NodeId> {
+/// The nodes that may hold an index copy: every node running the index service that has
+/// not failed over.
+pub(crate) fn candidates(state: &ClusterState) -> BTreeSet<NodeId> {
     state
         .nodes
         .iter()
-        .filter(|(_, n)| n.status != NodeStatus::FailedOver)
+        .filter(|(_, n)| n.status != NodeStatus::FailedOver && n.info.runs(Service::Index))
         .map(|(id, _)| *id)
         .collect()
 }

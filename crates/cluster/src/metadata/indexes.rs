@@ -42,9 +42,23 @@ pub struct IndexRecord {
 }
 
 impl IndexRecord {
-    /// Whether node `id` holds a copy.
-    pub fn held_by(&self, id: crate::node::NodeId) -> bool {
-        self.nodes.as_ref().is_none_or(|nodes| nodes.contains(&id))
+    /// The nodes holding a copy in `state`: those placed, or for a record stored before
+    /// placement, every node that may hold one (runs the index service, not failed over).
+    pub fn holders(&self, state: &ClusterState) -> Vec<crate::node::NodeId> {
+        match &self.nodes {
+            Some(nodes) => nodes.clone(),
+            None => super::index_placement::candidates(state)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Whether node `id` holds a copy in `state`.
+    pub fn held_by(&self, id: crate::node::NodeId, state: &ClusterState) -> bool {
+        match &self.nodes {
+            Some(nodes) => nodes.contains(&id),
+            None => super::index_placement::candidates(state).contains(&id),
+        }
     }
 }
 
@@ -198,6 +212,7 @@ mod tests {
             kv_port: 11000,
             admin_port: 9000,
             tls: None,
+            services: crate::Services::ALL,
         };
         apply(&mut state, &MetaCommand::AddNode { info }).unwrap();
         state

@@ -407,6 +407,15 @@ impl ClusterState {
             .collect()
     }
 
+    /// Those of `ids` that run `service`, in the order given: of a rebalance's target or a
+    /// map's node list, the nodes vbuckets (`Kv`) may be placed on.
+    pub fn running(&self, ids: &[NodeId], service: crate::services::Service) -> Vec<NodeId> {
+        ids.iter()
+            .copied()
+            .filter(|id| self.nodes.get(id).is_some_and(|n| n.info.runs(service)))
+            .collect()
+    }
+
     /// Ids of removed nodes: never valid again.
     pub fn retired(&self) -> &BTreeSet<NodeId> {
         &self.retired

@@ -20,6 +20,7 @@ fn info(id: u32) -> NodeInfo {
         kv_port: 11000 + id as u16,
         admin_port: 9000 + id as u16,
         tls: None,
+        services: crate::Services::ALL,
     }
 }
 
@@ -617,4 +618,58 @@ fn users_are_put_replaced_and_deleted_and_bad_ones_refused() {
         })
     );
     assert!(s.users().is_empty());
+}
+
+#[test]
+fn a_node_s_services_are_fixed_for_its_life() {
+    let mut state = cluster(2);
+    let mut changed = info(1);
+    changed.services = crate::Services::parse("index,query").unwrap();
+    assert_eq!(
+        refused(&mut state, MetaCommand::MoveNode { info: changed }),
+        Rejection::ServicesChanged {
+            id: NodeId(1),
+            had: crate::Services::ALL,
+            asked: crate::Services::parse("index,query").unwrap(),
+        }
+    );
+    // Moving to other ports with the same services is fine.
+    move_to(&mut state, 1, 15000);
+}
+
+#[test]
+fn vbuckets_go_on_data_nodes_only() {
+    let mut state = cluster(2);
+    ok(&mut state, MetaCommand::AllocateNodeId);
+    let mut query = info(2);
+    query.services = crate::Services::parse("query").unwrap();
+    ok(&mut state, MetaCommand::AddNode { info: query });
+    let rev = state.rev("default").unwrap().0;
+    let all = [NodeId(0), NodeId(1), NodeId(2)];
+    let onto_query_node = MetaCommand::SetMap {
+        bucket: "default".into(),
+        expected_rev: Some(Rev(rev)),
+        nodes: all.to_vec(),
+        vbmap: place(&all, 8, 1).unwrap(),
+    };
+    let err = refused(&mut state, onto_query_node);
+    assert!(
+        matches!(
+            err,
+            Rejection::ClusterMap(crate::ClusterMapError::NotData {
+                node: NodeId(2),
+                ..
+            })
+        ),
+        "{err}"
+    );
+    // Listed without a copy, it is in the map (and `nodesExt`) and becomes active.
+    let listed = MetaCommand::SetMap {
+        bucket: "default".into(),
+        expected_rev: Some(Rev(rev)),
+        nodes: all.to_vec(),
+        vbmap: place(&all[..2], 8, 1).unwrap(),
+    };
+    ok(&mut state, listed);
+    assert_eq!(state.node(NodeId(2)).unwrap().status, NodeStatus::Active);
 }

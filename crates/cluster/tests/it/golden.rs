@@ -315,6 +315,7 @@ fn terse_bucket_config_3_nodes_8_vbuckets() {
             kv_port: 11210,
             admin_port: 8091,
             tls: None,
+            services: sluice_cluster::Services::ALL,
         })
         .collect();
     let map = ClusterMap::new(infos, vbmap).unwrap();
@@ -327,6 +328,7 @@ fn terse_bucket_config_3_nodes_8_vbuckets() {
         host: "10.0.0.2",
         kv_port: 11210,
         admin_port: 8091,
+        services: sluice_cluster::Services::ALL,
     };
     // As a JSON document (keys in order), so the golden file shows the fields sorted.
     let json = serde_json::to_value(map.terse_bucket_config(&bucket, &serving)).unwrap();

@@ -184,7 +184,9 @@ async fn run(meta: &MetaNode, status: &SharedStatus, origin: Origin) -> Result<(
         // A changed replica count: the map is published resized first (empty slots added,
         // the last replicas cut), and the moves fill or keep what it holds.
         let from = map.vbmap().with_replicas(entry.def.replicas)?;
-        let plan = plan_rebalance(&from, &target, entry.def.replicas)?;
+        // Vbuckets go on the target's data nodes; the others are listed only.
+        let data = state.running(&target, sluice_cluster::Service::Kv);
+        let plan = plan_rebalance(&from, &data, entry.def.replicas)?;
         tracing::info!(bucket = %name, target = ?target, moves = plan.moves().len(),
             copies = plan.copies_built(), takeovers = plan.takeovers(), method = ?plan.method(),
             "rebalance planned");

@@ -212,6 +212,7 @@ mod tests {
                 kv: 11207,
                 admin: 18091,
             }),
+            services: sluice_cluster::Services::ALL,
         };
         let _ = sluice_cluster::metadata::apply(&mut state, &MetaCommand::AllocateNodeId);
         let _ = sluice_cluster::metadata::apply(&mut state, &MetaCommand::AddNode { info });

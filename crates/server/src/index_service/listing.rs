@@ -32,16 +32,14 @@ pub struct Listed {
     pub deferred: bool,
     /// Copies besides the first.
     pub replicas: u8,
-    /// The nodes holding a copy; `None`: every node (indexes defined before placement).
-    pub holders: Option<Vec<Holder>>,
+    /// The nodes holding a copy.
+    pub holders: Vec<Holder>,
 }
 
 impl Listed {
     /// Whether node `id` holds a copy.
     pub fn held_by(&self, id: NodeId) -> bool {
-        self.holders
-            .as_ref()
-            .is_none_or(|h| h.iter().any(|h| h.id == id))
+        self.holders.iter().any(|h| h.id == id)
     }
 
     /// Node `this`'s own copy of `def` (this listed index) among `held` (its store's
@@ -62,7 +60,6 @@ impl Listed {
     pub fn others(&self, this: NodeId) -> Vec<Holder> {
         self.holders
             .iter()
-            .flatten()
             .filter(|h| h.id != this)
             .cloned()
             .collect()

@@ -49,6 +49,7 @@ mod tests {
             kv_port: 11210 + id as u16,
             admin_port: 8091 + id as u16,
             tls: None,
+            services: sluice_cluster::Services::ALL,
         }
     }
 

@@ -62,12 +62,10 @@ impl QueryService {
         };
         let key = catalog_name(&ks.scope, &ks.collection, name);
         let listing = self.node.index.listing();
-        let holders = listing
-            .get(&ks.bucket, &key)
-            .and_then(|l| l.holders.as_ref())
-            .filter(|_| want != Want::Gone);
-        let others: Vec<String> = match holders {
-            Some(holders) => holders
+        let listed = listing.get(&ks.bucket, &key).filter(|_| want != Want::Gone);
+        let others: Vec<String> = match listed {
+            Some(listed) => listed
+                .holders
                 .iter()
                 .filter(|h| h.id != listing.this)
                 .map(|h| h.admin.clone())

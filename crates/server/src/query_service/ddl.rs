@@ -137,14 +137,20 @@ impl QueryService {
             )));
         }
         // Each copy on its own node: `num_replica` copies besides the first need that many
-        // other nodes. (The catalog checks again against the nodes that may hold one.)
-        let nodes = self.node.cluster_map().map.nodes().len().max(1) as u64;
+        // other index nodes. (The catalog checks again against the nodes that may hold one.)
+        let view = self.node.cluster_map();
+        let index_nodes = view.map.nodes().iter();
+        let nodes = index_nodes
+            .filter(|n| n.runs(sluice_cluster::Service::Index))
+            .count()
+            .max(1) as u64;
         let replicas = match u8::try_from(replicas) {
             Ok(r) if u64::from(r) < nodes => r,
             _ => {
                 return Err(ServiceError::NotSupported(format!(
                     "num_replica {replicas}: each copy of an index is on its own node, and \
-                     the cluster has {nodes} node(s), so at most {} replica(s)",
+                     the cluster has {nodes} node(s) running the index service, so at most \
+                     {} replica(s)",
                     nodes - 1
                 )))
             }

@@ -58,6 +58,13 @@ pub enum ServiceError {
     Fetch(String),
     #[error("DML error on key {key}: {why}")]
     Dml { key: String, why: String },
+    /// This node does not run the query service (`--services`): Couchbase's node would not
+    /// have the query port open. Clients find the query nodes as `n1ql` in `nodesExt`.
+    #[error(
+        "The query service does not run on this node (it runs {0}): send the statement to a \
+         node that lists n1ql in the cluster map"
+    )]
+    NotQueryNode(sluice_cluster::Services),
     /// The client closed the connection while results were streaming.
     #[error("Request cancelled: the client went away")]
     Cancelled,
@@ -83,11 +90,15 @@ impl ServiceError {
             ServiceError::Fetch(_) => 12008,
             ServiceError::Dml { .. } => 12009,
             ServiceError::Cancelled => 1081,
+            ServiceError::NotQueryNode(_) => 5000,
         }
     }
 
     /// The HTTP status Couchbase answers with this error.
     pub fn http_status(&self) -> u16 {
+        if let ServiceError::NotQueryNode(_) = self {
+            return 503;
+        }
         match self.code() {
             1080 | 12015 => 500,
             1000..=1999 | 3000..=4999 => 400,

@@ -76,16 +76,16 @@ async fn run(
         // The admin port's middleware always adds it; without it nobody is known.
         return (StatusCode::UNAUTHORIZED, "no authenticated caller").into_response();
     };
+    let services = service.node.config.services;
+    let parsed = match services.has(sluice_cluster::Service::Query) {
+        true => parsed.map_err(ServiceError::Request),
+        false => Err(ServiceError::NotQueryNode(services)),
+    };
     let req = match parsed {
         Ok(req) => req,
         Err(e) => {
             let head = head(&request_id, None);
-            return whole(
-                head,
-                Err(ServiceError::Request(e)),
-                Written::default(),
-                started,
-            );
+            return whole(head, Err(e), Written::default(), started);
         }
     };
     let head = head(&request_id, req.client_context_id.as_deref());

@@ -15,11 +15,9 @@ use sluice_cluster::split_catalog_name;
 
 use super::copies::HolderStates;
 use super::QueryService;
-use crate::index_service::listing::Holder;
 
 pub(super) async fn serve(State(service): State<Arc<QueryService>>) -> Response {
     let listing = service.node.index.listing();
-    let encrypted = service.node.member_tls.is_some();
     let mut asked = HolderStates::default();
     let mut entries = Vec::new();
     for (bucket, indexes) in &listing.buckets {
@@ -27,28 +25,7 @@ pub(super) async fn serve(State(service): State<Arc<QueryService>>) -> Response 
             let Some((scope, collection, name)) = split_catalog_name(key) else {
                 continue;
             };
-            // An index defined before placement: every node of the bucket's map holds it.
-            let holders: Vec<Holder> = match &listed.holders {
-                Some(h) => h.clone(),
-                None => service
-                    .node
-                    .buckets
-                    .get(bucket)
-                    .map(|b| {
-                        b.cluster_map()
-                            .map
-                            .nodes()
-                            .iter()
-                            .map(|n| Holder {
-                                id: n.id,
-                                admin: n.admin_addr(encrypted),
-                                shown: n.admin_addr(false),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            };
-            for (replica, holder) in holders.iter().enumerate() {
+            for (replica, holder) in listed.holders.iter().enumerate() {
                 let state = asked.state(&service, &holder.admin, bucket, key).await;
                 let status = match state.flatten() {
                     Some("online") => "Ready",

@@ -160,6 +160,7 @@ async fn not_my_vbucket_leaves_out_a_map_the_client_has() {
         kv_port: 1,
         admin_port: 1,
         tls: None,
+        services: sluice_cluster::Services::ALL,
     };
     let ids = [view.this, other.id];
     let map = view

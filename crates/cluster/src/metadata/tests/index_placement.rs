@@ -52,7 +52,7 @@ fn copies_go_to_the_least_loaded_nodes_each_on_its_own() {
     // Loads are now 3, 2, 2: node 1 wins the tie.
     assert_eq!(nodes_of(&state, "e"), [1]);
     let record = &state.buckets()["default"].indexes["c"];
-    assert!(record.held_by(NodeId(0)) && !record.held_by(NodeId(1)));
+    assert!(record.held_by(NodeId(0), &state) && !record.held_by(NodeId(1), &state));
 }
 
 #[test]
@@ -139,10 +139,12 @@ fn records_stored_before_placement_stay_on_every_node() {
     let mut back: ClusterState = serde_json::from_value(json).unwrap();
     let record = &back.buckets()["default"].indexes["new"];
     assert_eq!((record.nodes.as_ref(), record.replicas), (None, 0));
-    assert!(record.held_by(NodeId(0)) && record.held_by(NodeId(1)));
-    // A failover leaves such a record as it is.
+    assert!(record.held_by(NodeId(0), &back) && record.held_by(NodeId(1), &back));
+    // A failover leaves such a record as it is; the node failed over holds it no more.
     fail(&mut back, 1);
-    assert_eq!(back.buckets()["default"].indexes["new"].nodes, None);
+    let record = &back.buckets()["default"].indexes["new"];
+    assert_eq!(record.nodes, None);
+    assert_eq!(record.holders(&back), [NodeId(0)]);
 }
 
 #[test]
@@ -166,4 +168,63 @@ fn a_copy_on_a_node_that_left_breaks_the_invariants() {
             "{problem}"
         );
     }
+}
+
+/// Adds node `id` running `services` (an allocated id, `Joining`).
+fn add_with(state: &mut ClusterState, id: u32, services: &str) {
+    assert_eq!(
+        ok(state, MetaCommand::AllocateNodeId),
+        Applied::NodeIdAllocated { id: NodeId(id) }
+    );
+    let mut info = info(id);
+    info.services = crate::Services::parse(services).unwrap();
+    ok(state, MetaCommand::AddNode { info });
+}
+
+#[test]
+fn only_nodes_running_the_index_service_hold_copies() {
+    let mut state = cluster(2);
+    add_with(&mut state, 2, "kv,query");
+    add_with(&mut state, 3, "index");
+    for name in ["a", "b", "c", "d"] {
+        ok(&mut state, create(name, 0));
+    }
+    ok(&mut state, create("e", 2));
+    for name in ["a", "b", "c", "d", "e"] {
+        assert!(!nodes_of(&state, name).contains(&2), "{name}: {state:?}");
+    }
+    // One each over 0, 1, 3, then 0 again; then the least loaded first.
+    assert_eq!(nodes_of(&state, "c"), [3]);
+    assert_eq!(nodes_of(&state, "d"), [0]);
+    assert_eq!(nodes_of(&state, "e"), [1, 3, 0]);
+    // Four nodes, three of them index nodes.
+    assert_eq!(
+        refused(&mut state, create("f", 3)),
+        Rejection::IndexReplicas {
+            replicas: 3,
+            nodes: 3
+        }
+    );
+    // A record stored before placement is held by the index nodes only.
+    let mut json = serde_json::to_value(&state).unwrap();
+    json["buckets"]["default"]["indexes"]["a"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nodes");
+    let back: ClusterState = serde_json::from_value(json).unwrap();
+    let record = &back.buckets()["default"].indexes["a"];
+    assert_eq!(record.holders(&back), [NodeId(0), NodeId(1), NodeId(3)]);
+    assert!(!record.held_by(NodeId(2), &back));
+}
+
+#[test]
+fn a_failed_over_index_node_s_copies_go_to_other_index_nodes_only() {
+    let mut state = cluster(2);
+    add_with(&mut state, 2, "kv");
+    add_with(&mut state, 3, "index,query");
+    ok(&mut state, create("a", 1));
+    assert_eq!(nodes_of(&state, "a"), [0, 1]);
+    fail(&mut state, 0);
+    // Node 3 is the only index node without a copy left; node 2 never takes one.
+    assert_eq!(nodes_of(&state, "a"), [1, 3]);
 }

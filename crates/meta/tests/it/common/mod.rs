@@ -169,6 +169,7 @@ pub fn node_info(id: u32) -> NodeInfo {
         kv_port: 11210 + id as u16,
         admin_port: 8091 + id as u16,
         tls: None,
+        services: sluice_cluster::Services::ALL,
     }
 }
 
