@@ -9,6 +9,8 @@ three-node cluster: node 0 runs every service, node 1 `kv` only, node 2 `index,q
   - the Python SDK writes and reads through the data nodes;
   - an index with `num_replica` 1 lands on the two index nodes (0 and 2), never on node 1
     (its STAT `index` has no entry); `num_replica` 2 is refused, naming the index service;
+    `WITH {"nodes": [node 2]}` puts the one copy on node 2, and naming node 1, a node
+    that is none, or more nodes than `num_replica` asks for is refused;
   - the SDK's REQUEST_PLUS queries (which it sends to the `n1ql` nodes) match a model;
   - node 2, which holds no vbucket, answers queries from its copy;
   - node 1's `/query/service` answers 503, code 5000, saying it runs no query service.
@@ -140,6 +142,22 @@ def test_each_node_serves_only_its_services(tmp_path):
             mgr.create_index("default", "by_n", ["n"], CreateQueryIndexOptions(num_replicas=2))
         assert "index service" in str(refused.value), refused.value
         assert index_holders(base + 1) == {"by_x": [0, 2]}
+        # `WITH {"nodes"}` puts the copies where it says, on index nodes only.
+        on2 = f"127.0.0.1:{base + 21}"
+        status, body = raw_query(
+            SimpleNamespace(admin_url=f"http://127.0.0.1:{base + 1}"),
+            {"statement": f'CREATE INDEX by_n ON default(n) WITH {{"nodes": ["{on2}"]}}'})
+        assert status == 200 and body["status"] == "success", body
+        assert index_holders(base + 1) == {"by_x": [0, 2], "by_n": [2]}
+        for with_, said in [
+                (f'{{"nodes": ["127.0.0.1:{base + 11}"]}}', "does not run the index service"),
+                (f'{{"nodes": ["{on2}"], "num_replica": 1}}', "num_replica 1 asks for 2"),
+                ('{"nodes": ["127.0.0.1:1"]}', "no node 127.0.0.1:1")]:
+            status, body = raw_query(
+                SimpleNamespace(admin_url=f"http://127.0.0.1:{base + 1}"),
+                {"statement": f"CREATE INDEX by_n2 ON default(n) WITH {with_}"})
+            assert status != 200 and said in body["errors"][0]["msg"], (with_, body)
+        assert set(index_holders(base + 1)) == {"by_x", "by_n"}
         # Node 1 holds no copy: its STAT lists none.
         assert not [k for k in index_stats(base + 10) if k.startswith("index:")]
         assert [k for k in index_stats(base) if k.startswith("index:by_x:")]

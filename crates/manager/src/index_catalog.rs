@@ -30,16 +30,18 @@ impl Catalog for MetaCatalog {
                     definition,
                     deferred,
                     replicas,
+                    on,
                 } => MetaCommand::CreateIndex {
                     bucket,
                     name,
-                    // The metadata chooses the nodes.
+                    // The metadata places the copies, on `on` if given.
                     index: IndexRecord {
                         definition,
                         deferred,
                         replicas,
                         nodes: None,
                     },
+                    on,
                 },
                 CatalogChange::Drop { bucket, name } => MetaCommand::DropIndex { bucket, name },
                 CatalogChange::Build { bucket, names } => {

@@ -153,6 +153,11 @@ pub enum MetaCommand {
         bucket: String,
         name: String,
         index: IndexRecord,
+        /// The nodes to hold its copies (`WITH {"nodes": [...]}`): exactly `replicas` + 1
+        /// distinct nodes running the index service, not failed over. `None`: the metadata
+        /// chooses (`index_placement`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<Vec<NodeId>>,
     },
     /// Removes index `name` from bucket `bucket`'s catalog.
     DropIndex {
@@ -417,6 +422,8 @@ pub enum Rejection {
         usize::from(*replicas) + 1
     )]
     IndexReplicas { replicas: u8, nodes: usize },
+    #[error("the index cannot go on the nodes asked: {reason}")]
+    IndexNodes { reason: String },
     #[error(
         "node {id} runs {had}, not {asked}: a node's services are fixed once it has joined \
          (start it with --services {had}, or remove it and add a new node)"

@@ -83,6 +83,39 @@ pub(super) fn place_new(state: &ClusterState, replicas: u8) -> Result<Vec<NodeId
     Ok(nodes)
 }
 
+/// The nodes `on` a new index with `replicas` replicas was asked to go on
+/// (`WITH {"nodes"}`), if they can hold it: `replicas` + 1 distinct nodes, each running the
+/// index service and not failed over.
+pub(super) fn check_asked(
+    state: &ClusterState,
+    on: &[NodeId],
+    replicas: u8,
+) -> Result<Vec<NodeId>, Rejection> {
+    let refuse = |reason: String| Err(Rejection::IndexNodes { reason });
+    if on.len() != usize::from(replicas) + 1 {
+        return refuse(format!(
+            "{} node(s) named for {} copies",
+            on.len(),
+            usize::from(replicas) + 1
+        ));
+    }
+    let may = candidates(state);
+    for (i, id) in on.iter().enumerate() {
+        if on[..i].contains(id) {
+            return refuse(format!("node {id} is named twice"));
+        }
+        if !may.contains(id) {
+            let why = match state.nodes.get(id) {
+                None => "is not in the cluster",
+                Some(n) if n.status == NodeStatus::FailedOver => "is failed over",
+                Some(_) => "does not run the index service",
+            };
+            return refuse(format!("node {id} {why}"));
+        }
+    }
+    Ok(on.to_vec())
+}
+
 /// After nodes left or joined: drops copies on nodes that may no longer hold one and tops
 /// every placed index up to its copies, as far as there are nodes. Buckets and indexes are
 /// visited in name order, so the result is the same on every replica of the metadata.

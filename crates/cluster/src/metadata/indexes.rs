@@ -100,6 +100,7 @@ pub(super) fn create_index(
     bucket: &str,
     name: &str,
     record: &IndexRecord,
+    on: Option<&[crate::node::NodeId]>,
 ) -> MetaResponse {
     let Some((_, _, own)) = split_catalog_name(name) else {
         return Err(Rejection::BadIndex {
@@ -128,7 +129,10 @@ pub(super) fn create_index(
             max: INDEXES_PER_BUCKET_MAX,
         });
     }
-    let nodes = super::index_placement::place_new(state, record.replicas)?;
+    let nodes = match on {
+        Some(on) => super::index_placement::check_asked(state, on, record.replicas)?,
+        None => super::index_placement::place_new(state, record.replicas)?,
+    };
     let record = IndexRecord {
         nodes: Some(nodes),
         ..record.clone()
@@ -228,6 +232,7 @@ mod tests {
                 replicas: 0,
                 nodes: None,
             },
+            on: None,
         }
     }
 

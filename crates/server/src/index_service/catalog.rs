@@ -29,6 +29,9 @@ pub enum CatalogChange {
         deferred: bool,
         /// Copies besides the first (`num_replica`); the catalog places them.
         replicas: u8,
+        /// The nodes `WITH {"nodes"}` asks for (`replicas` + 1 of them); `None`: the
+        /// catalog chooses.
+        on: Option<Vec<sluice_cluster::NodeId>>,
     },
     Drop {
         bucket: String,

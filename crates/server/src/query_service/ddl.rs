@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use sluice_cluster::rbac::Privilege;
-use sluice_cluster::{catalog_name, split_catalog_name};
+use sluice_cluster::{catalog_name, split_catalog_name, NodeId, NodeInfo};
 use sluice_index::{IndexDef, IndexError, IndexId, IndexState};
 use sluice_types::CollectionId;
 
@@ -127,7 +127,26 @@ impl QueryService {
         deadline: Instant,
     ) -> Result<(), ServiceError> {
         let (ks, cid) = self.ddl_target(who, new.keyspace, qc)?;
-        let (defer, replicas) = with_options(new.with)?;
+        let with = with_options(new.with)?;
+        let defer = with.defer;
+        let view = self.node.cluster_map();
+        // `nodes` names the holders (and so their number); `num_replica` must agree.
+        let on = with
+            .nodes
+            .as_deref()
+            .map(|n| nodes_named(n, view.map.nodes()))
+            .transpose()?;
+        let replicas = match (&on, with.replicas) {
+            (Some(on), Some(r)) if r + 1 != on.len() as u64 => {
+                return Err(ServiceError::IndexNodes(format!(
+                    "num_replica {r} asks for {} copies and nodes names {}",
+                    r + 1,
+                    on.len()
+                )))
+            }
+            (Some(on), _) => on.len() as u64 - 1,
+            (None, r) => r.unwrap_or(0),
+        };
         // The catalog names an index `scope.collection.name` on a named collection, so a
         // dot in the name would read as another keyspace's.
         if new.name.contains('.') {
@@ -138,7 +157,6 @@ impl QueryService {
         }
         // Each copy on its own node: `num_replica` copies besides the first need that many
         // other index nodes. (The catalog checks again against the nodes that may hold one.)
-        let view = self.node.cluster_map();
         let index_nodes = view.map.nodes().iter();
         let nodes = index_nodes
             .filter(|n| n.runs(sluice_cluster::Service::Index))
@@ -176,6 +194,7 @@ impl QueryService {
             definition,
             deferred: defer,
             replicas,
+            on,
         };
         match self.catalog_change(change).await {
             Ok(()) => {}
@@ -349,28 +368,122 @@ impl QueryService {
 
 /// `WITH {"defer_build": bool, "num_replica": n}`; other fields are refused, as Couchbase
 /// refuses fields it does not know.
-fn with_options(with: Option<&serde_json::Value>) -> Result<(bool, u64), ServiceError> {
+/// What `WITH {...}` asks of a new index.
+#[derive(Debug, Default, PartialEq)]
+struct WithOptions {
+    defer: bool,
+    /// `num_replica`, if given.
+    replicas: Option<u64>,
+    /// `nodes`: the admin addresses (`host:port`) of the nodes to hold the copies, if given.
+    nodes: Option<Vec<String>>,
+}
+
+fn with_options(with: Option<&serde_json::Value>) -> Result<WithOptions, ServiceError> {
+    let mut out = WithOptions::default();
     let Some(with) = with else {
-        return Ok((false, 0));
+        return Ok(out);
     };
     let serde_json::Value::Object(m) = with else {
         return Err(ServiceError::NotSupported(
             "WITH must be an object such as {\"defer_build\": true}".into(),
         ));
     };
-    let mut defer = false;
-    let mut replicas = 0;
     for (k, v) in m {
         match (k.as_str(), v) {
-            ("defer_build", serde_json::Value::Bool(b)) => defer = *b,
-            ("num_replica", v) if v.as_u64().is_some() => replicas = v.as_u64().unwrap_or(0),
+            ("defer_build", serde_json::Value::Bool(b)) => out.defer = *b,
+            ("num_replica", v) if v.as_u64().is_some() => out.replicas = v.as_u64(),
+            ("nodes", serde_json::Value::Array(a))
+                if !a.is_empty() && a.iter().all(serde_json::Value::is_string) =>
+            {
+                let names = a.iter().filter_map(|n| n.as_str()).map(String::from);
+                out.nodes = Some(names.collect());
+            }
             (other, _) => {
                 return Err(ServiceError::NotSupported(format!(
-                    "index option {other}: only defer_build (a boolean) and num_replica (a \
-                     number) are taken"
+                    "index option {other}: only defer_build (a boolean), num_replica (a \
+                     number) and nodes (a list of \"host:port\" admin addresses) are taken"
                 )))
             }
         }
     }
-    Ok((defer, replicas))
+    Ok(out)
+}
+
+/// The ids of the nodes `names` gives by admin address (`host:port`, as Couchbase's `nodes`
+/// takes them), each once, among `nodes`.
+fn nodes_named(names: &[String], nodes: &[NodeInfo]) -> Result<Vec<NodeId>, ServiceError> {
+    let mut ids = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(n) = nodes.iter().find(|n| n.admin_addr(false) == *name) else {
+            let known: Vec<String> = nodes.iter().map(|n| n.admin_addr(false)).collect();
+            return Err(ServiceError::IndexNodes(format!(
+                "no node {name} in the cluster (its nodes: {})",
+                known.join(", ")
+            )));
+        };
+        if ids.contains(&n.id) {
+            return Err(ServiceError::IndexNodes(format!("{name} is named twice")));
+        }
+        ids.push(n.id);
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(id: u32, admin_port: u16) -> NodeInfo {
+        NodeInfo {
+            id: NodeId(id),
+            host: "127.0.0.1".into(),
+            kv_port: admin_port - 1,
+            admin_port,
+            tls: None,
+            services: sluice_cluster::Services::ALL,
+        }
+    }
+
+    #[test]
+    fn with_takes_defer_build_num_replica_and_nodes() {
+        assert_eq!(with_options(None).unwrap(), WithOptions::default());
+        let w = json!({"defer_build": true, "num_replica": 1, "nodes": ["a:1", "b:2"]});
+        assert_eq!(
+            with_options(Some(&w)).unwrap(),
+            WithOptions {
+                defer: true,
+                replicas: Some(1),
+                nodes: Some(vec!["a:1".into(), "b:2".into()]),
+            }
+        );
+        for bad in [
+            json!({"nodes": []}),
+            json!({"nodes": [1]}),
+            json!({"nodes": "a:1"}),
+        ] {
+            assert!(with_options(Some(&bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn nodes_are_named_by_admin_address() {
+        let nodes = [node(0, 8091), node(4, 9091)];
+        let named = |n: &[&str]| {
+            let n: Vec<String> = n.iter().map(|s| s.to_string()).collect();
+            nodes_named(&n, &nodes).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            named(&["127.0.0.1:9091", "127.0.0.1:8091"]),
+            Ok(vec![NodeId(4), NodeId(0)])
+        );
+        let unknown = named(&["127.0.0.1:8090"]).unwrap_err();
+        assert!(
+            unknown.contains("no node 127.0.0.1:8090") && unknown.contains("127.0.0.1:9091"),
+            "{unknown}"
+        );
+        assert!(named(&["127.0.0.1:8091", "127.0.0.1:8091"])
+            .unwrap_err()
+            .contains("named twice"));
+    }
 }

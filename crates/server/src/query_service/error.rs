@@ -58,6 +58,9 @@ pub enum ServiceError {
     Fetch(String),
     #[error("DML error on key {key}: {why}")]
     Dml { key: String, why: String },
+    /// `WITH {"nodes": [...]}` names no set of nodes the index can go on.
+    #[error("Index nodes: {0}")]
+    IndexNodes(String),
     /// This node does not run the query service (`--services`): Couchbase's node would not
     /// have the query port open. Clients find the query nodes as `n1ql` in `nodesExt`.
     #[error(
@@ -90,7 +93,7 @@ impl ServiceError {
             ServiceError::Fetch(_) => 12008,
             ServiceError::Dml { .. } => 12009,
             ServiceError::Cancelled => 1081,
-            ServiceError::NotQueryNode(_) => 5000,
+            ServiceError::NotQueryNode(_) | ServiceError::IndexNodes(_) => 5000,
         }
     }
 

@@ -15,6 +15,7 @@ fn create(name: &str, replicas: u8) -> MetaCommand {
             // Whatever a command says here, the metadata chooses.
             nodes: Some(vec![NodeId(7)]),
         },
+        on: None,
     }
 }
 
@@ -227,4 +228,58 @@ fn a_failed_over_index_node_s_copies_go_to_other_index_nodes_only() {
     fail(&mut state, 0);
     // Node 3 is the only index node without a copy left; node 2 never takes one.
     assert_eq!(nodes_of(&state, "a"), [1, 3]);
+}
+
+fn create_on(name: &str, replicas: u8, on: &[u32]) -> MetaCommand {
+    match create(name, replicas) {
+        MetaCommand::CreateIndex {
+            bucket,
+            name,
+            index,
+            ..
+        } => MetaCommand::CreateIndex {
+            bucket,
+            name,
+            index,
+            on: Some(on.iter().copied().map(NodeId).collect()),
+        },
+        _ => unreachable!("create makes a CreateIndex"),
+    }
+}
+
+#[test]
+fn nodes_asked_for_are_taken_if_they_can_hold_a_copy() {
+    let mut state = cluster(3);
+    add_with(&mut state, 3, "kv");
+    // Not the least loaded choice (node 0 would be first): the nodes asked for.
+    ok(&mut state, create_on("a", 1, &[2, 1]));
+    assert_eq!(nodes_of(&state, "a"), [2, 1]);
+    let refusals = [
+        (create_on("b", 1, &[2]), "1 node(s) named for 2 copies"),
+        (create_on("b", 1, &[2, 2]), "node n2 is named twice"),
+        (
+            create_on("b", 0, &[3]),
+            "node n3 does not run the index service",
+        ),
+        (create_on("b", 0, &[9]), "node n9 is not in the cluster"),
+    ];
+    for (cmd, why) in refusals {
+        let refusal = refused(&mut state, cmd);
+        assert_eq!(
+            refusal,
+            Rejection::IndexNodes {
+                reason: why.to_string()
+            }
+        );
+    }
+    fail(&mut state, 0);
+    assert_eq!(
+        refused(&mut state, create_on("b", 0, &[0])),
+        Rejection::IndexNodes {
+            reason: "node n0 is failed over".into()
+        }
+    );
+    // What the catalog chooses is unchanged by the option existing.
+    ok(&mut state, create("c", 0));
+    assert_eq!(nodes_of(&state, "c").len(), 1);
 }
