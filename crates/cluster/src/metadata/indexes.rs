@@ -55,10 +55,7 @@ impl IndexRecord {
 
     /// Whether node `id` holds a copy in `state`.
     pub fn held_by(&self, id: crate::node::NodeId, state: &ClusterState) -> bool {
-        match &self.nodes {
-            Some(nodes) => nodes.contains(&id),
-            None => super::index_placement::candidates(state).contains(&id),
-        }
+        self.holders(state).contains(&id)
     }
 }
 

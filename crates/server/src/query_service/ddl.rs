@@ -157,8 +157,10 @@ impl QueryService {
         }
         // Each copy on its own node: `num_replica` copies besides the first need that many
         // other index nodes. (The catalog checks again against the nodes that may hold one.)
-        let index_nodes = view.map.nodes().iter();
-        let nodes = index_nodes
+        let nodes = view
+            .map
+            .nodes()
+            .iter()
             .filter(|n| n.runs(sluice_cluster::Service::Index))
             .count()
             .max(1) as u64;
