@@ -1,4 +1,7 @@
-//! Errors below the bench's top level. `run_kv` turns them into `anyhow` with context.
+//! Errors below the bench's top level: [`BenchError`], what the load, the child processes and
+//! the in-process engine can meet. Each scenario's `run_*` has an error of its own (in its
+//! folder's `error.rs`) that names the step it was at, with these as sources. [`Chain`]
+//! prints an error with its sources on one line, for the failures a run reports and goes on.
 
 use sluice_client::dcp::DcpError;
 use sluice_client::ClientError;
@@ -71,4 +74,35 @@ pub enum BenchError {
     Storage(#[from] sluice_storage::StoreError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// An error and its sources on one line, `outer: inner: root`, for a failure the bench
+/// reports on stderr or in a report and then goes on without.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("writing the report")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn a_chain_reads_outer_to_root() {
+        let e = Outer(std::io::Error::other("disk full"));
+        assert_eq!(Chain(&e).to_string(), "writing the report: disk full");
+    }
 }

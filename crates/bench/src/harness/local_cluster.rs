@@ -2,17 +2,37 @@
 //! `sluice cluster up` run as a child process (the product's own first command), ready once it
 //! has written `DIR/cluster.json`. Stopping it (SIGTERM) stops every node cleanly.
 
-use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::error::BenchError;
 use crate::harness::login_args::BenchLogin;
 use crate::harness::process::ChildProcess;
 use crate::scenarios::kv::args::BucketTypeArg;
 
 /// Forming a cluster includes one Raft election and one placement per node.
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why the local cluster did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterUpError {
+    #[error("{} is not empty; give the bench a fresh --data-dir", dir.display())]
+    DirNotEmpty { dir: PathBuf },
+    #[error("making the cluster's temporary directory")]
+    TempDir(#[source] std::io::Error),
+    #[error("locating sluice")]
+    LocateExe(#[source] std::io::Error),
+    /// Starting, watching or stopping the `sluice cluster up` process.
+    #[error(transparent)]
+    Process(#[from] BenchError),
+    #[error("the cluster did not come up within {waited:?}; see {}", log.display())]
+    NotUp { waited: Duration, log: PathBuf },
+    #[error("cluster.json lists no nodes")]
+    NoNodes,
+    #[error("a node of cluster.json has no {field}")]
+    NoPort { field: &'static str },
+}
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -48,28 +68,27 @@ pub struct LocalCluster {
 
 impl LocalCluster {
     /// Starts the cluster; its log goes to `log`.
-    pub async fn start(spec: ClusterSpec<'_>, log: &Path) -> anyhow::Result<LocalCluster> {
+    pub async fn start(spec: ClusterSpec<'_>, log: &Path) -> Result<LocalCluster, ClusterUpError> {
         let (dir, temp) = match &spec.data_dir {
             Some(d) => {
                 let used = std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some());
-                anyhow::ensure!(
-                    !used,
-                    "{} is not empty; give the bench a fresh --data-dir",
-                    d.display()
-                );
+                if used {
+                    return Err(ClusterUpError::DirNotEmpty { dir: d.clone() });
+                }
                 (d.clone(), None)
             }
             None => {
                 let t = tempfile::Builder::new()
                     .prefix(&format!("sluice-bench-{}-", spec.scenario))
-                    .tempdir()?;
+                    .tempdir()
+                    .map_err(ClusterUpError::TempDir)?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
         let json = dir.join("cluster.json");
         // A stale file from an earlier run would look ready at once.
         let _ = std::fs::remove_file(&json);
-        let mut cmd = Command::new(std::env::current_exe().context("locating sluice")?);
+        let mut cmd = Command::new(std::env::current_exe().map_err(ClusterUpError::LocateExe)?);
         cmd.args(["cluster", "up"])
             .args(["--nodes", &spec.nodes.to_string()])
             .args(["--replicas", &spec.replicas.to_string()])
@@ -104,7 +123,7 @@ impl LocalCluster {
         })
     }
 
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> Result<(), ClusterUpError> {
         self.proc.stop().await?;
         Ok(())
     }
@@ -113,7 +132,7 @@ impl LocalCluster {
 async fn wait_for_cluster_json(
     proc: &mut ChildProcess,
     json: &PathBuf,
-) -> anyhow::Result<serde_json::Value> {
+) -> Result<serde_json::Value, ClusterUpError> {
     let deadline = Instant::now() + UP_TIMEOUT;
     loop {
         proc.check_running()?;
@@ -122,11 +141,12 @@ async fn wait_for_cluster_json(
                 return Ok(doc);
             }
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the cluster did not come up within {UP_TIMEOUT:?}; see {}",
-            proc.log().display()
-        );
+        if Instant::now() >= deadline {
+            return Err(ClusterUpError::NotUp {
+                waited: UP_TIMEOUT,
+                log: proc.log().to_path_buf(),
+            });
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -140,17 +160,15 @@ pub fn seeds_from(seeds: &[String], i: usize) -> Vec<String> {
 
 /// Every node's loopback address on the port named `field` (`kv_port`, `admin_port`) of a
 /// cluster.json.
-fn ports_of(doc: &serde_json::Value, field: &str) -> anyhow::Result<Vec<String>> {
-    let nodes = doc["nodes"]
-        .as_array()
-        .context("cluster.json lists no nodes")?;
+fn ports_of(doc: &serde_json::Value, field: &'static str) -> Result<Vec<String>, ClusterUpError> {
+    let nodes = doc["nodes"].as_array().ok_or(ClusterUpError::NoNodes)?;
     nodes
         .iter()
         .map(|n| {
             n[field]
                 .as_u64()
                 .map(|p| format!("127.0.0.1:{p}"))
-                .with_context(|| format!("a node of cluster.json has no {field}"))
+                .ok_or(ClusterUpError::NoPort { field })
         })
         .collect()
 }

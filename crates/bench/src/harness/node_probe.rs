@@ -3,13 +3,50 @@
 //! own connections do not show in `total_connections`), and, when the bench started the
 //! nodes, each node's CPU time from /proc.
 
-use anyhow::Context;
-use sluice_client::{Client, ClusterClient, ClusterOptions, ConnectOptions};
+use sluice_client::{
+    Client, ClientError, ClusterClient, ClusterError, ClusterOptions, ConnectOptions,
+};
 use std::time::Duration;
 
+use crate::error::BenchError;
 use crate::harness::login_args::BenchLogin;
 use crate::harness::proc_stats::cpu_time;
 use crate::harness::process::loopback_addr;
+
+/// Why the nodes could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// A seed that is not a loopback address.
+    #[error(transparent)]
+    Seed(#[from] BenchError),
+    #[error("reading the cluster map")]
+    Map(#[source] ClusterError),
+    #[error("connecting to node {addr} for STAT")]
+    Connect {
+        addr: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("STAT {group} on {addr}")]
+    Stat {
+        group: String,
+        addr: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("{addr}: STAT {group} has no number {key}")]
+    NoNumber {
+        addr: String,
+        group: String,
+        key: String,
+    },
+    #[error("reading CPU of node pid {pid}")]
+    Cpu {
+        pid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 pub struct NodeProbe {
     conns: Vec<(String, Client)>,
@@ -32,20 +69,23 @@ impl NodeProbe {
         seeds: &[String],
         login: &BenchLogin,
         pids: Vec<u32>,
-    ) -> anyhow::Result<NodeProbe> {
+    ) -> Result<NodeProbe, ProbeError> {
         for s in seeds {
             loopback_addr(s)?;
         }
         let options = ConnectOptions::sluice(&login.username, &login.password, &login.bucket);
         let map = ClusterClient::connect(seeds, ClusterOptions::new(options.clone()))
             .await
-            .context("reading the cluster map")?
+            .map_err(ProbeError::Map)?
             .map();
         let mut conns = Vec::new();
         for node in map.nodes() {
             let c = Client::connect(node.addr.as_str(), options.clone())
                 .await
-                .with_context(|| format!("connecting to node {} for STAT", node.addr))?;
+                .map_err(|source| ProbeError::Connect {
+                    addr: node.addr.clone(),
+                    source,
+                })?;
             conns.push((node.addr.clone(), c));
         }
         Ok(NodeProbe { conns, pids })
@@ -56,23 +96,28 @@ impl NodeProbe {
     }
 
     /// Reads `keys` (each `(group, key)`, a number) from every node, and the nodes' CPU.
-    pub async fn read(&mut self, keys: &[(&str, &str)]) -> anyhow::Result<NodeReading> {
+    pub async fn read(&mut self, keys: &[(&str, &str)]) -> Result<NodeReading, ProbeError> {
         let mut stats = vec![0u64; keys.len()];
         for (addr, c) in &mut self.conns {
             let mut groups: Vec<&str> = keys.iter().map(|(g, _)| *g).collect();
             groups.sort_unstable();
             groups.dedup();
             for group in groups {
-                let pairs = c
-                    .stats(group)
-                    .await
-                    .with_context(|| format!("STAT {group} on {addr}"))?;
+                let pairs = c.stats(group).await.map_err(|source| ProbeError::Stat {
+                    group: group.to_string(),
+                    addr: addr.clone(),
+                    source,
+                })?;
                 for (i, (_, key)) in keys.iter().enumerate().filter(|(_, (g, _))| *g == group) {
                     let v = pairs
                         .iter()
                         .find(|(k, _)| k == key)
                         .and_then(|(_, v)| v.parse::<u64>().ok())
-                        .with_context(|| format!("{addr}: STAT {group} has no number {key}"))?;
+                        .ok_or_else(|| ProbeError::NoNumber {
+                            addr: addr.clone(),
+                            group: group.to_string(),
+                            key: key.to_string(),
+                        })?;
                     stats[i] += v;
                 }
             }
@@ -80,8 +125,8 @@ impl NodeProbe {
         let cpu = self
             .pids
             .iter()
-            .map(|&p| cpu_time(p).with_context(|| format!("reading CPU of node pid {p}")))
-            .collect::<anyhow::Result<_>>()?;
+            .map(|&pid| cpu_time(pid).map_err(|source| ProbeError::Cpu { pid, source }))
+            .collect::<Result<_, _>>()?;
         Ok(NodeReading { stats, cpu })
     }
 }

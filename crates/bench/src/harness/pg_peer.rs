@@ -8,7 +8,6 @@
 //! it is persisted; `shared_buffers` as given; a WAL large enough that the load does not
 //! checkpoint every few seconds.
 
-use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::net::SocketAddr;
@@ -18,11 +17,61 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+use crate::error::BenchError;
 use crate::harness::process::{free_port, ChildProcess};
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The database user initdb makes (trust authentication, on loopback only).
 pub const PG_USER: &str = "postgres";
+
+/// Why the PostgreSQL peer did not start, answer or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error(
+        "{} not found (--pg-bin names PostgreSQL 15's server binaries; Debian: \
+         `apt install postgresql-15`, in /usr/lib/postgresql/15/bin)",
+        path.display()
+    )]
+    NoBinary { path: PathBuf },
+    #[error("making PostgreSQL's directory")]
+    MakeDir(#[source] std::io::Error),
+    #[error("handing PostgreSQL its directory")]
+    Chown(#[source] std::io::Error),
+    /// The port, the `postgres` process, or stopping it.
+    #[error(transparent)]
+    Process(#[from] BenchError),
+    #[error("connecting to PostgreSQL at {addr}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Still no session at the deadline: the last attempt's error, and where the log is.
+    #[error("see {}", log.display())]
+    NotReady {
+        log: PathBuf,
+        #[source]
+        source: Box<PgError>,
+    },
+    #[error("the postgres pid does not fit a signal's pid")]
+    Pid(#[source] std::num::TryFromIntError),
+    #[error("creating initdb's log")]
+    InitdbLog(#[source] std::io::Error),
+    #[error("the initdb thread")]
+    InitdbThread(#[source] tokio::task::JoinError),
+    #[error("running initdb")]
+    RunInitdb(#[source] std::io::Error),
+    /// `stderr` is what initdb said on its way out.
+    #[error("initdb failed ({status}): {stderr}")]
+    InitdbFailed {
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("reading /etc/passwd")]
+    ReadPasswd(#[source] std::io::Error),
+    #[error("running as root, and neither a `postgres` nor a `nobody` user to run PostgreSQL as")]
+    NoUser,
+}
 
 /// Who the server runs as: uid and gid, or `None` for the bench's own user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,25 +89,22 @@ pub struct PgServer {
 
 impl PgServer {
     /// initdb, then `postgres` on a free port; returns once it takes connections.
-    pub async fn start(bin: &Path, shared_buffers_mb: u64) -> anyhow::Result<PgServer> {
+    pub async fn start(bin: &Path, shared_buffers_mb: u64) -> Result<PgServer, PgError> {
         let initdb = bin.join("initdb");
         let postgres = bin.join("postgres");
         for b in [&initdb, &postgres] {
-            anyhow::ensure!(
-                b.is_file(),
-                "{} not found (--pg-bin names PostgreSQL 15's server binaries; Debian: \
-                 `apt install postgresql-15`, in /usr/lib/postgresql/15/bin)",
-                b.display()
-            );
+            if !b.is_file() {
+                return Err(PgError::NoBinary { path: b.clone() });
+            }
         }
         let run_as = run_as()?;
         let dir = tempfile::Builder::new()
             .prefix("sluice-bench-pg-")
             .tempdir()
-            .context("making PostgreSQL's directory")?;
+            .map_err(PgError::MakeDir)?;
         if let Some(who) = run_as {
             std::os::unix::fs::chown(dir.path(), Some(who.uid), Some(who.gid))
-                .context("handing PostgreSQL its directory")?;
+                .map_err(PgError::Chown)?;
         }
         let data = dir.path().join("data");
         let log = dir.path().join("postgres.log");
@@ -86,23 +132,29 @@ impl PgServer {
         )
     }
 
-    pub async fn connect(&self) -> anyhow::Result<tokio_postgres::Client> {
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, PgError> {
         let (client, conn) = tokio_postgres::connect(&self.conn_string(), tokio_postgres::NoTls)
             .await
-            .with_context(|| format!("connecting to PostgreSQL at {}", self.addr))?;
+            .map_err(|source| PgError::Connect {
+                addr: self.addr,
+                source,
+            })?;
         // The connection's driver ends when the client is dropped.
         tokio::spawn(conn);
         Ok(client)
     }
 
     /// The port opens before recovery ends: ready means a session starts.
-    async fn wait_ready(&self) -> anyhow::Result<()> {
+    async fn wait_ready(&self) -> Result<(), PgError> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             match self.connect().await {
                 Ok(_) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(e.context(format!("see {}", self.process.log().display())))
+                    return Err(PgError::NotReady {
+                        log: self.process.log().to_path_buf(),
+                        source: Box::new(e),
+                    })
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
@@ -115,10 +167,11 @@ impl PgServer {
 
     /// Fast shutdown (SIGINT: open sessions are ended, not waited for), then the directory
     /// goes; its log is copied to `save_log` first when given.
-    pub async fn stop(self, save_log: Option<&Path>) -> anyhow::Result<()> {
+    pub async fn stop(self, save_log: Option<&Path>) -> Result<(), PgError> {
         if let Some(pid) = self.process.pid() {
             // Our own child, not reaped before `stop`: the pid names it.
-            let _ = kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGINT);
+            let pid = i32::try_from(pid).map_err(PgError::Pid)?;
+            let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
         }
         let log = self.log();
         self.process.stop().await?;
@@ -149,7 +202,12 @@ fn settings(addr: SocketAddr, socket_dir: &Path, shared_buffers_mb: u64) -> Vec<
     .collect()
 }
 
-async fn init(initdb: &Path, data: &Path, dir: &Path, run_as: Option<RunAs>) -> anyhow::Result<()> {
+async fn init(
+    initdb: &Path,
+    data: &Path,
+    dir: &Path,
+    run_as: Option<RunAs>,
+) -> Result<(), PgError> {
     let log = dir.join("initdb.log");
     let mut cmd = Command::new(initdb);
     cmd.current_dir(dir)
@@ -159,15 +217,19 @@ async fn init(initdb: &Path, data: &Path, dir: &Path, run_as: Option<RunAs>) -> 
         // No fsync of the fresh cluster: it is thrown away after the run anyway.
         .arg("--no-sync")
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log)?)
-        .stderr(std::fs::File::create(dir.join("initdb.err"))?);
+        .stdout(std::fs::File::create(&log).map_err(PgError::InitdbLog)?)
+        .stderr(std::fs::File::create(dir.join("initdb.err")).map_err(PgError::InitdbLog)?);
     as_user(&mut cmd, run_as);
     let status = tokio::task::spawn_blocking(move || cmd.status())
-        .await?
-        .context("running initdb")?;
+        .await
+        .map_err(PgError::InitdbThread)?
+        .map_err(PgError::RunInitdb)?;
     if !status.success() {
         let err = std::fs::read_to_string(dir.join("initdb.err")).unwrap_or_default();
-        bail!("initdb failed ({status}): {}", err.trim());
+        return Err(PgError::InitdbFailed {
+            status,
+            stderr: err.trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -179,18 +241,16 @@ fn as_user(cmd: &mut Command, run_as: Option<RunAs>) {
 }
 
 /// `None` unless the bench runs as root; then the `postgres` user, else `nobody`.
-fn run_as() -> anyhow::Result<Option<RunAs>> {
+fn run_as() -> Result<Option<RunAs>, PgError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    let passwd = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
+    let passwd = std::fs::read_to_string("/etc/passwd").map_err(PgError::ReadPasswd)?;
     ["postgres", "nobody"]
         .iter()
         .find_map(|name| user_in(&passwd, name))
         .map(Some)
-        .context(
-            "running as root, and neither a `postgres` nor a `nobody` user to run PostgreSQL as",
-        )
+        .ok_or(PgError::NoUser)
 }
 
 /// `name`'s uid and gid in /etc/passwd's text.

@@ -3,7 +3,6 @@
 //! peer-baselines.md (`save ""`; AOF mode adds `appendonly yes`, `appendfsync everysec` on
 //! both). Redis comes from Debian: `apt install redis-server`.
 
-use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -11,10 +10,53 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::error::BenchError;
 use crate::harness::process::{free_port, ChildProcess};
-use crate::harness::resp::{info_u64, RespConn};
+use crate::harness::resp::{info_u64, RespConn, RespError};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why the Redis pair did not start, answer or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    /// A free port, the `redis-server` processes, or stopping them.
+    #[error(transparent)]
+    Process(#[from] BenchError),
+    #[error(transparent)]
+    Resp(#[from] RespError),
+    #[error(
+        "the Redis replica did not link to its primary within {waited:?}; see {}",
+        log.display()
+    )]
+    NotLinked { waited: Duration, log: PathBuf },
+    #[error("INFO replication lacks master_repl_offset")]
+    NoPrimaryOffset,
+    #[error("the replica's INFO replication lacks slave_repl_offset")]
+    NoReplicaOffset,
+    #[error("creating {}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("making {} absolute", dir.display())]
+    Absolute {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing {}", path.display())]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "--vs redis needs redis-server on PATH (Debian: `sudo apt install redis-server`; \
+         peer-baselines.md used 7.0.15)"
+    )]
+    NotInstalled,
+}
 
 /// How the Redis peer persists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -41,7 +83,7 @@ impl RedisPair {
         binary: &Path,
         dir: &Path,
         persistence: RedisPersistence,
-    ) -> anyhow::Result<RedisPair> {
+    ) -> Result<RedisPair, RedisError> {
         let primary = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let replica = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let mut primary_proc = spawn(binary, &dir.join("primary"), primary, None, persistence)?;
@@ -65,7 +107,7 @@ impl RedisPair {
         Ok(pair)
     }
 
-    async fn wait_linked(&self) -> anyhow::Result<()> {
+    async fn wait_linked(&self) -> Result<(), RedisError> {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut conn = RespConn::connect(self.replica).await?;
         loop {
@@ -77,30 +119,29 @@ impl RedisPair {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                bail!(
-                    "the Redis replica did not link to its primary within {START_TIMEOUT:?}; see {}",
-                    self.replica_proc.log().display()
-                );
+                return Err(RedisError::NotLinked {
+                    waited: START_TIMEOUT,
+                    log: self.replica_proc.log().to_path_buf(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     /// `master_repl_offset` on the primary.
-    pub async fn primary_offset(conn: &mut RespConn) -> anyhow::Result<u64> {
+    pub async fn primary_offset(conn: &mut RespConn) -> Result<u64, RedisError> {
         let info = conn.info("replication").await?;
-        info_u64(&info, "master_repl_offset").context("INFO replication lacks master_repl_offset")
+        info_u64(&info, "master_repl_offset").ok_or(RedisError::NoPrimaryOffset)
     }
 
     /// The offset the replica has applied, from its own INFO.
-    pub async fn replica_offset(conn: &mut RespConn) -> anyhow::Result<u64> {
+    pub async fn replica_offset(conn: &mut RespConn) -> Result<u64, RedisError> {
         let info = conn.info("replication").await?;
-        info_u64(&info, "slave_repl_offset")
-            .context("the replica's INFO replication lacks slave_repl_offset")
+        info_u64(&info, "slave_repl_offset").ok_or(RedisError::NoReplicaOffset)
     }
 
     /// SET calls the primary has executed (INFO commandstats).
-    pub async fn set_calls(conn: &mut RespConn) -> anyhow::Result<u64> {
+    pub async fn set_calls(conn: &mut RespConn) -> Result<u64, RedisError> {
         let info = conn.info("commandstats").await?;
         let line = info
             .iter()
@@ -121,7 +162,7 @@ impl RedisPair {
             .collect()
     }
 
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> Result<(), RedisError> {
         self.replica_proc.stop().await?;
         self.primary_proc.stop().await?;
         Ok(())
@@ -134,12 +175,23 @@ fn spawn(
     addr: SocketAddr,
     primary: Option<SocketAddr>,
     persistence: RedisPersistence,
-) -> anyhow::Result<ChildProcess> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+) -> Result<ChildProcess, RedisError> {
+    std::fs::create_dir_all(dir).map_err(|source| RedisError::CreateDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     // Redis changes into `dir` before opening its log: every path it is given is absolute.
-    let dir = &std::fs::canonicalize(dir)?;
+    let dir = &std::fs::canonicalize(dir).map_err(|source| RedisError::Absolute {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let conf = dir.join("redis.conf");
-    std::fs::write(&conf, config(dir, addr, primary, persistence))?;
+    std::fs::write(&conf, config(dir, addr, primary, persistence)).map_err(|source| {
+        RedisError::Config {
+            path: conf.clone(),
+            source,
+        }
+    })?;
     let mut cmd = Command::new(binary);
     cmd.arg(&conf);
     let what = if primary.is_some() {
@@ -175,15 +227,12 @@ fn config(
 }
 
 /// `redis-server` from PATH, or a clear error saying how to install it.
-pub fn find_redis_server() -> anyhow::Result<PathBuf> {
+pub fn find_redis_server() -> Result<PathBuf, RedisError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join("redis-server"))
         .find(|p| p.is_file())
-        .context(
-            "--vs redis needs redis-server on PATH (Debian: `sudo apt install redis-server`; \
-             peer-baselines.md used 7.0.15)",
-        )
+        .ok_or(RedisError::NotInstalled)
 }
 
 #[cfg(test)]

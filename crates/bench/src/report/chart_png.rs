@@ -5,7 +5,6 @@
 //! usual DejaVu / Liberation / Noto paths that exists. Debian's `fonts-dejavu-core` provides
 //! one; without any, the charts are skipped and the report says why.
 
-use anyhow::Context;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -41,9 +40,55 @@ const PALETTE: &[RGBColor] = &[
     RGBColor(240, 228, 66),
 ];
 
+/// What plotters' bitmap backend fails with.
+type DrawError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
+
+/// Why no chart can be drawn here (found once per process, then kept).
+#[derive(Debug, thiserror::Error)]
+pub enum FontError {
+    #[error(
+        "no TrueType font found (install fonts-dejavu-core, or set SLUICE_BENCH_FONT to a .ttf \
+         file)"
+    )]
+    NotFound,
+    #[error("reading font {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a usable TrueType font", path.display())]
+    NotTrueType { path: PathBuf },
+}
+
+/// Why one chart was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error(transparent)]
+    Font(&'static FontError),
+    #[error("preparing {}", path.display())]
+    Fill {
+        path: PathBuf,
+        #[source]
+        source: DrawError,
+    },
+    #[error("drawing {}", path.display())]
+    Draw {
+        path: PathBuf,
+        #[source]
+        source: DrawError,
+    },
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: DrawError,
+    },
+}
+
 /// The font registered for plotters, once per process; the error says why there is none.
-fn font() -> Result<&'static Path, String> {
-    static FONT_FILE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+fn font() -> Result<&'static Path, &'static FontError> {
+    static FONT_FILE: OnceLock<Result<PathBuf, FontError>> = OnceLock::new();
     FONT_FILE
         .get_or_init(|| {
             let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BENCH_FONT") {
@@ -53,26 +98,24 @@ fn font() -> Result<&'static Path, String> {
             let path = candidates
                 .into_iter()
                 .find(|p| p.is_file())
-                .ok_or_else(|| {
-                    "no TrueType font found (install fonts-dejavu-core, or set SLUICE_BENCH_FONT \
-                 to a .ttf file)"
-                        .to_string()
-                })?;
-            let bytes = std::fs::read(&path)
-                .map_err(|e| format!("reading font {}: {e}", path.display()))?;
+                .ok_or(FontError::NotFound)?;
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(source) => return Err(FontError::Read { path, source }),
+            };
             // plotters keeps fonts for the life of the process; this happens once.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            plotters::style::register_font(FONT, FontStyle::Normal, bytes)
-                .map_err(|_| format!("{} is not a usable TrueType font", path.display()))?;
+            if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_err() {
+                return Err(FontError::NotTrueType { path });
+            }
             Ok(path)
         })
         .as_ref()
         .map(PathBuf::as_path)
-        .map_err(Clone::clone)
 }
 
 /// Whether charts can be drawn here; `Err` gives the reason they cannot.
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), &'static FontError> {
     font().map(|_| ())
 }
 
@@ -81,22 +124,31 @@ fn colour(i: usize) -> RGBColor {
 }
 
 /// Draws `chart` into `dir/chart.file`.
-pub fn draw(chart: &Chart, dir: &Path) -> anyhow::Result<()> {
-    font().map_err(anyhow::Error::msg)?;
+pub fn draw(chart: &Chart, dir: &Path) -> Result<(), ChartError> {
+    font().map_err(ChartError::Font)?;
     let path = dir.join(&chart.file);
     let root = BitMapBackend::new(&path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
+    // `path.clone()`: the backend borrows `path` until it is dropped.
+    root.fill(&WHITE).map_err(|source| ChartError::Fill {
+        path: path.clone(),
+        source,
+    })?;
     match &chart.kind {
         ChartKind::Line(c) => draw_line(c, &root),
         ChartKind::Bars(c) => draw_bars(c, &root),
     }
-    .with_context(|| format!("drawing {}", path.display()))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
+    .map_err(|source| ChartError::Draw {
+        path: path.clone(),
+        source,
+    })?;
+    root.present().map_err(|source| ChartError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(())
 }
 
-fn draw_line(c: &LineChart, root: &DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()> {
+fn draw_line(c: &LineChart, root: &DrawingArea<BitMapBackend, Shift>) -> Result<(), DrawError> {
     let points = || c.series.iter().flat_map(|s| s.points.iter().copied());
     let (x0, x1) = span(points().map(|p| p.0));
     let (y0, y1) = value_range(points().map(|p| p.1));
@@ -142,7 +194,7 @@ type Plot<'a, 'b> =
     ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// The series names in a framed box at `at`.
-fn legend<'a, 'b: 'a>(chart: &mut Plot<'a, 'b>, at: SeriesLabelPosition) -> anyhow::Result<()> {
+fn legend<'a, 'b: 'a>(chart: &mut Plot<'a, 'b>, at: SeriesLabelPosition) -> Result<(), DrawError> {
     chart
         .configure_series_labels()
         .position(at)
@@ -158,7 +210,7 @@ fn swatch(col: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
     move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled())
 }
 
-fn draw_bars(c: &BarChart, root: &DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()> {
+fn draw_bars(c: &BarChart, root: &DrawingArea<BitMapBackend, Shift>) -> Result<(), DrawError> {
     let n = c.categories.len().max(1);
     let (y0, y1) = value_range(c.series.iter().flat_map(|s| s.1.iter().copied()));
     let mut chart = ChartBuilder::on(root)
@@ -323,6 +375,7 @@ mod tests {
     fn draws_png_files() {
         if let Err(why) = available() {
             // CI installs fonts-dejavu-core, so there a missing font is a failure.
+            let why = crate::error::Chain(why);
             assert!(std::env::var_os("CI").is_none(), "{why}");
             eprintln!("skipped: {why}");
             return;

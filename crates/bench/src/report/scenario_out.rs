@@ -2,11 +2,44 @@
 //! results.json, config.json (the options, for `sluice bench rerun`) and charts/*.png (with
 //! the `charts` feature).
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 use crate::report::chart::Chart;
+
+/// What can go wrong writing a scenario's output directory.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("creating {}", dir.display())]
+    Create {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `file` names what was being encoded: the options or a file of the directory.
+    #[error("encoding {file}")]
+    Encode {
+        file: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl OutputError {
+    fn encode(file: &'static str) -> impl FnOnce(serde_json::Error) -> OutputError {
+        move |source| OutputError::Encode { file, source }
+    }
+
+    fn write(path: PathBuf) -> impl FnOnce(std::io::Error) -> OutputError {
+        move |source| OutputError::Write { path, source }
+    }
+}
 
 /// The subdirectory of the charts.
 #[cfg(feature = "charts")]
@@ -15,13 +48,21 @@ pub const CHARTS_DIR: &str = "charts";
 pub const CONFIG_FILE: &str = "config.json";
 
 /// The output directory, created if missing.
-pub fn out_dir(given: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
+pub fn out_dir(given: Option<&Path>, scenario: &str) -> Result<PathBuf, OutputError> {
     let dir = given.map_or_else(
         || PathBuf::from("bench-out").join(scenario),
         Path::to_path_buf,
     );
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    create_dir(&dir)?;
     Ok(dir)
+}
+
+/// `dir` and its parents, created if missing.
+pub fn create_dir(dir: &Path) -> Result<(), OutputError> {
+    std::fs::create_dir_all(dir).map_err(|source| OutputError::Create {
+        dir: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// What `config.json` holds: enough to run the same scenario again.
@@ -35,16 +76,16 @@ pub struct SavedConfig {
 }
 
 /// Writes `dir/config.json` for `scenario` run with `args`.
-pub fn save_config<A: Serialize>(dir: &Path, scenario: &str, args: &A) -> anyhow::Result<()> {
+pub fn save_config<A: Serialize>(dir: &Path, scenario: &str, args: &A) -> Result<(), OutputError> {
     let saved = SavedConfig {
         scenario: scenario.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        args: serde_json::to_value(args).context("encoding the options")?,
+        args: serde_json::to_value(args).map_err(OutputError::encode("the options"))?,
     };
-    let json = serde_json::to_string_pretty(&saved).context("encoding config.json")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join(CONFIG_FILE), json + "\n")
-        .with_context(|| format!("writing {}/{CONFIG_FILE}", dir.display()))
+    let json = serde_json::to_string_pretty(&saved).map_err(OutputError::encode(CONFIG_FILE))?;
+    create_dir(dir)?;
+    let path = dir.join(CONFIG_FILE);
+    std::fs::write(&path, json + "\n").map_err(OutputError::write(path))
 }
 
 /// Writes `results` as results.json into `dir`, draws `charts` into `dir/charts/`, and writes
@@ -55,14 +96,15 @@ pub fn write_report<T: Serialize>(
     results: &T,
     markdown: &str,
     charts: &[Chart],
-) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(results).context("encoding results.json")?;
-    std::fs::write(dir.join("results.json"), json + "\n")
-        .with_context(|| format!("writing {}/results.json", dir.display()))?;
+) -> Result<(), OutputError> {
+    let json =
+        serde_json::to_string_pretty(results).map_err(OutputError::encode("results.json"))?;
+    let path = dir.join("results.json");
+    std::fs::write(&path, json + "\n").map_err(OutputError::write(path))?;
     let mut md = markdown.to_string();
     md.push_str(&draw_charts(dir, charts));
-    std::fs::write(dir.join("report.md"), md)
-        .with_context(|| format!("writing {}/report.md", dir.display()))?;
+    let path = dir.join("report.md");
+    std::fs::write(&path, md).map_err(OutputError::write(path))?;
     Ok(())
 }
 
@@ -80,6 +122,7 @@ fn draw_charts(dir: &Path, charts: &[Chart]) -> String {
 #[cfg(feature = "charts")]
 fn draw_pngs(dir: &Path, charts: &[&Chart]) -> String {
     if let Err(why) = crate::report::chart_png::available() {
+        let why = crate::error::Chain(why);
         eprintln!("charts skipped: {why}");
         return format!("No charts were drawn: {why}.\n");
     }
@@ -99,8 +142,9 @@ fn draw_pngs(dir: &Path, charts: &[&Chart]) -> String {
                 c.file
             )),
             Err(e) => {
-                eprintln!("chart {}: {e:#}", c.file);
-                md.push_str(&format!("- {}: not drawn ({e:#})\n", c.title()));
+                let why = crate::error::Chain(&e);
+                eprintln!("chart {}: {why}", c.file);
+                md.push_str(&format!("- {}: not drawn ({why})\n", c.title()));
             }
         }
     }
@@ -171,7 +215,8 @@ mod tests {
         assert!(!md.contains("e.png"), "an empty chart is left out: {md}");
         // Drawn where this build and this machine can draw; otherwise the report says why.
         #[cfg(feature = "charts")]
-        let drawable = crate::report::chart_png::available();
+        let drawable =
+            crate::report::chart_png::available().map_err(|e| crate::error::Chain(e).to_string());
         #[cfg(not(feature = "charts"))]
         let drawable: Result<(), String> = Err(NO_CHARTS.to_string());
         match drawable {

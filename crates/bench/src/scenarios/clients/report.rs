@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::harness::node_probe::NodeReading;
 use crate::report::chart::{BarChart, Chart};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::Table;
 use crate::scenarios::clients::args::{ClientCase, ClientsArgs};
 use crate::scenarios::clients::phase::PhaseResult;
@@ -332,7 +332,7 @@ impl ClientsReport {
         )]
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), OutputError> {
         write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::load::latency::{format_us, LatencySummary};
 use crate::report::chart::{BarChart, Chart};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::{thousands, Table};
 use crate::scenarios::durability::args::DurabilityArgs;
 use crate::scenarios::durability::closed_loop::RowMeasure;
@@ -319,7 +319,7 @@ impl DurabilityReport {
         md
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), OutputError> {
         write_report(dir, self, &self.markdown(), &self.charts())
     }
 }

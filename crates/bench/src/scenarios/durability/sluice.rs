@@ -106,7 +106,7 @@ impl SluiceSide {
 
     pub async fn stop(self) -> anyhow::Result<()> {
         drop(self.stats);
-        self.cluster.stop().await
+        Ok(self.cluster.stop().await?)
     }
 }
 

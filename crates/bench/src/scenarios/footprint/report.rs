@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::report::chart::{BarChart, Chart};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::{thousands, Table};
 use crate::scenarios::footprint::args::{FootprintArgs, Mode};
 use crate::scenarios::kv::args::BucketTypeArg;
@@ -323,7 +323,7 @@ impl FootprintReport {
         charts
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), OutputError> {
         write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }

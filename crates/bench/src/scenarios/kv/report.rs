@@ -268,8 +268,8 @@ impl Report {
         ]
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir)?;
+    pub fn write(&self, dir: &Path) -> Result<(), crate::report::scenario_out::OutputError> {
+        crate::report::scenario_out::create_dir(dir)?;
         crate::report::scenario_out::write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }

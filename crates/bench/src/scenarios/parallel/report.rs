@@ -11,7 +11,7 @@ use crate::harness::node_probe::NodeReading;
 use crate::load::latency::Latency;
 use crate::report::chart::{Chart, LineChart, Marks, Series};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::{thousands, Table};
 use crate::scenarios::parallel::args::ParallelArgs;
 use crate::scenarios::parallel::client::ClientOutcome;
@@ -359,7 +359,7 @@ impl ParallelReport {
         ]
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), OutputError> {
         write_report(dir, self, &self.to_markdown(), &self.charts())
     }
 }

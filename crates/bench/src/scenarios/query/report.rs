@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::load::latency::{format_us, LatencySummary};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::{thousands, Table};
 use crate::scenarios::query::args::QueryArgs;
 
@@ -361,7 +361,7 @@ impl QueryReport {
         md
     }
 
-    pub fn write(&self, out: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, out: &Path) -> Result<(), OutputError> {
         write_report(out, self, &self.markdown(), &[])
     }
 }

@@ -8,10 +8,9 @@
 //! WHERE fi = $v`, not_bounded, the indexes in turn), and each step reads the indexes'
 //! `items_remaining` (STAT `index` over KV). After the column the indexes are dropped.
 
-use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
-use sluice_client::{Client, ConnectOptions};
+use sluice_client::{Client, ClientError, ConnectOptions};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -19,6 +18,35 @@ use tokio::sync::watch;
 use crate::load::latency::Latency;
 use crate::scenarios::query::n1ql::{N1qlConn, N1qlError};
 use crate::scenarios::replication::values::FIELD_VALUES;
+
+/// Why a views column's indexes could not be defined, read or dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("connecting to the query service at {admin}")]
+    ConnectQuery {
+        admin: SocketAddr,
+        #[source]
+        source: N1qlError,
+    },
+    /// A `CREATE INDEX` or `DROP INDEX`, given in full.
+    #[error("{statement}")]
+    Statement {
+        statement: String,
+        #[source]
+        source: N1qlError,
+    },
+    #[error("connecting to {kv} for STAT index")]
+    ConnectStat {
+        kv: SocketAddr,
+        #[source]
+        source: ClientError,
+    },
+    /// STAT `index` on the index node.
+    #[error(transparent)]
+    Stat(#[from] ClientError),
+    #[error("STAT index has no numeric {key}")]
+    NoStat { key: String },
+}
 
 /// `CREATE INDEX` answers once the index is online: its build over every document may take
 /// minutes on a busy box. The request's own `timeout` says so to the service.
@@ -127,7 +155,7 @@ pub struct Indexes {
 impl Indexes {
     /// Defines `n` indexes on `node`, one after the other, each answered once online.
     /// Leftovers of the same names (an aborted run against `--connect`) are dropped first.
-    pub async fn create(node: IndexNode, n: u8) -> anyhow::Result<Indexes> {
+    pub async fn create(node: IndexNode, n: u8) -> Result<Indexes, IndexError> {
         let mut conn = N1qlConn::connect(
             node.admin,
             &node.username,
@@ -135,7 +163,10 @@ impl Indexes {
             DDL_TIMEOUT + Duration::from_secs(10),
         )
         .await
-        .with_context(|| format!("connecting to the query service at {}", node.admin))?;
+        .map_err(|source| IndexError::ConnectQuery {
+            admin: node.admin,
+            source,
+        })?;
         let n = usize::from(n);
         for i in 0..n {
             // Index not found (12004) is the usual answer.
@@ -153,7 +184,10 @@ impl Indexes {
                 "timeout": format!("{}s", DDL_TIMEOUT.as_secs()),
             }))
             .await
-            .with_context(|| create_statement(i, node.replicas))?;
+            .map_err(|source| IndexError::Statement {
+                statement: create_statement(i, node.replicas),
+                source,
+            })?;
             let took = start.elapsed();
             eprintln!(
                 "  {} online after {:.1} s",
@@ -164,7 +198,10 @@ impl Indexes {
         }
         let stats = Client::connect(node.kv, node.login.clone())
             .await
-            .with_context(|| format!("connecting to {} for STAT index", node.kv))?;
+            .map_err(|source| IndexError::ConnectStat {
+                kv: node.kv,
+                source,
+            })?;
         let mut out = Indexes {
             node,
             n,
@@ -179,7 +216,7 @@ impl Indexes {
         (0..self.n).map(index_name).collect()
     }
 
-    async fn stat(&mut self, suffix: &str) -> anyhow::Result<Vec<u64>> {
+    async fn stat(&mut self, suffix: &str) -> Result<Vec<u64>, IndexError> {
         let all = self.stats.stats("index").await?;
         self.names()
             .iter()
@@ -188,24 +225,28 @@ impl Indexes {
                 all.iter()
                     .find(|(k, _)| *k == key)
                     .and_then(|(_, v)| v.parse().ok())
-                    .with_context(|| format!("STAT index has no numeric {key}"))
+                    .ok_or(IndexError::NoStat { key })
             })
             .collect()
     }
 
     /// Each index's entries (approximate).
-    pub async fn entries(&mut self) -> anyhow::Result<Vec<u64>> {
+    pub async fn entries(&mut self) -> Result<Vec<u64>, IndexError> {
         self.stat("items").await
     }
 
     /// The seqnos the indexes have yet to apply, summed over the indexes.
-    pub async fn items_remaining(&mut self) -> anyhow::Result<u64> {
+    pub async fn items_remaining(&mut self) -> Result<u64, IndexError> {
         Ok(self.stat("items_remaining").await?.into_iter().sum())
     }
 
     /// Reads the indexes' items remaining every [`BACKLOG_EVERY`] from `from` to `until` (a
     /// step's measured part).
-    pub async fn backlog(&mut self, from: Instant, until: Instant) -> anyhow::Result<IndexBacklog> {
+    pub async fn backlog(
+        &mut self,
+        from: Instant,
+        until: Instant,
+    ) -> Result<IndexBacklog, IndexError> {
         tokio::time::sleep_until(from.into()).await;
         let mut seen = Vec::new();
         let mut tick = tokio::time::interval(BACKLOG_EVERY);
@@ -229,7 +270,7 @@ impl Indexes {
 
     /// Reads the final entries, drops every index, and gives what the column's indexes did
     /// (`queries`: the loop's counts, merged in).
-    pub async fn finish(mut self, queries: QueryCount) -> anyhow::Result<IndexActivity> {
+    pub async fn finish(mut self, queries: QueryCount) -> Result<IndexActivity, IndexError> {
         self.activity.entries_end = self.entries().await?;
         let mut conn = N1qlConn::connect(
             self.node.admin,
@@ -237,11 +278,18 @@ impl Indexes {
             &self.node.password,
             DDL_TIMEOUT,
         )
-        .await?;
+        .await
+        .map_err(|source| IndexError::ConnectQuery {
+            admin: self.node.admin,
+            source,
+        })?;
         for i in 0..self.n {
             conn.count(&json!({ "statement": drop_statement(i) }))
                 .await
-                .with_context(|| drop_statement(i))?;
+                .map_err(|source| IndexError::Statement {
+                    statement: drop_statement(i),
+                    source,
+                })?;
         }
         let a = &mut self.activity;
         a.queries = queries.queries;

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::load::latency::format_us;
 use crate::report::chart::{file_name, Chart, LineChart, Marks, Series};
 use crate::report::median;
-use crate::report::scenario_out::write_report;
+use crate::report::scenario_out::{write_report, OutputError};
 use crate::report::table::{thousands, Table};
 use crate::scenarios::replication::args::ReplArgs;
 use crate::scenarios::replication::durable::{self, DurableLatency};
@@ -588,7 +588,7 @@ impl ReplReport {
         md
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), OutputError> {
         write_report(dir, self, &self.markdown(), &self.charts())
     }
 }

@@ -359,7 +359,10 @@ async fn ladder(
         let mut step = step?;
         match backlog {
             Some(Ok(b)) => step.index_backlog = Some(b),
-            Some(Err(e)) => eprintln!("{label}: reading the indexes' items remaining: {e:#}"),
+            Some(Err(e)) => eprintln!(
+                "{label}: reading the indexes' items remaining: {}",
+                crate::error::Chain(&e)
+            ),
             None => {}
         }
         if let Some(w) = xdcr {

@@ -328,7 +328,7 @@ impl XdcrColumn {
                 Body::None,
             )
             .await?;
-        self.cluster.stop().await
+        Ok(self.cluster.stop().await?)
     }
 }
 
