@@ -176,14 +176,18 @@ fn main() -> anyhow::Result<()> {
 
 /// Runs a benchmark on a multi-threaded runtime of its own. Ctrl-C or SIGTERM drops the
 /// run, and with it the servers it started (each stops when dropped): an interrupted bench
-/// leaves no process behind.
-fn bench(run: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+/// leaves no process behind. The bench's typed error becomes `anyhow`'s with its sources,
+/// so the "Caused by" lines name every step.
+fn bench<E>(run: impl std::future::Future<Output = Result<(), E>>) -> anyhow::Result<()>
+where
+    anyhow::Error: From<E>,
+{
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
         .block_on(async {
             tokio::select! {
-                done = run => done,
+                done = run => Ok(done?),
                 () = server_cmd::stop_signal() => {
                     Err(anyhow::anyhow!("interrupted; the processes it started are stopped"))
                 }

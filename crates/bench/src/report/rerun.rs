@@ -99,12 +99,12 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
         out.display()
     );
     match cfg.scenario.as_str() {
-        "kv" => crate::run_kv(args_of(&cfg)?).await,
-        "dcp" => crate::run_dcp(args_of(&cfg)?).await,
+        "kv" => Ok(crate::run_kv(args_of(&cfg)?).await?),
+        "dcp" => Ok(crate::run_dcp(args_of(&cfg)?).await?),
         "replication" => crate::run_replication(args_of(&cfg)?).await,
-        "clients" => crate::run_clients(args_of(&cfg)?).await,
-        "parallel" => crate::run_parallel(args_of(&cfg)?).await,
-        "footprint" => crate::run_footprint(args_of(&cfg)?).await,
+        "clients" => Ok(crate::run_clients(args_of(&cfg)?).await?),
+        "parallel" => Ok(crate::run_parallel(args_of(&cfg)?).await?),
+        "footprint" => Ok(crate::run_footprint(args_of(&cfg)?).await?),
         "durability" => crate::run_durability(args_of(&cfg)?).await,
         "query" => crate::run_query(args_of(&cfg)?).await,
         other => anyhow::bail!("{}: unknown scenario `{other}`", path.display()),

@@ -62,6 +62,13 @@ impl FromStr for ClientCase {
     }
 }
 
+/// Options that cannot run together, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientsArgsError {
+    #[error("--cases lists no case")]
+    NoCases,
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ClientsArgs {
     /// The matrix, one case per entry: USERSxSERVERSxRAMP_S. The defaults are seed 002's
@@ -111,8 +118,10 @@ impl ClientsArgs {
         a
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.cases.is_empty(), "--cases lists no case");
+    pub fn validate(&self) -> Result<(), ClientsArgsError> {
+        if self.cases.is_empty() {
+            return Err(ClientsArgsError::NoCases);
+        }
         Ok(())
     }
 

@@ -3,7 +3,6 @@
 //! keys, each read around with the nodes' own counters; stop the cluster. Then medians,
 //! report.md and results.json.
 
-use anyhow::Context;
 use bytes::Bytes;
 use sluice_client::ClusterOptions;
 use std::sync::atomic::AtomicU64;
@@ -16,6 +15,7 @@ use crate::harness::proc_stats::cpu_time;
 use crate::report::progress::{Length, Ticker};
 use crate::report::scenario_out::{out_dir, save_config};
 use crate::scenarios::clients::args::{ClientCase, ClientsArgs};
+use crate::scenarios::clients::error::{CaseError, RunClientsError};
 use crate::scenarios::clients::phase::{run_phase, PhaseKind, PhasePlan};
 use crate::scenarios::clients::report::{CaseResult, ClientsReport, PhaseSummary};
 
@@ -25,7 +25,7 @@ const WARMUP_RAMP: Duration = Duration::from_secs(1);
 /// STAT figures read around each phase, summed over the nodes.
 const PROBED: [(&str, &str); 1] = [("", "total_connections")];
 
-pub async fn run_clients(args: ClientsArgs) -> anyhow::Result<()> {
+pub async fn run_clients(args: ClientsArgs) -> Result<(), RunClientsError> {
     let given = args;
     let args = given.effective();
     args.validate()?;
@@ -34,9 +34,14 @@ pub async fn run_clients(args: ClientsArgs) -> anyhow::Result<()> {
     let mut cases = Vec::new();
     for (i, case) in args.cases.iter().enumerate() {
         let log = out_dir.join(format!("cluster-case{}.log", i + 1));
-        let result = run_case(&args, i, case, &log)
-            .await
-            .with_context(|| format!("case {}: {}", i + 1, case.label()))?;
+        let result =
+            run_case(&args, i, case, &log)
+                .await
+                .map_err(|source| RunClientsError::Case {
+                    number: i + 1,
+                    label: case.label(),
+                    source,
+                })?;
         cases.push(result);
     }
     let report = ClientsReport::new(args.clone(), cases);
@@ -51,7 +56,7 @@ async fn run_case(
     index: usize,
     case: &ClientCase,
     log: &std::path::Path,
-) -> anyhow::Result<CaseResult> {
+) -> Result<CaseResult, CaseError> {
     let (cluster, seeds) = if args.cluster.connect.is_empty() {
         eprintln!("starting a {}-node cluster", case.servers);
         let c = LocalCluster::start(args.cluster_spec(index, case), log).await?;
@@ -73,7 +78,7 @@ async fn phases(
     case: &ClientCase,
     seeds: Vec<String>,
     pids: Vec<u32>,
-) -> anyhow::Result<CaseResult> {
+) -> Result<CaseResult, CaseError> {
     let mut probe = NodeProbe::connect(&seeds, &args.login, pids).await?;
     let login = &args.login;
     let base = PhasePlan {
@@ -91,11 +96,11 @@ async fn phases(
             ..base.clone()
         };
         let r = run_phase(&warm, Arc::new(AtomicU64::new(0))).await;
-        anyhow::ensure!(
-            r.errors == 0,
-            "the warm-up failed: {}",
-            r.first_error.unwrap_or_default()
-        );
+        if r.errors != 0 {
+            return Err(CaseError::Warmup {
+                first_error: r.first_error.unwrap_or_default(),
+            });
+        }
     }
     let mut runs = Vec::new();
     for run in 0..args.runs {
@@ -132,9 +137,9 @@ async fn measured_phase(
     probe: &mut NodeProbe,
     run: u32,
     runs: u32,
-) -> anyhow::Result<PhaseSummary> {
+) -> Result<PhaseSummary, CaseError> {
     let before = probe.read(&PROBED).await?;
-    let bench_before = cpu_time(std::process::id())?;
+    let bench_before = cpu_time(std::process::id()).map_err(CaseError::BenchCpu)?;
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start(
         format!("{:?} run {}/{runs}", plan.kind, run + 1),
@@ -145,7 +150,9 @@ async fn measured_phase(
     let result = run_phase(plan, done).await;
     let wall = started.elapsed();
     bar.finish();
-    let bench_cpu = cpu_time(std::process::id())?.saturating_sub(bench_before);
+    let bench_cpu = cpu_time(std::process::id())
+        .map_err(CaseError::BenchCpu)?
+        .saturating_sub(bench_before);
     let nodes = probe.read(&PROBED).await?.since(&before);
     Ok(PhaseSummary::new(&result, wall, &nodes, bench_cpu))
 }

@@ -7,13 +7,15 @@
 //! - `consumer`       — one DCP consumer from seqno 0 to the targets; `wire` — message sizes;
 //!   `key_set` — which documents it received;
 //! - `drain`, `catch_up`, `write_rate` — the three timed measurements;
-//! - `report`         — medians, ratios, results.json, report.md; `tables` — its tables.
+//! - `report`         — medians, ratios, results.json, report.md; `tables` — its tables;
+//! - `error`          — `RunDcpError`, what `run_dcp` fails with.
 
 pub mod args;
 pub mod bucket_setup;
 pub mod catch_up;
 pub mod consumer;
 pub mod drain;
+pub mod error;
 pub mod key_set;
 pub mod report;
 pub mod run;

@@ -1,19 +1,18 @@
 //! [`run_dcp`]: `sluice bench dcp` from the top. For each bucket setup: a fresh server,
 //! loaded and settled; then the drain runs, the catch-up runs (on the chosen setup), and
 //! last the write-throughput runs (they rewrite the documents, so they come after every
-//! stream has seen the data as loaded). The only place that uses `anyhow`.
-
-use anyhow::Context;
+//! stream has seen the data as loaded). Its failures are [`RunDcpError`]s, named by the step.
 
 use crate::scenarios::dcp::args::{DcpArgs, Setup};
 use crate::scenarios::dcp::bucket_setup::LoadedBucket;
 use crate::scenarios::dcp::catch_up::catch_up_once;
 use crate::scenarios::dcp::drain::drain_once;
+use crate::scenarios::dcp::error::{RunDcpError, SetupError};
 use crate::scenarios::dcp::report::{DcpReport, SetupReport};
 use crate::scenarios::dcp::write_rate::write_once;
 
 /// Runs `sluice bench dcp` and prints the tables (and writes `--out`).
-pub async fn run_dcp(args: DcpArgs) -> anyhow::Result<()> {
+pub async fn run_dcp(args: DcpArgs) -> Result<(), RunDcpError> {
     if let Some(dir) = &args.out {
         crate::report::scenario_out::save_config(dir, "dcp", &args)?;
     }
@@ -22,7 +21,10 @@ pub async fn run_dcp(args: DcpArgs) -> anyhow::Result<()> {
         setups.push(
             run_setup(setup, &args)
                 .await
-                .with_context(|| format!("the {} setup", setup.as_str()))?,
+                .map_err(|source| RunDcpError::Setup {
+                    setup: setup.as_str(),
+                    source,
+                })?,
         );
     }
     let report = DcpReport {
@@ -34,22 +36,29 @@ pub async fn run_dcp(args: DcpArgs) -> anyhow::Result<()> {
     if let Some(dir) = &report.settings.out {
         report
             .write(dir)
-            .with_context(|| format!("writing results to {}", dir.display()))?;
+            .map_err(|source| RunDcpError::WriteResults {
+                dir: dir.clone(),
+                source,
+            })?;
         eprintln!("wrote {0}/results.json and {0}/report.md", dir.display());
     }
     Ok(())
 }
 
-async fn run_setup(setup: Setup, args: &DcpArgs) -> anyhow::Result<SetupReport> {
+async fn run_setup(setup: Setup, args: &DcpArgs) -> Result<SetupReport, SetupError> {
     let mut bucket = LoadedBucket::load(setup, args)
         .await
-        .context("starting and loading the server")?;
+        .map_err(SetupError::Load)?;
     let (mut drains, mut writes, mut catch_ups) = (Vec::new(), Vec::new(), Vec::new());
     if args.drains() {
         for run in 0..args.runs {
-            let d = drain_once(&mut bucket, args, run)
-                .await
-                .with_context(|| format!("drain run {}", run + 1))?;
+            let d =
+                drain_once(&mut bucket, args, run)
+                    .await
+                    .map_err(|source| SetupError::Drain {
+                        run: run + 1,
+                        source,
+                    })?;
             drains.push(d);
         }
     }
@@ -57,15 +66,22 @@ async fn run_setup(setup: Setup, args: &DcpArgs) -> anyhow::Result<SetupReport> 
         for run in 0..args.runs {
             let c = catch_up_once(&mut bucket, args, run)
                 .await
-                .with_context(|| format!("catch-up run {}", run + 1))?;
+                .map_err(|source| SetupError::CatchUp {
+                    run: run + 1,
+                    source,
+                })?;
             catch_ups.push(c);
         }
     }
     if args.drains() {
         for run in 0..args.runs {
-            let w = write_once(&mut bucket, args, run)
-                .await
-                .with_context(|| format!("write run {}", run + 1))?;
+            let w =
+                write_once(&mut bucket, args, run)
+                    .await
+                    .map_err(|source| SetupError::Write {
+                        run: run + 1,
+                        source,
+                    })?;
             writes.push(w);
         }
     }
@@ -77,6 +93,6 @@ async fn run_setup(setup: Setup, args: &DcpArgs) -> anyhow::Result<SetupReport> 
     bucket
         .stop(log.as_deref())
         .await
-        .context("stopping the server")?;
+        .map_err(SetupError::Stop)?;
     Ok(SetupReport::new(shape, load, drains, writes, catch_ups))
 }

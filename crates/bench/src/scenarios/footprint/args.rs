@@ -19,6 +19,18 @@ pub enum Mode {
     Sockets,
 }
 
+/// Options that leave nothing to run, found before anything starts: each variant names the
+/// option that lists nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum FootprintArgsError {
+    #[error("--modes lists nothing")]
+    Modes,
+    #[error("--bucket-types lists nothing")]
+    BucketTypes,
+    #[error("--quotas-mb lists nothing")]
+    QuotasMb,
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct FootprintArgs {
     /// Ways of reaching the engine, each a row group.
@@ -113,13 +125,16 @@ impl FootprintArgs {
         a
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.modes.is_empty(), "--modes lists nothing");
-        anyhow::ensure!(
-            !self.bucket_types.is_empty(),
-            "--bucket-types lists nothing"
-        );
-        anyhow::ensure!(!self.quotas_mb.is_empty(), "--quotas-mb lists nothing");
+    pub fn validate(&self) -> Result<(), FootprintArgsError> {
+        if self.modes.is_empty() {
+            return Err(FootprintArgsError::Modes);
+        }
+        if self.bucket_types.is_empty() {
+            return Err(FootprintArgsError::BucketTypes);
+        }
+        if self.quotas_mb.is_empty() {
+            return Err(FootprintArgsError::QuotasMb);
+        }
         Ok(())
     }
 

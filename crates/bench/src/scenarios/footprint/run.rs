@@ -5,7 +5,6 @@
 //! this process; socket rows drive a `sluice server` (and, with `--vs memcached`, memcached
 //! with the same memory limit) over loopback with closed-loop connections.
 
-use anyhow::Context;
 use sluice_client::Client;
 use sluice_engine::BucketType;
 use std::sync::atomic::AtomicU64;
@@ -22,11 +21,12 @@ use crate::load::workload::Workload;
 use crate::report::progress::{Length, Ticker};
 use crate::report::scenario_out::{out_dir, save_config};
 use crate::scenarios::footprint::args::{FootprintArgs, Mode};
+use crate::scenarios::footprint::error::{RowError, RunFootprintError};
 use crate::scenarios::footprint::report::{FootprintReport, FootprintRow, Phases};
 use crate::scenarios::kv::args::{BucketTypeArg, Peer};
 use crate::scenarios::kv::targets::{start_memcached_with, start_sluice, ServerSpec, Target};
 
-pub async fn run_footprint(args: FootprintArgs) -> anyhow::Result<()> {
+pub async fn run_footprint(args: FootprintArgs) -> Result<(), RunFootprintError> {
     let given = args;
     let args = given.effective();
     args.validate()?;
@@ -42,15 +42,18 @@ pub async fn run_footprint(args: FootprintArgs) -> anyhow::Result<()> {
                     Mode::InProcess => in_process_row(&args, bucket_type, quota).await,
                     Mode::Sockets => socket_row(&args, bucket_type, quota).await,
                 };
-                rows.push(row.with_context(|| label)?);
+                rows.push(row.map_err(|source| RunFootprintError::Row { label, source })?);
             }
         }
     }
     if args.vs == Some(Peer::Memcached) && args.modes.contains(&Mode::Sockets) {
         for &quota in &args.quotas_mb {
-            let row = memcached_row(&args, quota)
-                .await
-                .with_context(|| format!("memcached -m {quota}"))?;
+            let row = memcached_row(&args, quota).await.map_err(|source| {
+                RunFootprintError::Memcached {
+                    quota_mb: quota,
+                    source,
+                }
+            })?;
             rows.push(row);
         }
     }
@@ -73,7 +76,7 @@ async fn in_process_row(
     args: &FootprintArgs,
     bucket_type: BucketTypeArg,
     quota_mb: u64,
-) -> anyhow::Result<FootprintRow> {
+) -> Result<FootprintRow, RowError> {
     let (updates, gets) = workloads(args);
     let completed = Arc::new(AtomicU64::new(0));
     let spec = InProcessSpec {
@@ -96,13 +99,13 @@ async fn in_process_row(
         completed,
     );
     let items = args.items;
-    let outcome = tokio::task::spawn_blocking(move || -> anyhow::Result<FootprintRow> {
+    let outcome = tokio::task::spawn_blocking(move || -> Result<FootprintRow, RowError> {
         let me = std::process::id();
-        let rss_before = rss_bytes(me)?;
+        let rss_before = rss(me)?;
         let (bucket, dir) = open_bucket(&spec, engine_type)?;
-        fill_in_process(&bucket, &updates, spec.threads).context("storing the items")?;
+        fill_in_process(&bucket, &updates, spec.threads).map_err(RowError::Store)?;
         let engine_bytes = bucket.memory().used_bytes;
-        let rss_after = rss_bytes(me)?;
+        let rss_after = rss(me)?;
         let mut phases = Phases::default();
         for run in 0..spec.runs {
             let u = timed_run(&bucket, &updates, &spec, u64::from(run));
@@ -116,7 +119,7 @@ async fn in_process_row(
                 g.misses,
             );
         }
-        bucket.shutdown()?;
+        bucket.shutdown().map_err(RowError::Shutdown)?;
         // The storage engine's last cleanups need the directory: it goes after the bucket.
         drop(bucket);
         drop(dir);
@@ -134,14 +137,19 @@ async fn in_process_row(
     })
     .await;
     bar.finish();
-    outcome.context("in-process load thread")?
+    outcome.map_err(RowError::InProcessThread)?
+}
+
+/// The resident set of process `pid`.
+fn rss(pid: u32) -> Result<u64, RowError> {
+    rss_bytes(pid).map_err(|source| RowError::Rss { pid, source })
 }
 
 async fn socket_row(
     args: &FootprintArgs,
     bucket_type: BucketTypeArg,
     quota_mb: u64,
-) -> anyhow::Result<FootprintRow> {
+) -> Result<FootprintRow, RowError> {
     let target = start_sluice(&ServerSpec {
         bucket: args.login.bucket.clone(),
         bucket_type,
@@ -153,16 +161,16 @@ async fn socket_row(
         tls: false,
     })
     .await
-    .context("starting sluice server")?;
+    .map_err(RowError::StartSluice)?;
     let outcome = over_sockets(args, &target, Some(bucket_type), quota_mb).await;
     target.stop().await?;
     outcome
 }
 
-async fn memcached_row(args: &FootprintArgs, quota_mb: u64) -> anyhow::Result<FootprintRow> {
+async fn memcached_row(args: &FootprintArgs, quota_mb: u64) -> Result<FootprintRow, RowError> {
     let target = start_memcached_with(&args.memcached_bin, quota_mb)
         .await
-        .context("starting memcached")?;
+        .map_err(RowError::StartMemcached)?;
     let outcome = over_sockets(args, &target, None, quota_mb).await;
     target.stop().await?;
     outcome
@@ -174,14 +182,12 @@ async fn over_sockets(
     target: &Target,
     bucket_type: Option<BucketTypeArg>,
     quota_mb: u64,
-) -> anyhow::Result<FootprintRow> {
+) -> Result<FootprintRow, RowError> {
     let (updates, gets) = workloads(args);
-    let pid = target
-        .pid()
-        .context("the bench started this server, so it has a pid")?;
+    let pid = target.pid().ok_or(RowError::NoPid)?;
     let clients = connect_all(target.addr, &target.options, args.connections).await?;
     let mut stats = Client::connect(target.addr, target.options.clone()).await?;
-    let rss_before = rss_bytes(pid)?;
+    let rss_before = rss(pid)?;
     let completed = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start(
         format!("{} store", target.name),
@@ -190,8 +196,8 @@ async fn over_sockets(
     );
     let filled = prefill(clients, updates.clone(), completed).await;
     bar.finish();
-    let mut clients = filled.context("storing the items")?;
-    let rss_after = rss_bytes(pid)?;
+    let mut clients = filled.map_err(RowError::Store)?;
+    let rss_after = rss(pid)?;
     let engine_bytes = engine_bytes(&mut stats, bucket_type.is_some()).await?;
     let resident_pct = if bucket_type.is_some() {
         MemoryStats::read(&mut stats).await?.resident_pct
@@ -216,7 +222,11 @@ async fn over_sockets(
             let outcome =
                 measure::run(clients, work.clone(), spec, u64::from(run), completed).await;
             bar.finish();
-            let (back, r) = outcome.with_context(|| format!("{} {name}", target.name))?;
+            let (back, r) = outcome.map_err(|source| RowError::Phase {
+                target: target.name,
+                phase: name,
+                source,
+            })?;
             clients = back;
             phases.add_refused(r.refused);
             if work.get_ratio > 0.0 {
@@ -242,17 +252,17 @@ async fn over_sockets(
 }
 
 /// What the server itself says it holds: Sluice's `mem_used`, memcached's item `bytes`.
-async fn engine_bytes(stats: &mut Client, sluice: bool) -> anyhow::Result<u64> {
+async fn engine_bytes(stats: &mut Client, sluice: bool) -> Result<u64, RowError> {
     if sluice {
         return MemoryStats::read(stats)
             .await?
             .mem_used_bytes
-            .context("STAT has no mem_used");
+            .ok_or(RowError::NoMemUsed);
     }
     let pairs = stats.stats("").await?;
     pairs
         .iter()
         .find(|(k, _)| k == "bytes")
         .and_then(|(_, v)| v.parse().ok())
-        .context("memcached's STAT has no bytes")
+        .ok_or(RowError::NoBytes)
 }

@@ -7,10 +7,12 @@
 //! - `targets` — where the load goes: our own server, an existing one, memcached (also used
 //!   by `dcp` and `footprint`);
 //! - `report`  — results, medians, ratios, results.json, report.md, the stdout table;
-//! - `collections` — `--collections N`: the collections the load spreads its keys over.
+//! - `collections` — `--collections N`: the collections the load spreads its keys over;
+//! - `error`   — `RunKvError`, what `run_kv` fails with.
 
 pub mod args;
 mod collections;
+pub mod error;
 pub mod report;
 pub mod run;
 pub mod targets;

@@ -1,8 +1,7 @@
 //! [`run_kv`]: the top level. Starts (or reaches) the targets, connects and prefills them,
 //! runs the timed load (alternating targets run by run, as the baselines recommend), stops
-//! what it started and reports. The only place that uses `anyhow`.
+//! what it started and reports. Its failures are [`RunKvError`]s, named by the step.
 
-use anyhow::Context;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,21 +13,19 @@ use crate::load::prefill::prefill;
 use crate::load::workload::Workload;
 use crate::report::progress::{Length, Ticker};
 use crate::scenarios::kv::args::{KvArgs, MixArg, Peer};
+use crate::scenarios::kv::error::RunKvError;
 use crate::scenarios::kv::report::{Ratios, Report, TargetReport};
 use crate::scenarios::kv::targets;
 
 /// Runs `sluice bench kv` and prints the table (and writes `--out`).
-pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
+pub async fn run_kv(args: KvArgs) -> Result<(), RunKvError> {
     if let Some(dir) = &args.out {
         crate::report::scenario_out::save_config(dir, "kv", &args)?;
     }
     if args.mix == MixArg::Subdoc
         && (args.vs.is_some() || args.target_memcached.is_some() || args.in_process)
     {
-        anyhow::bail!(
-            "--mix subdoc needs Sluice over the network: memcached and --in-process have no \
-             sub-document commands (compare with --mix json instead)"
-        );
+        return Err(RunKvError::SubdocNeedsNetwork);
     }
     if args.collections > 0
         && (args.vs.is_some()
@@ -36,10 +33,7 @@ pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
             || args.in_process
             || args.connect.is_some())
     {
-        anyhow::bail!(
-            "--collections needs a Sluice the bench starts: it makes the collections over the \
-             server's admin port, and memcached has none"
-        );
+        return Err(RunKvError::CollectionsNeedOwnServer);
     }
     let work = Arc::new(Workload::with_mix(
         args.keys,
@@ -56,40 +50,41 @@ pub async fn run_kv(args: KvArgs) -> anyhow::Result<()> {
     if let Some(dir) = &report.settings.out {
         report
             .write(dir)
-            .with_context(|| format!("writing results to {}", dir.display()))?;
+            .map_err(|source| RunKvError::WriteResults {
+                dir: dir.clone(),
+                source,
+            })?;
         eprintln!("wrote {0}/results.json and {0}/report.md", dir.display());
     }
     Ok(())
 }
 
-async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<Report> {
+async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> Result<Report, RunKvError> {
     let mut targets = Vec::new();
     if let Some(addr) = &args.target_memcached {
-        targets.push(targets::existing_memcached(addr)?);
+        targets.push(targets::existing_memcached(addr).map_err(RunKvError::TargetMemcached)?);
     } else {
         targets.push(
             targets::sluice(&args)
                 .await
-                .context("starting or reaching the Sluice server")?,
+                .map_err(RunKvError::StartSluice)?,
         );
         if args.vs == Some(Peer::Memcached) {
             targets.push(
                 targets::start_memcached(&args)
                     .await
-                    .context("starting memcached for --vs memcached")?,
+                    .map_err(RunKvError::StartMemcached)?,
             );
         }
     }
 
     if args.collections > 0 {
         let sluice = &mut targets[0];
-        let admin = sluice
-            .admin
-            .context("the started Sluice has an admin address")?;
+        let admin = sluice.admin.ok_or(RunKvError::NoAdmin)?;
         let who = sluice_client::Credentials::new(&args.login.username, &args.login.password);
         let ids = super::collections::make(admin, &who, &args.login.bucket, args.collections)
             .await
-            .context("making the collections")?;
+            .map_err(RunKvError::Collections)?;
         sluice
             .options
             .features
@@ -104,7 +99,11 @@ async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<R
     for t in &targets {
         let clients = connect_all(t.addr, &t.options, args.connections)
             .await
-            .with_context(|| format!("connecting to {} at {}", t.name, t.addr))?;
+            .map_err(|source| RunKvError::Connect {
+                name: t.name,
+                addr: t.addr,
+                source,
+            })?;
         let completed = Arc::new(AtomicU64::new(0));
         let ticker = Ticker::start(
             format!("{} prefill", t.name),
@@ -113,7 +112,10 @@ async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<R
         );
         let filled = prefill(clients, work.clone(), completed).await;
         ticker.finish();
-        pools.push(filled.with_context(|| format!("prefilling {}", t.name))?);
+        pools.push(filled.map_err(|source| RunKvError::Prefill {
+            name: t.name,
+            source,
+        })?);
     }
 
     let spec = RunSpec {
@@ -135,8 +137,11 @@ async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<R
             let outcome =
                 measure::run(clients, work.clone(), spec, u64::from(run), completed).await;
             ticker.finish();
-            let (clients, result) =
-                outcome.with_context(|| format!("{} run {}", t.name, run + 1))?;
+            let (clients, result) = outcome.map_err(|source| RunKvError::Run {
+                name: t.name,
+                run: run + 1,
+                source,
+            })?;
             pools[i] = clients;
             results[i].push(result);
         }
@@ -155,7 +160,9 @@ async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<R
     };
     for t in targets {
         let name = t.name;
-        t.stop().await.with_context(|| format!("stopping {name}"))?;
+        t.stop()
+            .await
+            .map_err(|source| RunKvError::Stop { name, source })?;
     }
     Ok(Report {
         mode: if args.is_open_loop() {
@@ -170,7 +177,7 @@ async fn over_network(args: KvArgs, mut work: Arc<Workload>) -> anyhow::Result<R
     })
 }
 
-async fn in_process(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report> {
+async fn in_process(args: KvArgs, work: Arc<Workload>) -> Result<Report, RunKvError> {
     let threads = match args.threads {
         Some(t) => t as usize,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -191,8 +198,8 @@ async fn in_process(args: KvArgs, work: Arc<Workload>) -> anyhow::Result<Report>
     let outcome = tokio::task::spawn_blocking(move || run_all(&spec, &work)).await;
     ticker.finish();
     let results = outcome
-        .context("in-process load thread")?
-        .context("in-process engine load")?;
+        .map_err(RunKvError::InProcessThread)?
+        .map_err(RunKvError::InProcessLoad)?;
     Ok(Report {
         mode: "in-process",
         settings: args,

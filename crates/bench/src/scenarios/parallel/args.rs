@@ -10,6 +10,15 @@ use crate::harness::cluster_args::ClusterArgs;
 use crate::harness::local_cluster::ClusterSpec;
 use crate::harness::login_args::BenchLogin;
 
+/// Options that cannot run together, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ParallelArgsError {
+    #[error("--clients lists no count")]
+    NoClients,
+    #[error("--nodes lists no count")]
+    NoNodes,
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ParallelArgs {
     /// Client counts of the matrix (each client one smart client, one request at a time).
@@ -70,9 +79,13 @@ impl ParallelArgs {
         a
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.clients.is_empty(), "--clients lists no count");
-        anyhow::ensure!(!self.nodes.is_empty(), "--nodes lists no count");
+    pub fn validate(&self) -> Result<(), ParallelArgsError> {
+        if self.clients.is_empty() {
+            return Err(ParallelArgsError::NoClients);
+        }
+        if self.nodes.is_empty() {
+            return Err(ParallelArgsError::NoNodes);
+        }
         Ok(())
     }
 

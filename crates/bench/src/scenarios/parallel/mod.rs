@@ -4,10 +4,12 @@
 //! - `run`    — `run_parallel`: a cluster per node count, a warm-up build, cells;
 //! - `build`  — one client's build as a list of operations (pure) and its documents;
 //! - `client` — one client running its build, one request at a time;
-//! - `report` — seed 004's table with our figures and the seed's beside.
+//! - `report` — seed 004's table with our figures and the seed's beside;
+//! - `error`  — `RunParallelError`, what `run_parallel` fails with.
 
 pub mod args;
 pub mod build;
 pub mod client;
+pub mod error;
 pub mod report;
 pub mod run;

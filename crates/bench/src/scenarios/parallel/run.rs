@@ -3,7 +3,6 @@
 //! every client, start all builds at the same instant, wait for the last to finish, and read
 //! the nodes' CPU and op counters around it. Then medians, report.md and results.json.
 
-use anyhow::Context;
 use sluice_client::{ClusterClient, ClusterOptions};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -19,6 +18,7 @@ use crate::report::scenario_out::{out_dir, save_config};
 use crate::scenarios::parallel::args::ParallelArgs;
 use crate::scenarios::parallel::build::BuildPlan;
 use crate::scenarios::parallel::client::{run_client, ClientOutcome};
+use crate::scenarios::parallel::error::{CellsError, RunParallelError};
 use crate::scenarios::parallel::report::{CellRun, ParallelReport};
 
 /// The counters the nodes keep of what the clients asked, read around each cell.
@@ -26,7 +26,7 @@ pub const PROBED: [(&str, &str); 3] = [("", "cmd_get"), ("", "cmd_set"), ("", "c
 /// Lets every client reach the start line before the clock starts.
 const START_DELAY: Duration = Duration::from_millis(50);
 
-pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
+pub async fn run_parallel(args: ParallelArgs) -> Result<(), RunParallelError> {
     let given = args;
     let args = given.effective();
     args.validate()?;
@@ -37,7 +37,7 @@ pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
         let log = out_dir.join(format!("cluster-{nodes}-nodes.log"));
         let runs = on_cluster(&args, nodes, &log)
             .await
-            .with_context(|| format!("{nodes} node(s)"))?;
+            .map_err(|source| RunParallelError::Nodes { nodes, source })?;
         cells.extend(runs);
     }
     let report = ParallelReport::new(args.clone(), cells);
@@ -47,7 +47,11 @@ pub async fn run_parallel(args: ParallelArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn on_cluster(args: &ParallelArgs, nodes: u16, log: &Path) -> anyhow::Result<Vec<CellRun>> {
+async fn on_cluster(
+    args: &ParallelArgs,
+    nodes: u16,
+    log: &Path,
+) -> Result<Vec<CellRun>, CellsError> {
     let (cluster, seeds) = if args.cluster.connect.is_empty() {
         eprintln!("starting a {nodes}-node cluster");
         let c = LocalCluster::start(args.cluster_spec(nodes), log).await?;
@@ -68,17 +72,18 @@ async fn cells(
     args: &ParallelArgs,
     seeds: Vec<String>,
     pids: Vec<u32>,
-) -> anyhow::Result<Vec<CellRun>> {
+) -> Result<Vec<CellRun>, CellsError> {
     let mut probe = NodeProbe::connect(&seeds, &args.login, pids).await?;
     let nodes = probe.nodes();
     let warm = build(args, &seeds, 1, (args.files / 10).max(16), "warmup/").await?;
-    anyhow::ensure!(
-        warm.iter().all(|c| c.errors == 0),
-        "the warm-up build failed: {}",
-        warm.iter()
-            .find_map(|c| c.first_error.clone())
-            .unwrap_or_default()
-    );
+    if !warm.iter().all(|c| c.errors == 0) {
+        return Err(CellsError::Warmup {
+            first_error: warm
+                .iter()
+                .find_map(|c| c.first_error.clone())
+                .unwrap_or_default(),
+        });
+    }
     let mut out = Vec::new();
     for run in 0..args.runs {
         for &clients in &args.clients {
@@ -109,14 +114,14 @@ async fn build(
     clients: u32,
     files: u32,
     prefix: &str,
-) -> anyhow::Result<Vec<ClientOutcome>> {
+) -> Result<Vec<ClientOutcome>, CellsError> {
     let login = &args.login;
     let options = ClusterOptions::sluice(&login.username, &login.password, &login.bucket);
     let mut connected = Vec::new();
     for i in 0..clients {
         let c = ClusterClient::connect(&seeds_from(seeds, i as usize), options.clone())
             .await
-            .with_context(|| format!("connecting client {i}"))?;
+            .map_err(|source| CellsError::Connect { client: i, source })?;
         connected.push(c);
     }
     let plans: Vec<BuildPlan> = (0..clients)
@@ -145,7 +150,7 @@ async fn build(
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = running.join_next().await {
-        outcomes.push(joined.context("a build client task failed")?);
+        outcomes.push(joined.map_err(CellsError::ClientTask)?);
     }
     bar.finish();
     Ok(outcomes)
