@@ -105,8 +105,8 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
         "clients" => Ok(crate::run_clients(args_of(&cfg)?).await?),
         "parallel" => Ok(crate::run_parallel(args_of(&cfg)?).await?),
         "footprint" => Ok(crate::run_footprint(args_of(&cfg)?).await?),
-        "durability" => crate::run_durability(args_of(&cfg)?).await,
-        "query" => crate::run_query(args_of(&cfg)?).await,
+        "durability" => Ok(crate::run_durability(args_of(&cfg)?).await?),
+        "query" => Ok(crate::run_query(args_of(&cfg)?).await?),
         other => anyhow::bail!("{}: unknown scenario `{other}`", path.display()),
     }
 }

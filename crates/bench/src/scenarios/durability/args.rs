@@ -21,6 +21,19 @@ pub enum DurabilityPeer {
     Redis,
 }
 
+/// Options that cannot run together, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum DurabilityArgsError {
+    #[error("--levels lists no level")]
+    NoLevels,
+    #[error("--levels names a level twice")]
+    LevelTwice,
+    #[error("--warmup-s ({warmup_s}) must be shorter than --row-s ({row_s})")]
+    WarmupTooLong { warmup_s: u64, row_s: u64 },
+    #[error("--keys ({keys}) must give every connection a key (--connections {connections})")]
+    TooFewKeys { keys: u64, connections: u32 },
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct DurabilityArgs {
     /// Nodes of the cluster the bench starts.
@@ -134,25 +147,26 @@ impl DurabilityArgs {
         a
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.levels.is_empty(), "--levels lists no level");
+    pub fn validate(&self) -> Result<(), DurabilityArgsError> {
+        if self.levels.is_empty() {
+            return Err(DurabilityArgsError::NoLevels);
+        }
         let mut seen = std::collections::HashSet::new();
-        anyhow::ensure!(
-            self.levels.iter().all(|l| seen.insert(*l)),
-            "--levels names a level twice"
-        );
-        anyhow::ensure!(
-            self.warmup_s < self.row_s,
-            "--warmup-s ({}) must be shorter than --row-s ({})",
-            self.warmup_s,
-            self.row_s
-        );
-        anyhow::ensure!(
-            self.keys >= u64::from(self.connections),
-            "--keys ({}) must give every connection a key (--connections {})",
-            self.keys,
-            self.connections
-        );
+        if !self.levels.iter().all(|l| seen.insert(*l)) {
+            return Err(DurabilityArgsError::LevelTwice);
+        }
+        if self.warmup_s >= self.row_s {
+            return Err(DurabilityArgsError::WarmupTooLong {
+                warmup_s: self.warmup_s,
+                row_s: self.row_s,
+            });
+        }
+        if self.keys < u64::from(self.connections) {
+            return Err(DurabilityArgsError::TooFewKeys {
+                keys: self.keys,
+                connections: self.connections,
+            });
+        }
         Ok(())
     }
 

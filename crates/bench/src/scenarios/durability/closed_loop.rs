@@ -15,6 +15,18 @@ use tokio::task::JoinSet;
 use crate::load::latency::Latency;
 use crate::load::workload::key;
 
+/// Why the prefill stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PrefillError {
+    /// `answer` is what the target answered, as the writer put it.
+    #[error("prefill: a write failed: {answer}")]
+    Write { answer: String },
+    #[error("prefill: no answer within {waited:?}")]
+    NoAnswer { waited: Duration },
+    #[error("a prefill loop")]
+    Loop(#[source] tokio::task::JoinError),
+}
+
 /// One connection's way of making the row's write.
 pub trait Writer: Send + 'static {
     /// Makes one write and waits for its answer; an error says what the target answered.
@@ -154,7 +166,7 @@ pub async fn prefill<W: Writer>(
     keys: u64,
     value: &Bytes,
     stuck_after: Duration,
-) -> anyhow::Result<()> {
+) -> Result<(), PrefillError> {
     let n = u32::try_from(writers.len()).unwrap_or(u32::MAX);
     let mut loops = JoinSet::new();
     for (i, mut w) in (0u32..).zip(writers) {
@@ -163,15 +175,19 @@ pub async fn prefill<W: Writer>(
             for k in share {
                 match tokio::time::timeout(stuck_after, w.write(&key(k), &value)).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => anyhow::bail!("prefill: a write failed: {e}"),
-                    Err(_) => anyhow::bail!("prefill: no answer within {stuck_after:?}"),
+                    Ok(Err(answer)) => return Err(PrefillError::Write { answer }),
+                    Err(_) => {
+                        return Err(PrefillError::NoAnswer {
+                            waited: stuck_after,
+                        })
+                    }
                 }
             }
             Ok(())
         });
     }
     while let Some(joined) = loops.join_next().await {
-        joined??;
+        joined.map_err(PrefillError::Loop)??;
     }
     Ok(())
 }

@@ -7,10 +7,12 @@
 //! - `sluice`      — the local cluster and a smart client per loop, writing at a level;
 //! - `redis`       — Redis primary + replica and a RESP connection per loop;
 //! - `run`         — `run_durability`: runs, targets alternating, rows in turn;
-//! - `report`      — medians, ratios to Redis, report.md, results.json and the chart.
+//! - `report`      — medians, ratios to Redis, report.md, results.json and the chart;
+//! - `error`       — `RunDurabilityError`, what `run_durability` fails with.
 
 pub mod args;
 pub mod closed_loop;
+pub mod error;
 pub mod redis;
 pub mod report;
 pub mod row;

@@ -3,14 +3,37 @@
 //! connection. The two go out together (one round trip, as a pipelining client would send
 //! them) and the write counts as done when WAIT answers that the replica has it.
 
-use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::harness::redis_peer::{RedisPair, RedisPersistence};
-use crate::harness::resp::{encode, Reply, RespConn};
+use crate::error::BenchError;
+use crate::harness::redis_peer::{RedisError, RedisPair, RedisPersistence};
+use crate::harness::resp::{encode, Reply, RespConn, RespError};
 use crate::harness::settle;
 use crate::scenarios::durability::closed_loop::Writer;
+
+/// Why the Redis side did not start, connect, settle or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisSideError {
+    /// Starting or stopping the pair.
+    #[error(transparent)]
+    Pair(#[from] RedisError),
+    #[error("connecting loop {i} to the Redis primary")]
+    ConnectLoop {
+        i: u32,
+        #[source]
+        source: RespError,
+    },
+    /// Waiting for quiet processes.
+    #[error(transparent)]
+    Settle(#[from] BenchError),
+    #[error("removing {}", dir.display())]
+    Remove {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 pub struct RedisSide {
     pair: RedisPair,
@@ -22,7 +45,7 @@ impl RedisSide {
         binary: &Path,
         dir: &Path,
         mode: RedisPersistence,
-    ) -> anyhow::Result<RedisSide> {
+    ) -> Result<RedisSide, RedisSideError> {
         let _ = std::fs::remove_dir_all(dir);
         eprintln!("starting Redis primary + replica ({mode:?})");
         Ok(RedisSide {
@@ -31,12 +54,12 @@ impl RedisSide {
     }
 
     /// `n` connections to the primary; with `wait`, each write is SET + WAIT 1 0.
-    pub async fn writers(&self, n: u32, wait: bool) -> anyhow::Result<Vec<RedisWriter>> {
+    pub async fn writers(&self, n: u32, wait: bool) -> Result<Vec<RedisWriter>, RedisSideError> {
         let mut out = Vec::new();
         for i in 0..n {
             let conn = RespConn::connect(self.pair.primary)
                 .await
-                .with_context(|| format!("connecting loop {i} to the Redis primary"))?;
+                .map_err(|source| RedisSideError::ConnectLoop { i, source })?;
             out.push(RedisWriter {
                 conn,
                 wait,
@@ -47,7 +70,7 @@ impl RedisSide {
     }
 
     /// Waits until both processes are quiet, for at most `quiet_max`.
-    pub async fn settle(&self, quiet_max: Duration) -> anyhow::Result<()> {
+    pub async fn settle(&self, quiet_max: Duration) -> Result<(), RedisSideError> {
         for pid in self.pair.pids() {
             settle::wait_quiet(pid, quiet_max).await?;
         }
@@ -55,11 +78,14 @@ impl RedisSide {
     }
 
     /// Stops both servers; their directory (AOF files) goes too unless the run failed.
-    pub async fn stop(self, keep: bool) -> anyhow::Result<()> {
+    pub async fn stop(self, keep: bool) -> Result<(), RedisSideError> {
         let dir: PathBuf = self.pair.dir.clone();
         self.pair.stop().await?;
         if !keep {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+            std::fs::remove_dir_all(&dir).map_err(|source| RedisSideError::Remove {
+                dir: dir.clone(),
+                source,
+            })?;
         }
         Ok(())
     }

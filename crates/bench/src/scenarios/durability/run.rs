@@ -3,7 +3,6 @@
 //! runs) wait until it is idle (Sluice: persisted), connect the row's loops and run them.
 //! Then medians, report.md, results.json and the chart.
 
-use anyhow::Context;
 use bytes::Bytes;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -16,6 +15,7 @@ use crate::report::progress::{Length, Ticker};
 use crate::report::scenario_out::{out_dir, save_config};
 use crate::scenarios::durability::args::{DurabilityArgs, DurabilityPeer};
 use crate::scenarios::durability::closed_loop::{prefill, run_row, LoopPlan, RowMeasure};
+use crate::scenarios::durability::error::{RunDurabilityError, TargetError};
 use crate::scenarios::durability::redis::RedisSide;
 use crate::scenarios::durability::report::{DurabilityReport, RowRun};
 use crate::scenarios::durability::row::{Level, Target, Write};
@@ -25,7 +25,7 @@ use crate::scenarios::durability::sluice::SluiceSide;
 const SETTLE_AFTER_PREFILL: Duration = Duration::from_secs(30);
 const SETTLE_BEFORE_ROW: Duration = Duration::from_secs(5);
 
-pub async fn run_durability(given: DurabilityArgs) -> anyhow::Result<()> {
+pub async fn run_durability(given: DurabilityArgs) -> Result<(), RunDurabilityError> {
     let args = given.effective();
     args.validate()?;
     let out = out_dir(args.out.as_deref(), "durability")?;
@@ -50,7 +50,11 @@ pub async fn run_durability(given: DurabilityArgs) -> anyhow::Result<()> {
         for target in order {
             let done = run_target(target, run, &args, &value, &out, redis.as_deref())
                 .await
-                .with_context(|| format!("{} (run {})", target.label(), run + 1))?;
+                .map_err(|source| RunDurabilityError::Target {
+                    target: target.label(),
+                    run: run + 1,
+                    source,
+                })?;
             runs.extend(done);
         }
     }
@@ -77,7 +81,7 @@ async fn run_target(
     value: &Bytes,
     out: &Path,
     redis: Option<&Path>,
-) -> anyhow::Result<Vec<RowRun>> {
+) -> Result<Vec<RowRun>, TargetError> {
     let mut writes = Write::of(target, &args.levels);
     if run % 2 == 1 {
         writes.reverse();
@@ -98,14 +102,14 @@ async fn run_target(
                     let m = timed_row(writers, target, w, run, args, value).await;
                     results.push(RowRun::new(target, w, run, &m));
                 }
-                anyhow::Ok(())
+                Ok::<(), TargetError>(())
             }
             .await;
             side.stop().await?;
             rows?;
         }
         Target::Redis(mode) => {
-            let bin = redis.context("no redis-server")?;
+            let bin = redis.ok_or(TargetError::NoRedisServer)?;
             let dir = out.join(format!("redis-{mode:?}-run{}", run + 1).to_lowercase());
             let side = RedisSide::start(bin, &dir, mode).await?;
             let rows = async {
@@ -119,7 +123,7 @@ async fn run_target(
                     let m = timed_row(writers, target, w, run, args, value).await;
                     results.push(RowRun::new(target, w, run, &m));
                 }
-                anyhow::Ok(())
+                Ok::<(), TargetError>(())
             }
             .await;
             // Its files (AOF) are kept, with its logs, only when a run failed.

@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use crate::harness::login_args::BenchLogin;
 
+/// Options that cannot run together, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryArgsError {
+    #[error("--freshness-rates must be positive")]
+    FreshnessRateZero,
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct QueryArgs {
     /// Documents loaded into both systems (about 1 KiB of JSON each).
@@ -121,11 +128,10 @@ impl QueryArgs {
         a
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.freshness_rates.iter().all(|&r| r > 0),
-            "--freshness-rates must be positive"
-        );
+    pub fn validate(&self) -> Result<(), QueryArgsError> {
+        if !self.freshness_rates.iter().all(|&r| r > 0) {
+            return Err(QueryArgsError::FreshnessRateZero);
+        }
         Ok(())
     }
 

@@ -11,11 +11,13 @@
 //! - `writer`      — the background writer at a fixed rate;
 //! - `freshness`   — the ack-to-visible prober (Sluice);
 //! - `run`         — `run_query`: setup, runs alternating the systems, the report;
-//! - `report`      — medians, ratios, report.md and results.json.
+//! - `report`      — medians, ratios, report.md and results.json;
+//! - `error`       — `RunQueryError`, what `run_query` fails with.
 
 pub mod args;
 pub mod closed_loop;
 pub mod docs;
+pub mod error;
 pub mod freshness;
 pub mod kv_sets;
 pub mod n1ql;

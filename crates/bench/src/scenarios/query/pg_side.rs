@@ -4,7 +4,6 @@
 //! Query clients are one connection each with their statements prepared; the writer's
 //! connections pipeline each batch of UPDATEs.
 
-use anyhow::Context;
 use bytes::Bytes;
 use futures_util::SinkExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
-use crate::harness::pg_peer::PgServer;
+use crate::harness::pg_peer::{PgError, PgServer};
 use crate::scenarios::query::closed_loop::{Query, QueryClient, RANGE_ROWS};
 use crate::scenarios::query::docs::{DocSet, Revision};
 use crate::scenarios::query::writer::BatchWriter;
@@ -39,6 +38,43 @@ pub const INDEXES: [(&str, &str); 2] = [
     ("ix_k", "CREATE INDEX ix_k ON docs (((doc->>'k')::bigint))"),
 ];
 
+/// Why PostgreSQL could not be loaded, indexed, asked or vacuumed.
+#[derive(Debug, thiserror::Error)]
+pub enum PgSystemError {
+    /// Connecting to the server.
+    #[error(transparent)]
+    Server(#[from] PgError),
+    #[error("creating the table")]
+    CreateTable(#[source] tokio_postgres::Error),
+    #[error("a COPY stream panicked")]
+    CopyTask(#[source] tokio::task::JoinError),
+    #[error("starting COPY")]
+    StartCopy(#[source] tokio_postgres::Error),
+    #[error("sending COPY data")]
+    SendCopy(#[source] tokio_postgres::Error),
+    #[error("ending COPY")]
+    EndCopy(#[source] tokio_postgres::Error),
+    #[error("setting maintenance_work_mem")]
+    WorkMem(#[source] tokio_postgres::Error),
+    #[error("creating {name}")]
+    CreateIndex {
+        name: &'static str,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("VACUUM ANALYZE docs")]
+    Analyze(#[source] tokio_postgres::Error),
+    /// `what`: the point query, the range query, the bounded range query or the update.
+    #[error("preparing the {what}")]
+    Prepare {
+        what: &'static str,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("VACUUM")]
+    Vacuum(#[source] tokio_postgres::Error),
+}
+
 /// What setting PostgreSQL up took.
 #[derive(Debug, Clone, Default)]
 pub struct PgSetup {
@@ -48,12 +84,16 @@ pub struct PgSetup {
 }
 
 /// Creates the table, loads `set` with COPY, builds the indexes and analyzes.
-pub async fn load(pg: &PgServer, set: &DocSet, done: &Arc<AtomicU64>) -> anyhow::Result<PgSetup> {
+pub async fn load(
+    pg: &PgServer,
+    set: &DocSet,
+    done: &Arc<AtomicU64>,
+) -> Result<PgSetup, PgSystemError> {
     let admin = pg.connect().await?;
     admin
         .batch_execute("CREATE TABLE docs (id text PRIMARY KEY, doc jsonb NOT NULL)")
         .await
-        .context("creating the table")?;
+        .map_err(PgSystemError::CreateTable)?;
     let start = Instant::now();
     let mut copies = JoinSet::new();
     for stream in 0..COPY_STREAMS {
@@ -62,7 +102,7 @@ pub async fn load(pg: &PgServer, set: &DocSet, done: &Arc<AtomicU64>) -> anyhow:
         copies.spawn(async move { copy(&client, &set, stream, &done).await });
     }
     while let Some(joined) = copies.join_next().await {
-        joined.context("a COPY stream panicked")??;
+        joined.map_err(PgSystemError::CopyTask)??;
     }
     let mut setup = PgSetup {
         load: start.elapsed(),
@@ -71,27 +111,36 @@ pub async fn load(pg: &PgServer, set: &DocSet, done: &Arc<AtomicU64>) -> anyhow:
     // Index builds sort in memory up to this; PostgreSQL's default (64 MB) spills 1M keys.
     admin
         .batch_execute("SET maintenance_work_mem = '512MB'")
-        .await?;
+        .await
+        .map_err(PgSystemError::WorkMem)?;
     for (name, ddl) in INDEXES {
         let start = Instant::now();
         admin
             .batch_execute(ddl)
             .await
-            .with_context(|| format!("creating {name}"))?;
+            .map_err(|source| PgSystemError::CreateIndex { name, source })?;
         setup.indexes.push((name.to_string(), start.elapsed()));
     }
     let start = Instant::now();
-    admin.batch_execute("VACUUM ANALYZE docs").await?;
+    admin
+        .batch_execute("VACUUM ANALYZE docs")
+        .await
+        .map_err(PgSystemError::Analyze)?;
     setup.analyze = start.elapsed();
     Ok(setup)
 }
 
 /// One COPY stream: documents `stream, stream + COPY_STREAMS, …`.
-async fn copy(client: &Client, set: &DocSet, stream: u64, done: &AtomicU64) -> anyhow::Result<()> {
+async fn copy(
+    client: &Client,
+    set: &DocSet,
+    stream: u64,
+    done: &AtomicU64,
+) -> Result<(), PgSystemError> {
     let sink = client
         .copy_in::<_, Bytes>("COPY docs (id, doc) FROM STDIN")
         .await
-        .context("starting COPY")?;
+        .map_err(PgSystemError::StartCopy)?;
     let mut sink = Box::pin(sink);
     let mut buf = String::with_capacity(COPY_CHUNK + 2048);
     let mut rows = 0u64;
@@ -99,15 +148,22 @@ async fn copy(client: &Client, set: &DocSet, stream: u64, done: &AtomicU64) -> a
         copy_row(&mut buf, &set.key(i), &set.doc(i, Revision(0)));
         rows += 1;
         if buf.len() >= COPY_CHUNK {
-            sink.send(Bytes::from(std::mem::take(&mut buf))).await?;
+            sink.send(Bytes::from(std::mem::take(&mut buf)))
+                .await
+                .map_err(PgSystemError::SendCopy)?;
             done.fetch_add(rows, Ordering::Relaxed);
             rows = 0;
         }
     }
     if !buf.is_empty() {
-        sink.send(Bytes::from(buf)).await?;
+        sink.send(Bytes::from(buf))
+            .await
+            .map_err(PgSystemError::SendCopy)?;
     }
-    sink.as_mut().finish().await.context("ending COPY")?;
+    sink.as_mut()
+        .finish()
+        .await
+        .map_err(PgSystemError::EndCopy)?;
     done.fetch_add(rows, Ordering::Relaxed);
     Ok(())
 }
@@ -133,22 +189,13 @@ fn copy_escape(buf: &mut String, field: &str) {
 }
 
 /// `n` query clients.
-pub async fn clients(pg: &PgServer, n: u32) -> anyhow::Result<Vec<PgQuery>> {
+pub async fn clients(pg: &PgServer, n: u32) -> Result<Vec<PgQuery>, PgSystemError> {
     let mut out = Vec::new();
     for _ in 0..n {
         let client = pg.connect().await?;
-        let point = client
-            .prepare(POINT)
-            .await
-            .context("preparing the point query")?;
-        let range = client
-            .prepare(RANGE)
-            .await
-            .context("preparing the range query")?;
-        let bounded = client
-            .prepare(BOUNDED)
-            .await
-            .context("preparing the bounded range query")?;
+        let point = prepare(&client, POINT, "point query").await?;
+        let range = prepare(&client, RANGE, "range query").await?;
+        let bounded = prepare(&client, BOUNDED, "bounded range query").await?;
         out.push(PgQuery {
             client,
             point,
@@ -157,6 +204,18 @@ pub async fn clients(pg: &PgServer, n: u32) -> anyhow::Result<Vec<PgQuery>> {
         });
     }
     Ok(out)
+}
+
+/// Prepares `statement`; `what` names it in the error.
+async fn prepare(
+    client: &Client,
+    statement: &str,
+    what: &'static str,
+) -> Result<Statement, PgSystemError> {
+    client
+        .prepare(statement)
+        .await
+        .map_err(|source| PgSystemError::Prepare { what, source })
 }
 
 pub struct PgQuery {
@@ -181,14 +240,11 @@ impl QueryClient for PgQuery {
 }
 
 /// `n` writer connections.
-pub async fn writers(pg: &PgServer, n: u32) -> anyhow::Result<Vec<PgWriter>> {
+pub async fn writers(pg: &PgServer, n: u32) -> Result<Vec<PgWriter>, PgSystemError> {
     let mut out = Vec::new();
     for _ in 0..n {
         let client = pg.connect().await?;
-        let update = client
-            .prepare(UPDATE)
-            .await
-            .context("preparing the update")?;
+        let update = prepare(&client, UPDATE, "update").await?;
         out.push(PgWriter { client, update });
     }
     Ok(out)
@@ -225,12 +281,12 @@ impl BatchWriter for PgWriter {
 
 /// VACUUM after a write phase, so that dead tuples and a later autovacuum do not land in
 /// the next phase of either system.
-pub async fn vacuum(pg: &PgServer) -> anyhow::Result<()> {
+pub async fn vacuum(pg: &PgServer) -> Result<(), PgSystemError> {
     pg.connect()
         .await?
         .batch_execute("VACUUM docs")
         .await
-        .context("VACUUM")
+        .map_err(PgSystemError::Vacuum)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! under a write load, and (Sluice) index freshness at each rate. Then medians, report.md and
 //! results.json. Both systems are stopped whatever happened.
 
-use anyhow::Context;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,10 +18,11 @@ use crate::report::table::thousands;
 use crate::scenarios::query::args::QueryArgs;
 use crate::scenarios::query::closed_loop::{run_clients, LoopPlan, Measured, QueryClient, Shape};
 use crate::scenarios::query::docs::{DocSet, Revision};
+use crate::scenarios::query::error::RunQueryError;
 use crate::scenarios::query::freshness::{probe, ProbePlan, VISIBLE_TIMEOUT};
-use crate::scenarios::query::pg_side;
+use crate::scenarios::query::pg_side::{self, PgSystemError};
 use crate::scenarios::query::report::{FreshRun, Phase, PhaseRun, QueryReport, Setup, System};
-use crate::scenarios::query::sluice_side::{KvWriter, SluiceSide};
+use crate::scenarios::query::sluice_side::{KvWriter, SluiceSide, SluiceSystemError};
 use crate::scenarios::query::writer::{BatchWriter, ItemOf, WriteOutcome, WritePlan, Writers};
 
 /// Before each system's phases, wait this long at most for the box to quiet down.
@@ -36,7 +36,7 @@ const READ_PHASES: [(Phase, Shape); 3] = [
 /// The freshness phase runs at most this long past its length to collect its samples.
 const FRESHNESS_OVERRUN: Duration = Duration::from_secs(60);
 
-pub async fn run_query(given: QueryArgs) -> anyhow::Result<()> {
+pub async fn run_query(given: QueryArgs) -> Result<(), RunQueryError> {
     let args = given.effective();
     args.validate()?;
     let out = out_dir(args.out.as_deref(), "query")?;
@@ -79,18 +79,24 @@ pub async fn run_query(given: QueryArgs) -> anyhow::Result<()> {
                     (System::Sluice, _) => {
                         sluice_run(&sluice, &set, &args, run, &mut report)
                             .await
-                            .with_context(|| format!("Sluice, run {}", run + 1))?;
+                            .map_err(|source| RunQueryError::SluiceRun {
+                                run: run + 1,
+                                source,
+                            })?;
                     }
                     (System::Postgres, Some(server)) => {
                         pg_run(server, &set, &args, run, &mut report)
                             .await
-                            .with_context(|| format!("PostgreSQL, run {}", run + 1))?;
+                            .map_err(|source| RunQueryError::PgRun {
+                                run: run + 1,
+                                source,
+                            })?;
                     }
                     (System::Postgres, None) => {}
                 }
             }
         }
-        anyhow::Ok(())
+        Ok::<(), RunQueryError>(())
     }
     .await;
     let failed = outcome.is_err();
@@ -116,13 +122,13 @@ pub async fn run_query(given: QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn setup_sluice(sluice: &SluiceSide, set: &DocSet) -> anyhow::Result<Setup> {
+async fn setup_sluice(sluice: &SluiceSide, set: &DocSet) -> Result<Setup, RunQueryError> {
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start("sluice load".into(), Length::Ops(set.len()), done.clone());
     let start = Instant::now();
     let loaded = sluice.load(set, &done).await;
     bar.finish();
-    loaded.context("loading Sluice")?;
+    loaded.map_err(RunQueryError::LoadSluice)?;
     let load = start.elapsed();
     eprintln!("sluice: loaded in {load:.1?}; creating the indexes");
     let indexes = sluice.create_indexes().await?;
@@ -141,13 +147,15 @@ async fn setup_sluice(sluice: &SluiceSide, set: &DocSet) -> anyhow::Result<Setup
     })
 }
 
-async fn setup_pg(pg: &PgServer, set: &DocSet) -> anyhow::Result<Setup> {
+async fn setup_pg(pg: &PgServer, set: &DocSet) -> Result<Setup, RunQueryError> {
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start("postgres COPY".into(), Length::Ops(set.len()), done.clone());
     let loaded = pg_side::load(pg, set, &done).await;
     bar.finish();
-    let s =
-        loaded.with_context(|| format!("loading PostgreSQL (its log: {})", pg.log().display()))?;
+    let s = loaded.map_err(|source| RunQueryError::LoadPg {
+        log: pg.log(),
+        source,
+    })?;
     eprintln!(
         "postgres: COPY in {:.1?}, indexes {:?}, VACUUM ANALYZE {:.1?}",
         s.load, s.indexes, s.analyze
@@ -168,7 +176,7 @@ async fn setup_pg(pg: &PgServer, set: &DocSet) -> anyhow::Result<Setup> {
 /// Waits (bounded) until Sluice is idle and the rest of the box (PostgreSQL among it) is
 /// quiet, so one system's leftovers (flushing, compaction, autovacuum) do not land in the
 /// other's phase.
-async fn quiet(sluice: &SluiceSide) -> anyhow::Result<()> {
+async fn quiet(sluice: &SluiceSide) -> Result<(), RunQueryError> {
     if let Some(pid) = sluice.pid() {
         wait_quiet(pid, QUIET_MAX).await?;
     }
@@ -181,7 +189,7 @@ async fn sluice_run(
     args: &QueryArgs,
     run: u32,
     report: &mut QueryReport,
-) -> anyhow::Result<()> {
+) -> Result<(), SluiceSystemError> {
     for (phase, shape) in READ_PHASES {
         let clients = sluice.clients(args.clients, false, args.adhoc).await?;
         let m = timed(clients, System::Sluice, phase, shape, set, args, run).await;
@@ -217,7 +225,7 @@ async fn pg_run(
     args: &QueryArgs,
     run: u32,
     report: &mut QueryReport,
-) -> anyhow::Result<()> {
+) -> Result<(), PgSystemError> {
     for (phase, shape) in READ_PHASES {
         let clients = pg_side::clients(pg, args.clients).await?;
         let m = timed(clients, System::Postgres, phase, shape, set, args, run).await;
@@ -337,14 +345,18 @@ async fn freshness(
     run: u32,
     r: u64,
     rate: u64,
-) -> anyhow::Result<FreshRun> {
+) -> Result<FreshRun, SluiceSystemError> {
     let writers: Vec<KvWriter> = sluice
         .kv(args.writer_connections)
         .await?
         .into_iter()
         .map(KvWriter)
         .collect();
-    let mut kv = sluice.kv(1).await?.pop().context("a prober connection")?;
+    let mut kv = sluice
+        .kv(1)
+        .await?
+        .pop()
+        .ok_or(SluiceSystemError::NoProber)?;
     let mut n1ql = sluice.n1ql(VISIBLE_TIMEOUT).await?;
     let start = Instant::now();
     let measure_from = start + args.warmup();

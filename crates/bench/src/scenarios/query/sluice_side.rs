@@ -2,7 +2,6 @@
 //! bucket), loaded over KV, indexed through the query service; query clients over HTTP, and
 //! KV connections for the writers and the freshness prober.
 
-use anyhow::Context;
 use serde_json::json;
 use sluice_client::Client;
 use std::collections::HashMap;
@@ -12,6 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
+use crate::error::BenchError;
 use crate::load::connect::connect_all;
 use crate::scenarios::kv::args::BucketTypeArg;
 use crate::scenarios::kv::targets::{start_sluice, ServerSpec, Target};
@@ -19,7 +19,7 @@ use crate::scenarios::query::args::QueryArgs;
 use crate::scenarios::query::closed_loop::{Query, QueryClient, QUERY_TIMEOUT, RANGE_ROWS};
 use crate::scenarios::query::docs::{DocSet, Revision};
 use crate::scenarios::query::kv_sets::set_all;
-use crate::scenarios::query::n1ql::N1qlConn;
+use crate::scenarios::query::n1ql::{N1qlConn, N1qlError};
 use crate::scenarios::query::writer::BatchWriter;
 
 /// Connections of the load.
@@ -38,6 +38,38 @@ pub const PROBE: &str = "SELECT META().id FROM default d WHERE email = $e";
 const SERVER_TIMEOUT: &str = "25s";
 pub const INDEXES: [(&str, &str); 2] = [("ix_email", "email"), ("ix_k", "k")];
 
+/// Why the Sluice system did not start, load, index, connect or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum SluiceSystemError {
+    #[error("starting sluice server")]
+    Start(#[source] BenchError),
+    #[error("the started server has an admin port")]
+    NoAdmin,
+    /// Connecting or setting over KV, or stopping the server.
+    #[error(transparent)]
+    Kv(#[from] BenchError),
+    /// Connecting to the query service, or asking it.
+    #[error(transparent)]
+    N1ql(#[from] N1qlError),
+    #[error("a load connection panicked")]
+    LoadTask(#[source] tokio::task::JoinError),
+    #[error("CREATE INDEX {name}")]
+    CreateIndex {
+        name: &'static str,
+        #[source]
+        source: N1qlError,
+    },
+    /// `rows` is what `system:indexes` said of it last.
+    #[error("index {name} not online after {waited:?}: {rows:?}")]
+    NotOnline {
+        name: String,
+        waited: Duration,
+        rows: Vec<serde_json::Value>,
+    },
+    #[error("a prober connection")]
+    NoProber,
+}
+
 pub struct SluiceSide {
     target: Target,
     pub admin: SocketAddr,
@@ -46,7 +78,7 @@ pub struct SluiceSide {
 }
 
 impl SluiceSide {
-    pub async fn start(args: &QueryArgs) -> anyhow::Result<SluiceSide> {
+    pub async fn start(args: &QueryArgs) -> Result<SluiceSide, SluiceSystemError> {
         let target = start_sluice(&ServerSpec {
             bucket: args.login.bucket.clone(),
             bucket_type: BucketTypeArg::Couchbase,
@@ -58,10 +90,8 @@ impl SluiceSide {
             tls: false,
         })
         .await
-        .context("starting sluice server")?;
-        let admin = target
-            .admin
-            .context("the started server has an admin port")?;
+        .map_err(SluiceSystemError::Start)?;
+        let admin = target.admin.ok_or(SluiceSystemError::NoAdmin)?;
         Ok(SluiceSide {
             target,
             admin,
@@ -74,16 +104,20 @@ impl SluiceSide {
         self.target.pid()
     }
 
-    pub async fn kv(&self, n: u32) -> anyhow::Result<Vec<Client>> {
+    pub async fn kv(&self, n: u32) -> Result<Vec<Client>, SluiceSystemError> {
         Ok(connect_all(self.target.addr, &self.target.options, n).await?)
     }
 
-    pub async fn n1ql(&self, timeout: Duration) -> anyhow::Result<N1qlConn> {
+    pub async fn n1ql(&self, timeout: Duration) -> Result<N1qlConn, SluiceSystemError> {
         Ok(N1qlConn::connect(self.admin, &self.username, &self.password, timeout).await?)
     }
 
     /// Sets every base document over [`LOAD_CONNECTIONS`] pipelined connections.
-    pub async fn load(&self, set: &DocSet, done: &std::sync::Arc<AtomicU64>) -> anyhow::Result<()> {
+    pub async fn load(
+        &self,
+        set: &DocSet,
+        done: &std::sync::Arc<AtomicU64>,
+    ) -> Result<(), SluiceSystemError> {
         let conns = self.kv(LOAD_CONNECTIONS).await?;
         let n = u64::from(LOAD_CONNECTIONS);
         let mut tasks = JoinSet::new();
@@ -97,14 +131,14 @@ impl SluiceSide {
             });
         }
         while let Some(joined) = tasks.join_next().await {
-            joined.context("a load connection panicked")??;
+            joined.map_err(SluiceSystemError::LoadTask)??;
         }
         Ok(())
     }
 
     /// `CREATE INDEX` each of [`INDEXES`], waiting until it is online; returns how long each
     /// took.
-    pub async fn create_indexes(&self) -> anyhow::Result<Vec<(String, Duration)>> {
+    pub async fn create_indexes(&self) -> Result<Vec<(String, Duration)>, SluiceSystemError> {
         let mut conn = self.n1ql(DDL_TIMEOUT + Duration::from_secs(10)).await?;
         let mut took = Vec::new();
         for (name, field) in INDEXES {
@@ -114,14 +148,14 @@ impl SluiceSide {
                 "timeout": format!("{}s", DDL_TIMEOUT.as_secs()),
             }))
             .await
-            .with_context(|| format!("CREATE INDEX {name}"))?;
+            .map_err(|source| SluiceSystemError::CreateIndex { name, source })?;
             self.wait_online(&mut conn, name).await?;
             took.push((name.to_string(), start.elapsed()));
         }
         Ok(took)
     }
 
-    async fn wait_online(&self, conn: &mut N1qlConn, name: &str) -> anyhow::Result<()> {
+    async fn wait_online(&self, conn: &mut N1qlConn, name: &str) -> Result<(), SluiceSystemError> {
         let deadline = Instant::now() + DDL_TIMEOUT;
         loop {
             let rows = conn
@@ -133,10 +167,13 @@ impl SluiceSide {
             if rows.iter().any(|r| r["state"] == "online") {
                 return Ok(());
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "index {name} not online after {DDL_TIMEOUT:?}: {rows:?}"
-            );
+            if Instant::now() >= deadline {
+                return Err(SluiceSystemError::NotOnline {
+                    name: name.to_string(),
+                    waited: DDL_TIMEOUT,
+                    rows,
+                });
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -148,7 +185,7 @@ impl SluiceSide {
         n: u32,
         consistent: bool,
         adhoc: bool,
-    ) -> anyhow::Result<Vec<SluiceQuery>> {
+    ) -> Result<Vec<SluiceQuery>, SluiceSystemError> {
         let mut out = Vec::new();
         for _ in 0..n {
             out.push(SluiceQuery {
@@ -162,7 +199,7 @@ impl SluiceSide {
     }
 
     /// Stops the server; its log is copied to `save_log`.
-    pub async fn stop(self, save_log: &Path) -> anyhow::Result<()> {
+    pub async fn stop(self, save_log: &Path) -> Result<(), SluiceSystemError> {
         Ok(self.target.stop_saving_log(Some(save_log)).await?)
     }
 }
