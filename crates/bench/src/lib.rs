@@ -52,4 +52,5 @@ pub use scenarios::query::args::QueryArgs;
 pub use scenarios::query::error::RunQueryError;
 pub use scenarios::query::run::run_query;
 pub use scenarios::replication::args::{ReplArgs, ReplPeer};
+pub use scenarios::replication::error::RunReplicationError;
 pub use scenarios::replication::run::run_replication;

@@ -101,7 +101,7 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
     match cfg.scenario.as_str() {
         "kv" => Ok(crate::run_kv(args_of(&cfg)?).await?),
         "dcp" => Ok(crate::run_dcp(args_of(&cfg)?).await?),
-        "replication" => crate::run_replication(args_of(&cfg)?).await,
+        "replication" => Ok(crate::run_replication(args_of(&cfg)?).await?),
         "clients" => Ok(crate::run_clients(args_of(&cfg)?).await?),
         "parallel" => Ok(crate::run_parallel(args_of(&cfg)?).await?),
         "footprint" => Ok(crate::run_footprint(args_of(&cfg)?).await?),

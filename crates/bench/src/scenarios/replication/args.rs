@@ -44,6 +44,28 @@ pub enum ReplPeer {
     Redis,
 }
 
+/// Options that cannot run together, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplArgsError {
+    #[error("--columns needs at least one column")]
+    NoColumns,
+    #[error("--columns names a column twice")]
+    ColumnTwice,
+    #[error("--warmup-s ({warmup_s}) must be shorter than --step-s ({step_s})")]
+    WarmupTooLong { warmup_s: u64, step_s: u64 },
+    #[error("every --rates value must be above 0")]
+    RateNotPositive,
+    #[error("--sample-hz must be above 0")]
+    SampleHzNotPositive,
+    #[error(
+        "--columns views:{views} indexes {views} fields of the documents: --value-bytes \
+         must be at least {needed} to hold them"
+    )]
+    ValueTooSmall { views: u8, needed: usize },
+    #[error("--base-port {base_port} leaves no room for the XDCR target's ports")]
+    NoRoomForXdcr { base_port: u16 },
+}
+
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ReplArgs {
     /// Run against an existing Sluice cluster (KV ports, loopback only) instead of starting
@@ -238,14 +260,14 @@ impl ReplArgs {
     }
 
     /// The first port of an `xdcr` column's target cluster.
-    pub fn xdcr_base_port(&self) -> anyhow::Result<u16> {
+    pub fn xdcr_base_port(&self) -> Result<u16, ReplArgsError> {
         let port = u32::from(self.base_port) + u32::from(XDCR_PORT_OFFSET);
         let last = port + 10 * u32::from(self.xdcr_nodes);
-        anyhow::ensure!(
-            last <= u32::from(u16::MAX),
-            "--base-port {} leaves no room for the XDCR target's ports",
-            self.base_port
-        );
+        if last > u32::from(u16::MAX) {
+            return Err(ReplArgsError::NoRoomForXdcr {
+                base_port: self.base_port,
+            });
+        }
         Ok(port as u16)
     }
 
@@ -253,27 +275,28 @@ impl ReplArgs {
         Duration::from_millis(self.views_query_every_ms)
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            !self.columns.is_empty(),
-            "--columns needs at least one column"
-        );
+    pub fn validate(&self) -> Result<(), ReplArgsError> {
+        if self.columns.is_empty() {
+            return Err(ReplArgsError::NoColumns);
+        }
         let mut seen = std::collections::HashSet::new();
-        anyhow::ensure!(
-            self.columns.iter().all(|c| seen.insert(*c)),
-            "--columns names a column twice"
-        );
-        anyhow::ensure!(
-            self.warmup_s < self.step_s,
-            "--warmup-s ({}) must be shorter than --step-s ({})",
-            self.warmup_s,
-            self.step_s
-        );
-        anyhow::ensure!(
-            self.rates.iter().all(|r| *r > 0.0),
-            "every --rates value must be above 0"
-        );
-        anyhow::ensure!(self.sample_hz > 0.0, "--sample-hz must be above 0");
+        if !self.columns.iter().all(|c| seen.insert(*c)) {
+            return Err(ReplArgsError::ColumnTwice);
+        }
+        if self.warmup_s >= self.step_s {
+            return Err(ReplArgsError::WarmupTooLong {
+                warmup_s: self.warmup_s,
+                step_s: self.step_s,
+            });
+        }
+        if !self.rates.iter().all(|r| *r > 0.0) {
+            return Err(ReplArgsError::RateNotPositive);
+        }
+        // Asked as "above 0", so that a NaN is refused too.
+        let sampling = self.sample_hz > 0.0;
+        if !sampling {
+            return Err(ReplArgsError::SampleHzNotPositive);
+        }
         if let Some(most) = self
             .columns
             .iter()
@@ -282,11 +305,12 @@ impl ReplArgs {
             .filter(|v| *v > 0)
         {
             let needed = bytes_for_fields(usize::from(most));
-            anyhow::ensure!(
-                self.value_bytes >= needed,
-                "--columns views:{most} indexes {most} fields of the documents: --value-bytes \
-                 must be at least {needed} to hold them"
-            );
+            if self.value_bytes < needed {
+                return Err(ReplArgsError::ValueTooSmall {
+                    views: most,
+                    needed,
+                });
+            }
         }
         Ok(())
     }

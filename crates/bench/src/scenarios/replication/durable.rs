@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::load::latency::{format_us, Latency};
 use crate::scenarios::replication::measure::PoissonClock;
 use crate::scenarios::replication::step::WritePlan;
-use crate::scenarios::replication::target::Target;
+use crate::scenarios::replication::target::{Target, TargetError};
 
 /// The server's time limit for one durable write; past it the write counts as failed.
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -57,7 +57,7 @@ pub async fn probe(
     hz: f64,
     tag: String,
     seed: u64,
-) -> anyhow::Result<DurableLatency> {
+) -> Result<DurableLatency, TargetError> {
     let mut latency = Latency::new();
     let (mut writes, mut failed) = (0u64, 0u64);
     // The load's documents, other field values: the probe's writes are indexed like the

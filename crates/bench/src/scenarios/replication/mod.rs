@@ -10,12 +10,14 @@
 //! - `step`       — one rate: writers, latency sampler and lag monitor side by side;
 //! - `measure`    — what a step measures and the lag/bytes arithmetic;
 //! - `stages`     — `--breakdown`: the nodes' stage histograms over a step;
-//! - `report`     — medians, the lines (issue 4, ours, the seeds'), report.md, results.json.
+//! - `report`     — medians, the lines (issue 4, ours, the seeds'), report.md, results.json;
+//! - `error`      — `RunReplicationError`, what `run_replication` fails with.
 
 pub mod args;
 pub mod background;
 pub mod column;
 pub mod durable;
+pub mod error;
 pub mod indexes;
 pub mod measure;
 pub mod redis;

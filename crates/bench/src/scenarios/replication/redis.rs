@@ -18,6 +18,7 @@ use crate::load::workload::key;
 use crate::scenarios::replication::durable::DURABLE_TIMEOUT;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::step::WritePlan;
+use crate::scenarios::replication::target::TargetError;
 use crate::scenarios::replication::values::Docs;
 
 /// SETs per prefill pipeline round.
@@ -36,7 +37,7 @@ pub struct RedisTarget {
 }
 
 impl RedisTarget {
-    pub async fn connect(pair: RedisPair) -> anyhow::Result<RedisTarget> {
+    pub async fn connect(pair: RedisPair) -> Result<RedisTarget, TargetError> {
         let (mut answers, writer) = RespConn::connect(pair.primary).await?.into_split();
         let sample_errors = Arc::new(AtomicU64::new(0));
         let errors = sample_errors.clone();
@@ -59,7 +60,12 @@ impl RedisTarget {
     }
 
     /// Writes keys `0..items` once, key `i` with document `i` of `docs` (as Sluice's).
-    pub async fn prefill(&self, items: u64, docs: &Docs, done: &AtomicU64) -> anyhow::Result<()> {
+    pub async fn prefill(
+        &self,
+        items: u64,
+        docs: &Docs,
+        done: &AtomicU64,
+    ) -> Result<(), TargetError> {
         let mut conn = RespConn::connect(self.pair.primary).await?;
         let mut next = 0;
         let mut buf = Vec::new();
@@ -72,7 +78,9 @@ impl RedisTarget {
             conn.send_raw(&buf).await?;
             for _ in next..end {
                 let r = conn.read().await?;
-                anyhow::ensure!(r.is_ok(), "prefill: Redis answered {r:?} to a SET");
+                if !r.is_ok() {
+                    return Err(TargetError::RedisPrefill { answer: r });
+                }
             }
             done.fetch_add(end - next, Ordering::Relaxed);
             next = end;
@@ -81,7 +89,7 @@ impl RedisTarget {
     }
 
     /// One writer connection's share of a step.
-    pub async fn write(&self, plan: WritePlan, first: u64) -> anyhow::Result<WriteOutcome> {
+    pub async fn write(&self, plan: WritePlan, first: u64) -> Result<WriteOutcome, TargetError> {
         let (mut answers, mut socket) = RespConn::connect(self.pair.primary).await?.into_split();
         let mut pacer = Pacer::new(plan.start, plan.rate, plan.writers, first);
         let mut out = WriteOutcome::default();
@@ -111,7 +119,10 @@ impl RedisTarget {
                 pending.push_back(due);
             }
             if !buf.is_empty() {
-                socket.write_all(&buf).await?;
+                socket
+                    .write_all(&buf)
+                    .await
+                    .map_err(TargetError::RedisWrite)?;
             }
             let wake = if pending.len() < plan.in_flight_max {
                 pacer.next_due().min(plan.until)
@@ -135,7 +146,7 @@ impl RedisTarget {
     }
 
     /// SET, then `WAIT 1 <timeout>`: true once the replica acknowledged it in time.
-    pub async fn durable_set(&self, key: &[u8], value: &[u8]) -> anyhow::Result<bool> {
+    pub async fn durable_set(&self, key: &[u8], value: &[u8]) -> Result<bool, TargetError> {
         let timeout_ms = DURABLE_TIMEOUT.as_millis().to_string();
         let mut conn = self.durable_primary.lock().await;
         if !conn.call(&[b"SET", key, value]).await?.is_ok() {
@@ -145,14 +156,19 @@ impl RedisTarget {
         Ok(matches!(acked, Reply::Integer(n) if n >= 1))
     }
 
-    pub async fn send_sample(&self, key: &[u8], value: &[u8]) -> anyhow::Result<()> {
+    pub async fn send_sample(&self, key: &[u8], value: &[u8]) -> Result<(), TargetError> {
         let mut buf = Vec::with_capacity(value.len() + 64);
         encode(&[b"SET", key, value], &mut buf);
-        self.sample_primary.lock().await.write_all(&buf).await?;
+        self.sample_primary
+            .lock()
+            .await
+            .write_all(&buf)
+            .await
+            .map_err(TargetError::RedisWrite)?;
         Ok(())
     }
 
-    pub async fn visible(&self, key: &[u8], value: &[u8]) -> anyhow::Result<bool> {
+    pub async fn visible(&self, key: &[u8], value: &[u8]) -> Result<bool, TargetError> {
         let r = self
             .sample_replica
             .lock()
@@ -167,7 +183,7 @@ impl RedisTarget {
     }
 
     /// Lag in replication-stream bytes (midpoint of two primary reads around the replica's).
-    pub async fn probe(&self) -> anyhow::Result<LagReading> {
+    pub async fn probe(&self) -> Result<LagReading, TargetError> {
         let mut p = self.probe_primary.lock().await;
         let mut r = self.probe_replica.lock().await;
         let m1 = RedisPair::primary_offset(&mut p).await?;
@@ -182,7 +198,7 @@ impl RedisTarget {
 
     /// (replication offset, SET calls) on the primary: two of these around a step give the
     /// bytes one SET adds to the replication stream.
-    pub async fn offset_and_sets(&self) -> anyhow::Result<(u64, u64)> {
+    pub async fn offset_and_sets(&self) -> Result<(u64, u64), TargetError> {
         let mut p = self.probe_primary.lock().await;
         let offset = RedisPair::primary_offset(&mut p).await?;
         let sets = RedisPair::set_calls(&mut p).await?;

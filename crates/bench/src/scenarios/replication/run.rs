@@ -6,7 +6,6 @@
 //! replication and stop its target, and let the cluster settle. Then medians, report.md,
 //! results.json and the charts.
 
-use anyhow::Context;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use crate::scenarios::kv::args::BucketTypeArg;
 use crate::scenarios::replication::args::{ReplArgs, ReplPeer};
 use crate::scenarios::replication::background::Background;
 use crate::scenarios::replication::column::Column;
+use crate::scenarios::replication::error::{RunReplicationError, RunTargetError};
 use crate::scenarios::replication::indexes::Indexes;
 use crate::scenarios::replication::redis::RedisTarget;
 use crate::scenarios::replication::report::{ColumnReaders, ReplReport};
@@ -66,7 +66,7 @@ struct Outcome {
     readers: Vec<ColumnReaders>,
 }
 
-pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
+pub async fn run_replication(given: ReplArgs) -> Result<(), RunReplicationError> {
     let args = given.effective();
     args.validate()?;
     let out_dir = crate::report::scenario_out::out_dir(args.out.as_deref(), "replication")?;
@@ -108,7 +108,11 @@ pub async fn run_replication(given: ReplArgs) -> anyhow::Result<()> {
         for kind in order {
             let done = run_target(kind, run, &args, &cfg, &out_dir, redis.as_deref())
                 .await
-                .with_context(|| format!("{} (run {})", kind.label(), run + 1))?;
+                .map_err(|source| RunReplicationError::Target {
+                    target: kind.label(),
+                    run: run + 1,
+                    source,
+                })?;
             all.steps.extend(done.steps);
             all.readers.extend(done.readers);
         }
@@ -139,11 +143,11 @@ async fn run_target(
     cfg: &StepConfig,
     out_dir: &Path,
     redis: Option<&Path>,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, RunTargetError> {
     let (target, cluster) = start(kind, run, args, out_dir, redis).await?;
     let target = Arc::new(target);
     let outcome = columns(&target, kind, run, args, cfg, out_dir).await;
-    let target = Arc::into_inner(target).context("a step left a task holding the target")?;
+    let target = Arc::into_inner(target).ok_or(RunTargetError::TargetHeld)?;
     if let Some(c) = cluster {
         c.stop().await?;
     }
@@ -152,7 +156,10 @@ async fn run_target(
         r.pair.stop().await?;
         // Its AOF files are tens of MB per run; kept only when a run failed (with its logs).
         if outcome.is_ok() {
-            std::fs::remove_dir_all(&dir)?;
+            std::fs::remove_dir_all(&dir).map_err(|source| RunTargetError::RemoveRedisDir {
+                dir: dir.clone(),
+                source,
+            })?;
         }
     }
     outcome
@@ -165,7 +172,7 @@ async fn start(
     args: &ReplArgs,
     out_dir: &Path,
     redis: Option<&Path>,
-) -> anyhow::Result<(Target, Option<LocalCluster>)> {
+) -> Result<(Target, Option<LocalCluster>), RunTargetError> {
     match kind {
         Kind::Sluice => {
             let (cluster, seeds) = if args.connect.is_empty() {
@@ -189,7 +196,7 @@ async fn start(
             Ok((Target::Sluice(Box::new(t)), cluster))
         }
         Kind::Redis(mode) => {
-            let bin = redis.context("no redis-server")?;
+            let bin = redis.ok_or(RunTargetError::NoRedisServer)?;
             let dir = out_dir.join(format!("redis-{mode:?}-run{}", run + 1).to_lowercase());
             let _ = std::fs::remove_dir_all(&dir);
             let pair = RedisPair::start(bin, &dir, mode).await?;
@@ -210,7 +217,7 @@ async fn columns(
     args: &ReplArgs,
     cfg: &StepConfig,
     out_dir: &Path,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, RunTargetError> {
     let done = Arc::new(AtomicU64::new(0));
     let bar = Ticker::start(
         format!("{} prefill", kind.label()),
@@ -239,7 +246,10 @@ async fn columns(
                 );
                 let ix = Indexes::create(node, column.views)
                     .await
-                    .with_context(|| format!("{label}: defining the indexes"))?;
+                    .map_err(|source| RunTargetError::DefineIndexes {
+                        label: label.clone(),
+                        source,
+                    })?;
                 caught_up(target).await?;
                 target.settle(SETTLE_BETWEEN_STEPS).await?;
                 Some(ix)
@@ -251,7 +261,10 @@ async fn columns(
                 let (_, admin) = t.first_node()?;
                 let x = XdcrColumn::start(args, run, out_dir, t, admin)
                     .await
-                    .with_context(|| format!("{label}: setting up XDCR"))?;
+                    .map_err(|source| RunTargetError::SetUpXdcr {
+                        label: label.clone(),
+                        source,
+                    })?;
                 caught_up(target).await?;
                 // The target has just taken every prefilled document: its flusher and
                 // compaction run on the same cores (the quiet wait counts every process).
@@ -285,7 +298,10 @@ async fn columns(
                 Some(
                     ix.finish(q)
                         .await
-                        .with_context(|| format!("{label}: dropping the indexes"))?,
+                        .map_err(|source| RunTargetError::DropIndexes {
+                            label: label.clone(),
+                            source,
+                        })?,
                 )
             }
             _ => None,
@@ -293,9 +309,10 @@ async fn columns(
         let xdcr = match xdcr {
             Some(x) => {
                 let setup = x.setup.clone();
-                x.stop()
-                    .await
-                    .with_context(|| format!("{label}: stopping XDCR"))?;
+                x.stop().await.map_err(|source| RunTargetError::StopXdcr {
+                    label: label.clone(),
+                    source,
+                })?;
                 Some(setup)
             }
             None => None,
@@ -329,7 +346,7 @@ async fn ladder(
     run: u32,
     args: &ReplArgs,
     cfg: &StepConfig,
-) -> anyhow::Result<Vec<StepResult>> {
+) -> Result<Vec<StepResult>, RunTargetError> {
     let mut out = Vec::new();
     for &rate in &args.rates {
         let done = Arc::new(AtomicU64::new(0));
@@ -366,7 +383,10 @@ async fn ladder(
             None => {}
         }
         if let Some(w) = xdcr {
-            let w = w.with_context(|| format!("{label}: reading the XDCR figures"))?;
+            let w = w.map_err(|source| RunTargetError::XdcrFigures {
+                label: label.to_string(),
+                source,
+            })?;
             eprintln!(
                 "{label}, run {}, {rate}/s: XDCR {:.0} docs/s, {:.1} MB/s, lag p50 {} p99 {}, \
                  drained {:.1} s after the step",
@@ -404,18 +424,19 @@ async fn ladder(
 }
 
 /// Waits until the replicas have applied everything written so far.
-async fn caught_up(target: &Target) -> anyhow::Result<()> {
+async fn caught_up(target: &Target) -> Result<(), RunTargetError> {
     let deadline = Instant::now() + CATCH_UP_TIMEOUT;
     loop {
         let lag = target.probe().await?;
         if lag.behind <= 0.0 {
             return Ok(());
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the replicas are still {} behind after {CATCH_UP_TIMEOUT:?}",
-            lag.behind
-        );
+        if Instant::now() >= deadline {
+            return Err(RunTargetError::NotCaughtUp {
+                behind: lag.behind,
+                waited: CATCH_UP_TIMEOUT,
+            });
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -6,7 +6,6 @@
 //! - `dcpagg`: `ep_dcpq:replication:total_bytes` (bytes the replication producers sent) and
 //!   `ep_dcpq:replication:items_remaining` (the producers' own not-yet-sent count).
 
-use anyhow::Context;
 use bytes::Bytes;
 use sluice_client::{
     Client, ClusterClient, ClusterOptions, ConnectOptions, Durability, DurabilityLevel,
@@ -29,6 +28,7 @@ use crate::scenarios::replication::indexes::IndexNode;
 use crate::scenarios::replication::measure::{LagReading, WriteOutcome};
 use crate::scenarios::replication::stages::StageSnapshot;
 use crate::scenarios::replication::step::WritePlan;
+use crate::scenarios::replication::target::TargetError;
 use crate::scenarios::replication::values::Docs;
 use crate::scenarios::replication::xdcr::XdcrSnapshot;
 use std::net::SocketAddr;
@@ -61,35 +61,37 @@ impl SluiceTarget {
         password: &str,
         bucket: &str,
         pids: Vec<u32>,
-    ) -> anyhow::Result<SluiceTarget> {
+    ) -> Result<SluiceTarget, TargetError> {
         for s in seeds {
-            loopback_addr(s)?;
+            loopback_addr(s).map_err(TargetError::Address)?;
         }
         let options = ClusterOptions::sluice(username, password, bucket);
-        let writer = ClusterClient::connect(seeds, options.clone())
-            .await
-            .context("connecting the load's cluster client")?;
-        let sampler = ClusterClient::connect(seeds, options.clone())
-            .await
-            .context("connecting the sampler's cluster client")?;
-        let probe_client = || async {
-            ClusterClient::connect(seeds, options.clone())
-                .await
-                .context("connecting a durable probe's cluster client")
+        let connect = |whose: &'static str| {
+            let options = options.clone();
+            async move {
+                ClusterClient::connect(seeds, options)
+                    .await
+                    .map_err(|source| TargetError::Connect { whose, source })
+            }
         };
+        let writer = connect("the load's").await?;
+        let sampler = connect("the sampler's").await?;
+        let probe_client = || connect("a durable probe's");
         let durable = [probe_client().await?, probe_client().await?];
         let map = writer.map();
         let replicas = map.num_replicas();
-        anyhow::ensure!(
-            replicas >= 1,
-            "the bucket has no replicas: nothing to measure"
-        );
+        if replicas < 1 {
+            return Err(TargetError::NoReplicas);
+        }
         let mut stats = Vec::new();
         for node in map.nodes() {
-            let addr = loopback_addr(&node.addr)?;
+            let addr = loopback_addr(&node.addr).map_err(TargetError::Address)?;
             let c = Client::connect(addr, ConnectOptions::sluice(username, password, bucket))
                 .await
-                .with_context(|| format!("connecting to {} for STAT", node.addr))?;
+                .map_err(|source| TargetError::ConnectStat {
+                    addr: node.addr.clone(),
+                    source,
+                })?;
             stats.push(Arc::new(Mutex::new(c)));
         }
         Ok(SluiceTarget {
@@ -110,7 +112,7 @@ impl SluiceTarget {
 
     /// Where a views column defines its indexes: the map's first node (the one whose query
     /// service the map lists).
-    pub fn index_node(&self, username: &str, password: &str) -> anyhow::Result<IndexNode> {
+    pub fn index_node(&self, username: &str, password: &str) -> Result<IndexNode, TargetError> {
         let (kv, admin) = self.first_node()?;
         Ok(IndexNode {
             admin,
@@ -124,13 +126,16 @@ impl SluiceTarget {
 
     /// The map's first node: its KV address and its admin port's (`mgmt` in the map; else
     /// the KV port + 1, as `sluice cluster up` lays them out).
-    pub fn first_node(&self) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+    pub fn first_node(&self) -> Result<(SocketAddr, SocketAddr), TargetError> {
         let map = self.writer.map();
-        let node = map.nodes().first().context("the map lists no node")?;
-        let kv = loopback_addr(&node.addr)?;
+        let node = map.nodes().first().ok_or(TargetError::NoNode)?;
+        let kv = loopback_addr(&node.addr).map_err(TargetError::Address)?;
         let admin_port = match node.mgmt_port {
             Some(p) => p,
-            None => node.kv_port.checked_add(1).context("no admin port")?,
+            None => node
+                .kv_port
+                .checked_add(1)
+                .ok_or(TargetError::NoAdminPort)?,
         };
         Ok((kv, SocketAddr::new(kv.ip(), admin_port)))
     }
@@ -141,7 +146,7 @@ impl SluiceTarget {
     }
 
     /// Every node's figures of XDCR replication `id` (STAT `xdcr`), summed.
-    pub async fn xdcr_snapshot(&self, id: &str) -> anyhow::Result<XdcrSnapshot> {
+    pub async fn xdcr_snapshot(&self, id: &str) -> Result<XdcrSnapshot, TargetError> {
         let mut snapshot = XdcrSnapshot::default();
         for c in &self.stats {
             let figures = c.lock().await.stats("xdcr").await?;
@@ -151,7 +156,7 @@ impl SluiceTarget {
     }
 
     /// Each node of the map with the vbuckets active on it.
-    pub fn shares(&self) -> anyhow::Result<Vec<NodeShare>> {
+    pub fn shares(&self) -> Result<Vec<NodeShare>, TargetError> {
         let map = self.writer.map();
         let mut out = Vec::new();
         for node in map.nodes() {
@@ -160,7 +165,9 @@ impl SluiceTarget {
                 .filter(|vb| map.active_node(*vb).is_some_and(|n| n.addr == node.addr))
                 .collect();
             out.push(NodeShare {
-                addr: loopback_addr(&node.addr)?.to_string(),
+                addr: loopback_addr(&node.addr)
+                    .map_err(TargetError::Address)?
+                    .to_string(),
                 vbuckets,
             });
         }
@@ -169,7 +176,7 @@ impl SluiceTarget {
 
     /// The lowest resident ratio of active items over the nodes, in % (STAT
     /// `vb_active_perc_mem_resident`).
-    pub async fn resident_pct(&self) -> anyhow::Result<u64> {
+    pub async fn resident_pct(&self) -> Result<u64, TargetError> {
         let mut lowest = 100;
         for c in &self.stats {
             let all = c.lock().await.stats("").await?;
@@ -180,18 +187,27 @@ impl SluiceTarget {
 
     /// Waits until every node has persisted everything, then until the nodes are quiet
     /// (storage compaction after the prefill), for at most `quiet_max`.
-    pub async fn settle(&self, quiet_max: Duration) -> anyhow::Result<()> {
+    pub async fn settle(&self, quiet_max: Duration) -> Result<(), TargetError> {
         for c in &self.stats {
-            settle::wait_persisted(&mut *c.lock().await, PERSIST_STALL).await?;
+            settle::wait_persisted(&mut *c.lock().await, PERSIST_STALL)
+                .await
+                .map_err(TargetError::Settle)?;
         }
         for &pid in &self.pids {
-            settle::wait_quiet(pid, quiet_max).await?;
+            settle::wait_quiet(pid, quiet_max)
+                .await
+                .map_err(TargetError::Settle)?;
         }
         Ok(())
     }
 
     /// Writes keys `0..items` once, key `i` with document `i` of `docs`.
-    pub async fn prefill(&self, items: u64, docs: &Docs, done: &AtomicU64) -> anyhow::Result<()> {
+    pub async fn prefill(
+        &self,
+        items: u64,
+        docs: &Docs,
+        done: &AtomicU64,
+    ) -> Result<(), TargetError> {
         let mut next = 0u64;
         while next < items {
             let end = (next + PREFILL_BATCH as u64).min(items);
@@ -199,7 +215,7 @@ impl SluiceTarget {
                 (next..end).map(|i| (key(i), docs.doc(i))).collect();
             let answers = self.writer.set_many(&batch, StoreOptions::default()).await;
             if let Some(e) = answers.into_iter().find_map(Result::err) {
-                anyhow::bail!("prefill: a set failed: {e} (is the quota big enough?)");
+                return Err(TargetError::PrefillSet(e));
             }
             done.fetch_add(end - next, Ordering::Relaxed);
             next = end;
@@ -287,11 +303,11 @@ impl SluiceTarget {
     }
 
     /// Whether replica 0 holds exactly `value` under `key`.
-    pub async fn visible(&self, key: &[u8], value: &[u8]) -> anyhow::Result<bool> {
+    pub async fn visible(&self, key: &[u8], value: &[u8]) -> Result<bool, TargetError> {
         match self.sampler.get_replica(key, 0).await {
             Ok(doc) => Ok(doc.value == value),
             Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(TargetError::ReplicaRead(e)),
         }
     }
 
@@ -301,7 +317,7 @@ impl SluiceTarget {
     }
 
     /// Every node's stage histograms (STAT `replication`), merged.
-    pub async fn stage_snapshot(&self) -> anyhow::Result<StageSnapshot> {
+    pub async fn stage_snapshot(&self) -> Result<StageSnapshot, TargetError> {
         let mut snapshot = StageSnapshot::default();
         for c in &self.stats {
             let repl = c.lock().await.stats("replication").await?;
@@ -310,7 +326,7 @@ impl SluiceTarget {
         Ok(snapshot)
     }
 
-    pub async fn probe(&self) -> anyhow::Result<LagReading> {
+    pub async fn probe(&self) -> Result<LagReading, TargetError> {
         let mut reads = JoinSet::new();
         for c in &self.stats {
             let c = c.clone();
@@ -323,7 +339,7 @@ impl SluiceTarget {
         }
         let (mut active, mut replica, mut bytes, mut remaining) = (0u64, 0u64, 0u64, 0u64);
         while let Some(r) = reads.join_next().await {
-            let (repl, agg) = r??;
+            let (repl, agg) = r.map_err(TargetError::StatTask)??;
             active += stat(&repl, "vb_active_high_seqno_total")?;
             replica += stat(&repl, "vb_replica_high_seqno_total")?;
             // A node with no replication connection yet has no such keys.
@@ -339,10 +355,10 @@ impl SluiceTarget {
     }
 }
 
-fn stat(stats: &[(String, String)], name: &str) -> anyhow::Result<u64> {
+fn stat(stats: &[(String, String)], name: &'static str) -> Result<u64, TargetError> {
     stats
         .iter()
         .find(|(k, _)| k == name)
         .and_then(|(_, v)| v.parse().ok())
-        .with_context(|| format!("the server's STAT has no numeric {name}"))
+        .ok_or(TargetError::NoStat { name })
 }

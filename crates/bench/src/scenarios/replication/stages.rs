@@ -5,9 +5,39 @@
 //! when the step ends, so the figures are the measured part of the step only.
 
 use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::errors::{AdditionError, SubtractionError};
+use hdrhistogram::serialization::{DeserializeError, Deserializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+/// A STAT answer whose histograms cannot be read or combined.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("STAT {key}: not base64")]
+    NotBase64 {
+        key: String,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("STAT {key}: not an HdrHistogram")]
+    NotHistogram {
+        key: String,
+        #[source]
+        source: DeserializeError,
+    },
+    #[error("merging STAT {key}")]
+    Merge {
+        key: String,
+        #[source]
+        source: AdditionError,
+    },
+    #[error("stage {stage} went backwards")]
+    Backwards {
+        stage: String,
+        #[source]
+        source: SubtractionError,
+    },
+}
 
 /// The merged histograms of the nodes at one instant, by stage, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -26,7 +56,7 @@ pub struct StageTiming {
 
 impl StageSnapshot {
     /// Adds one node's STAT `replication` answer.
-    pub fn add_node(&mut self, stats: &[(String, String)]) -> anyhow::Result<()> {
+    pub fn add_node(&mut self, stats: &[(String, String)]) -> Result<(), StageError> {
         for (key, value) in stats {
             let Some(stage) = key
                 .strip_prefix("stage:")
@@ -36,9 +66,10 @@ impl StageSnapshot {
             };
             let h = decode_histogram(key, value)?;
             match self.stages.iter_mut().find(|(s, _)| s == stage) {
-                Some((_, merged)) => merged
-                    .add(&h)
-                    .map_err(|e| anyhow::anyhow!("merging STAT {key}: {e:?}"))?,
+                Some((_, merged)) => merged.add(&h).map_err(|source| StageError::Merge {
+                    key: key.clone(),
+                    source,
+                })?,
                 None => self.stages.push((stage.to_string(), h)),
             }
         }
@@ -46,13 +77,15 @@ impl StageSnapshot {
     }
 
     /// What passed each stage between `earlier` and this snapshot.
-    pub fn since(&self, earlier: &StageSnapshot) -> anyhow::Result<Vec<StageTiming>> {
+    pub fn since(&self, earlier: &StageSnapshot) -> Result<Vec<StageTiming>, StageError> {
         let mut out = Vec::with_capacity(self.stages.len());
         for (stage, now) in &self.stages {
             let mut h = now.clone();
             if let Some((_, before)) = earlier.stages.iter().find(|(s, _)| s == stage) {
-                h.subtract(before)
-                    .map_err(|e| anyhow::anyhow!("stage {stage} went backwards: {e:?}"))?;
+                h.subtract(before).map_err(|source| StageError::Backwards {
+                    stage: stage.clone(),
+                    source,
+                })?;
             }
             let q = |q: f64| {
                 if h.is_empty() {
@@ -74,13 +107,19 @@ impl StageSnapshot {
 
 /// A STAT value that is a histogram: HdrHistogram V2, base64 (the server's
 /// `encode_histogram`).
-pub fn decode_histogram(key: &str, value: &str) -> anyhow::Result<Histogram<u64>> {
+pub fn decode_histogram(key: &str, value: &str) -> Result<Histogram<u64>, StageError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(value)
-        .map_err(|e| anyhow::anyhow!("STAT {key}: not base64: {e}"))?;
+        .map_err(|source| StageError::NotBase64 {
+            key: key.to_string(),
+            source,
+        })?;
     Deserializer::new()
         .deserialize(&mut &bytes[..])
-        .map_err(|e| anyhow::anyhow!("STAT {key}: not an HdrHistogram: {e:?}"))
+        .map_err(|source| StageError::NotHistogram {
+            key: key.to_string(),
+            source,
+        })
 }
 
 #[cfg(test)]

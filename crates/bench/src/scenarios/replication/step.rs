@@ -22,10 +22,23 @@ use crate::scenarios::replication::measure::{
     items_behind, summarize_lag, LagSample, LagSummary, PoissonClock, SampleOutcome, WriteOutcome,
     MONITOR_EVERY,
 };
-use crate::scenarios::replication::stages::StageTiming;
-use crate::scenarios::replication::target::Target;
+use crate::scenarios::replication::stages::{StageError, StageTiming};
+use crate::scenarios::replication::target::{Target, TargetError};
 use crate::scenarios::replication::values::Docs;
 use crate::scenarios::replication::xdcr::XdcrWindow;
+
+/// Why a step did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// A writer, the sampler, the monitor, a durable probe or the stage snapshot task.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+    /// The stage histograms of the step's start and end do not subtract.
+    #[error(transparent)]
+    Stages(#[from] StageError),
+}
 
 /// A sample not visible on the replica by then counts as a timeout.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -136,7 +149,7 @@ pub async fn run_step(
     rate: f64,
     cfg: &StepConfig,
     done: Arc<AtomicU64>,
-) -> anyhow::Result<StepResult> {
+) -> Result<StepResult, StepError> {
     let before = redis_offsets(&target).await?;
     // Steps repeat rates (a ladder may list one twice, and every run has the same ones):
     // each step of the invocation gets its own keys and its own documents.
@@ -274,7 +287,7 @@ fn durable_levels(target: &Target, cfg: &StepConfig) -> Vec<DurableLevel> {
     }
 }
 
-async fn redis_offsets(target: &Target) -> anyhow::Result<Option<(u64, u64)>> {
+async fn redis_offsets(target: &Target) -> Result<Option<(u64, u64)>, TargetError> {
     match target {
         Target::Redis(r) => Ok(Some(r.offset_and_sets().await?)),
         Target::Sluice(_) => Ok(None),
@@ -287,7 +300,7 @@ async fn sample(
     hz: f64,
     tag: String,
     seed: u64,
-) -> anyhow::Result<SampleOutcome> {
+) -> Result<SampleOutcome, TargetError> {
     let mut out = SampleOutcome::default();
     let errors_before = target.sample_errors();
     let mut clock = PoissonClock::new(plan.start, plan.until, hz, seed);
@@ -337,7 +350,7 @@ async fn sample(
     Ok(out)
 }
 
-async fn monitor(target: Arc<Target>, plan: WritePlan) -> anyhow::Result<Vec<LagSample>> {
+async fn monitor(target: Arc<Target>, plan: WritePlan) -> Result<Vec<LagSample>, TargetError> {
     let mut out = Vec::new();
     let mut tick = tokio::time::interval_at(plan.measure_from.into(), MONITOR_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -17,20 +17,21 @@
 //! After the ladder the replication and the reference are deleted and the target cluster is
 //! stopped.
 
-use anyhow::Context;
+use hdrhistogram::errors::{AdditionError, SubtractionError};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use sluice_client::admin_http::{self, AdminAnswer, Body, Method};
+use sluice_client::admin_http::{self, AdminAnswer, AdminHttpError, Body, Method};
 use sluice_client::net::Dial;
 use sluice_client::Credentials;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::harness::local_cluster::{ClusterSpec, LocalCluster};
-use crate::scenarios::replication::args::ReplArgs;
+use crate::harness::local_cluster::{ClusterSpec, ClusterUpError, LocalCluster};
+use crate::scenarios::replication::args::{ReplArgs, ReplArgsError};
 use crate::scenarios::replication::sluice::SluiceTarget;
-use crate::scenarios::replication::stages::decode_histogram;
+use crate::scenarios::replication::stages::{decode_histogram, StageError};
+use crate::scenarios::replication::target::TargetError;
 
 /// The target cluster's ports start this far above the source's.
 pub const XDCR_PORT_OFFSET: u16 = 500;
@@ -44,6 +45,75 @@ const DRAIN_POLL: Duration = Duration::from_millis(100);
 /// The longest a REST call to the source may take.
 const REST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A source node's STAT `xdcr` figures that cannot be read or combined.
+#[derive(Debug, thiserror::Error)]
+pub enum XdcrStatError {
+    #[error("STAT {key}: not a number: {value:?}")]
+    NotANumber {
+        key: String,
+        value: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error(transparent)]
+    Histogram(#[from] StageError),
+    #[error("merging STAT {key}")]
+    Merge {
+        key: String,
+        #[source]
+        source: AdditionError,
+    },
+    #[error("an XDCR window of {seconds} s")]
+    EmptyWindow { seconds: f64 },
+    #[error("the XDCR latency went backwards")]
+    Backwards(#[source] SubtractionError),
+}
+
+/// Why the column's XDCR could not be set up, read or taken down.
+#[derive(Debug, thiserror::Error)]
+pub enum XdcrError {
+    /// The target cluster's ports.
+    #[error(transparent)]
+    Args(#[from] ReplArgsError),
+    /// Starting or stopping the target cluster.
+    #[error(transparent)]
+    Cluster(#[from] ClusterUpError),
+    #[error("the target has no node")]
+    NoTargetNode,
+    /// `what` names the REST call: registering the target cluster, creating the
+    /// replication, deleting either.
+    #[error("{what}")]
+    Rest {
+        what: &'static str,
+        #[source]
+        source: AdminHttpError,
+    },
+    /// `body` is the source's answer.
+    #[error("{what}: HTTP {status}: {body}")]
+    Refused {
+        what: &'static str,
+        status: u16,
+        body: serde_json::Value,
+    },
+    #[error("createReplication answered no id")]
+    NoReplicationId,
+    /// Reading the source nodes' STAT `xdcr`.
+    #[error(transparent)]
+    Source(#[from] TargetError),
+    #[error(transparent)]
+    Figures(#[from] XdcrStatError),
+    #[error(
+        "XDCR still has {changes_left} changes left after {waited:?} ({reporting} of {nodes} \
+         nodes report it)"
+    )]
+    NotDrained {
+        changes_left: u64,
+        waited: Duration,
+        reporting: usize,
+        nodes: usize,
+    },
+}
+
 /// The source cluster's admin port, as the bench's login.
 struct SourceAdmin {
     addr: String,
@@ -55,11 +125,11 @@ impl SourceAdmin {
     /// answer when it is not a success.
     async fn call(
         &self,
-        what: &str,
+        what: &'static str,
         method: Method,
         path: &str,
         body: Body<'_>,
-    ) -> anyhow::Result<serde_json::Value> {
+    ) -> Result<serde_json::Value, XdcrError> {
         let dial = Dial::default();
         let AdminAnswer { status, body } = admin_http::send(
             &dial,
@@ -71,11 +141,10 @@ impl SourceAdmin {
             REST_TIMEOUT,
         )
         .await
-        .with_context(|| what.to_string())?;
-        anyhow::ensure!(
-            (200..300).contains(&status),
-            "{what}: HTTP {status}: {body}"
-        );
+        .map_err(|source| XdcrError::Rest { what, source })?;
+        if !(200..300).contains(&status) {
+            return Err(XdcrError::Refused { what, status, body });
+        }
         Ok(body)
     }
 }
@@ -124,7 +193,7 @@ pub struct XdcrSetup {
 
 impl XdcrSnapshot {
     /// Adds one source node's STAT `xdcr` answer for replication `id`.
-    pub fn add_node(&mut self, stats: &[(String, String)], id: &str) -> anyhow::Result<()> {
+    pub fn add_node(&mut self, stats: &[(String, String)], id: &str) -> Result<(), XdcrStatError> {
         let prefix = format!("replication:{id}:");
         let mut seen = false;
         for (key, value) in stats {
@@ -135,7 +204,11 @@ impl XdcrSnapshot {
             let number = || {
                 value
                     .parse::<u64>()
-                    .with_context(|| format!("STAT {key}: not a number: {value:?}"))
+                    .map_err(|source| XdcrStatError::NotANumber {
+                        key: key.clone(),
+                        value: value.clone(),
+                        source,
+                    })
             };
             match name {
                 "docs_written" => self.docs_written += number()?,
@@ -145,9 +218,10 @@ impl XdcrSnapshot {
                 "latency_hist" => {
                     let h = decode_histogram(key, value)?;
                     match &mut self.latency {
-                        Some(merged) => merged
-                            .add(&h)
-                            .map_err(|e| anyhow::anyhow!("merging STAT {key}: {e:?}"))?,
+                        Some(merged) => merged.add(&h).map_err(|source| XdcrStatError::Merge {
+                            key: key.clone(),
+                            source,
+                        })?,
                         None => self.latency = Some(h),
                     }
                 }
@@ -161,8 +235,12 @@ impl XdcrSnapshot {
     }
 
     /// What happened between `earlier` and this snapshot, `seconds` apart.
-    pub fn since(&self, earlier: &XdcrSnapshot, seconds: f64) -> anyhow::Result<XdcrWindow> {
-        anyhow::ensure!(seconds > 0.0, "an XDCR window of {seconds} s");
+    pub fn since(&self, earlier: &XdcrSnapshot, seconds: f64) -> Result<XdcrWindow, XdcrStatError> {
+        // Asked as "above 0", so that a NaN is refused too.
+        let positive = seconds > 0.0;
+        if !positive {
+            return Err(XdcrStatError::EmptyWindow { seconds });
+        }
         let docs = self.docs_written.saturating_sub(earlier.docs_written);
         let bytes = self.bytes_written.saturating_sub(earlier.bytes_written);
         let mut h = match &self.latency {
@@ -170,8 +248,7 @@ impl XdcrSnapshot {
             None => Histogram::<u64>::new(2).expect("2 significant digits are valid"),
         };
         if let Some(before) = &earlier.latency {
-            h.subtract(before)
-                .map_err(|e| anyhow::anyhow!("the XDCR latency went backwards: {e:?}"))?;
+            h.subtract(before).map_err(XdcrStatError::Backwards)?;
         }
         let q = |q: f64| match h.len() {
             0 => 0.0,
@@ -206,7 +283,7 @@ impl XdcrColumn {
         out_dir: &Path,
         source: &SluiceTarget,
         source_admin: SocketAddr,
-    ) -> anyhow::Result<XdcrColumn> {
+    ) -> Result<XdcrColumn, XdcrError> {
         let spec = ClusterSpec {
             nodes: args.xdcr_nodes,
             replicas: args.xdcr_replicas,
@@ -230,7 +307,7 @@ impl XdcrColumn {
             addr: source_admin.to_string(),
             who: Credentials::new(&args.login.username, &args.login.password),
         };
-        let target_admin = cluster.admins.first().context("the target has no node")?;
+        let target_admin = cluster.admins.first().ok_or(XdcrError::NoTargetNode)?;
         let (user, pass, bucket) = (
             args.login.username.as_str(),
             args.login.password.as_str(),
@@ -266,7 +343,7 @@ impl XdcrColumn {
             .await?;
         let replication = created["id"]
             .as_str()
-            .context("createReplication answered no id")?
+            .ok_or(XdcrError::NoReplicationId)?
             .to_string();
         let began = Instant::now();
         let copied = drain(source, &replication).await?;
@@ -295,7 +372,7 @@ impl XdcrColumn {
         source: &SluiceTarget,
         from: Instant,
         until: Instant,
-    ) -> anyhow::Result<XdcrWindow> {
+    ) -> Result<XdcrWindow, XdcrError> {
         let id = &self.setup.replication;
         tokio::time::sleep_until(from.into()).await;
         let first = source.xdcr_snapshot(id).await?;
@@ -310,7 +387,7 @@ impl XdcrColumn {
     }
 
     /// Deletes the replication and the reference, and stops the target cluster.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> Result<(), XdcrError> {
         let id = &self.setup.replication;
         self.source
             .call(
@@ -334,20 +411,21 @@ impl XdcrColumn {
 
 /// Waits until every source node reports replication `id` with no change left; returns the
 /// figures then.
-async fn drain(source: &SluiceTarget, id: &str) -> anyhow::Result<XdcrSnapshot> {
+async fn drain(source: &SluiceTarget, id: &str) -> Result<XdcrSnapshot, XdcrError> {
     let deadline = Instant::now() + DRAIN_TIMEOUT;
     loop {
         let s = source.xdcr_snapshot(id).await?;
         if s.nodes_reporting == source.node_count() && s.changes_left == 0 {
             return Ok(s);
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "XDCR still has {} changes left after {DRAIN_TIMEOUT:?} ({} of {} nodes report it)",
-            s.changes_left,
-            s.nodes_reporting,
-            source.node_count()
-        );
+        if Instant::now() >= deadline {
+            return Err(XdcrError::NotDrained {
+                changes_left: s.changes_left,
+                waited: DRAIN_TIMEOUT,
+                reporting: s.nodes_reporting,
+                nodes: source.node_count(),
+            });
+        }
         tokio::time::sleep(DRAIN_POLL).await;
     }
 }
