@@ -13,7 +13,8 @@
 //!   options, /proc and STAT readings, settling;
 //! - `report/`    — tables, the progress bar, charts, the output directory (report.md,
 //!   results.json, config.json) and `sluice bench rerun` ([`run_rerun`]);
-//! - `error`      — what can go wrong below the top level (typed; each `run_*` adds context).
+//! - `error`      — what can go wrong below the top level; each scenario's `error` has what
+//!   its `run_*` fails with (typed, naming the step, the lower error kept as the source).
 //!
 //! Feature `charts` (off here, on by default in the `sluice` binary): reports draw their charts
 //! as PNG files with plotters. Without it plotters is not linked, and the reports say their
@@ -29,7 +30,7 @@ mod scenarios;
 pub use error::BenchError;
 pub use harness::login_args::BenchLogin;
 pub use harness::redis_peer::RedisPersistence;
-pub use report::rerun::{run_rerun, RerunArgs};
+pub use report::rerun::{run_rerun, RerunArgs, RerunError};
 pub use scenarios::clients::args::{ClientCase, ClientsArgs};
 pub use scenarios::clients::error::RunClientsError;
 pub use scenarios::clients::run::run_clients;

@@ -5,12 +5,74 @@
 //! (default `password`). A saved `--data-dir` is dropped (it holds the earlier run's
 //! clusters, and the scenarios refuse a used one) unless `--data-dir` gives a new one.
 
-use anyhow::Context;
 use clap::Args;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
 use crate::report::scenario_out::{SavedConfig, CONFIG_FILE};
+use crate::scenarios::clients::error::RunClientsError;
+use crate::scenarios::dcp::error::RunDcpError;
+use crate::scenarios::durability::error::RunDurabilityError;
+use crate::scenarios::footprint::error::RunFootprintError;
+use crate::scenarios::kv::error::RunKvError;
+use crate::scenarios::parallel::error::RunParallelError;
+use crate::scenarios::query::error::RunQueryError;
+use crate::scenarios::replication::error::RunReplicationError;
+
+/// Why a saved run could not be run again: its config.json, or the scenario itself.
+#[derive(Debug, thiserror::Error)]
+pub enum RerunError {
+    #[error("reading {} (written by a run with an output directory)", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing {}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("config.json: `args` is not an object")]
+    ArgsNotObject,
+    /// Putting this run's output and data directories into the saved options.
+    #[error("config.json: encoding this run's {option}")]
+    Encode {
+        option: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "config.json: the {scenario} options do not fit this version of sluice (saved by \
+         {version})"
+    )]
+    Unfit {
+        scenario: String,
+        version: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: unknown scenario `{scenario}`", path.display())]
+    UnknownScenario { path: PathBuf, scenario: String },
+    // The scenarios' own errors, boxed: the largest would make every `Result` here large.
+    #[error(transparent)]
+    Kv(Box<RunKvError>),
+    #[error(transparent)]
+    Dcp(Box<RunDcpError>),
+    #[error(transparent)]
+    Replication(Box<RunReplicationError>),
+    #[error(transparent)]
+    Clients(Box<RunClientsError>),
+    #[error(transparent)]
+    Parallel(Box<RunParallelError>),
+    #[error(transparent)]
+    Footprint(Box<RunFootprintError>),
+    #[error(transparent)]
+    Durability(Box<RunDurabilityError>),
+    #[error(transparent)]
+    Query(Box<RunQueryError>),
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct RerunArgs {
@@ -38,14 +100,23 @@ pub struct RerunArgs {
 
 /// The saved configuration with this run's output directory, data directory and password
 /// put in.
-pub fn prepare(saved: &SavedConfig, out: &Path, rerun: &RerunArgs) -> anyhow::Result<SavedConfig> {
+pub fn prepare(
+    saved: &SavedConfig,
+    out: &Path,
+    rerun: &RerunArgs,
+) -> Result<SavedConfig, RerunError> {
     let mut args = saved.args.clone();
-    let obj = args
-        .as_object_mut()
-        .context("config.json: `args` is not an object")?;
-    obj.insert("out".into(), serde_json::to_value(out)?);
+    let obj = args.as_object_mut().ok_or(RerunError::ArgsNotObject)?;
+    let encode = |option| move |source| RerunError::Encode { option, source };
+    obj.insert(
+        "out".into(),
+        serde_json::to_value(out).map_err(encode("--out"))?,
+    );
     if obj.contains_key("data_dir") {
-        obj.insert("data_dir".into(), serde_json::to_value(&rerun.data_dir)?);
+        obj.insert(
+            "data_dir".into(),
+            serde_json::to_value(&rerun.data_dir).map_err(encode("--data-dir"))?,
+        );
     }
     if obj.contains_key("username") {
         obj.insert("password".into(), rerun.password.clone().into());
@@ -68,25 +139,24 @@ pub fn next_out_dir(dir: &Path) -> PathBuf {
         .expect("some rerun number is free")
 }
 
-fn args_of<A: DeserializeOwned>(cfg: &SavedConfig) -> anyhow::Result<A> {
-    serde_json::from_value(cfg.args.clone()).with_context(|| {
-        format!(
-            "config.json: the {} options do not fit this version of sluice (saved by {})",
-            cfg.scenario, cfg.version
-        )
+fn args_of<A: DeserializeOwned>(cfg: &SavedConfig) -> Result<A, RerunError> {
+    serde_json::from_value(cfg.args.clone()).map_err(|source| RerunError::Unfit {
+        scenario: cfg.scenario.clone(),
+        version: cfg.version.clone(),
+        source,
     })
 }
 
-pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
+pub async fn run_rerun(rerun: RerunArgs) -> Result<(), RerunError> {
     let path = rerun.dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "reading {} (written by a run with an output directory)",
-            path.display()
-        )
+    let text = std::fs::read_to_string(&path).map_err(|source| RerunError::Read {
+        path: path.clone(),
+        source,
     })?;
-    let saved: SavedConfig =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let saved: SavedConfig = serde_json::from_str(&text).map_err(|source| RerunError::Parse {
+        path: path.clone(),
+        source,
+    })?;
     let out = rerun
         .out
         .clone()
@@ -99,16 +169,38 @@ pub async fn run_rerun(rerun: RerunArgs) -> anyhow::Result<()> {
         out.display()
     );
     match cfg.scenario.as_str() {
-        "kv" => Ok(crate::run_kv(args_of(&cfg)?).await?),
-        "dcp" => Ok(crate::run_dcp(args_of(&cfg)?).await?),
-        "replication" => Ok(crate::run_replication(args_of(&cfg)?).await?),
-        "clients" => Ok(crate::run_clients(args_of(&cfg)?).await?),
-        "parallel" => Ok(crate::run_parallel(args_of(&cfg)?).await?),
-        "footprint" => Ok(crate::run_footprint(args_of(&cfg)?).await?),
-        "durability" => Ok(crate::run_durability(args_of(&cfg)?).await?),
-        "query" => Ok(crate::run_query(args_of(&cfg)?).await?),
-        other => anyhow::bail!("{}: unknown scenario `{other}`", path.display()),
+        "kv" => crate::run_kv(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Kv(Box::new(e)))?,
+        "dcp" => crate::run_dcp(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Dcp(Box::new(e)))?,
+        "replication" => crate::run_replication(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Replication(Box::new(e)))?,
+        "clients" => crate::run_clients(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Clients(Box::new(e)))?,
+        "parallel" => crate::run_parallel(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Parallel(Box::new(e)))?,
+        "footprint" => crate::run_footprint(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Footprint(Box::new(e)))?,
+        "durability" => crate::run_durability(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Durability(Box::new(e)))?,
+        "query" => crate::run_query(args_of(&cfg)?)
+            .await
+            .map_err(|e| RerunError::Query(Box::new(e)))?,
+        other => {
+            return Err(RerunError::UnknownScenario {
+                path,
+                scenario: other.to_string(),
+            })
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -206,7 +298,8 @@ mod tests {
             args: serde_json::json!({"runs": "many"}),
         };
         let e = args_of::<crate::ClientsArgs>(&saved).unwrap_err();
-        assert!(format!("{e:#}").contains("do not fit"), "{e:#}");
+        assert!(matches!(e, RerunError::Unfit { .. }), "{e:?}");
+        assert!(e.to_string().contains("do not fit"), "{e}");
         let not_object = SavedConfig {
             args: serde_json::json!([1]),
             ..saved
@@ -217,6 +310,9 @@ mod tests {
             data_dir: None,
             password: String::new(),
         };
-        assert!(prepare(&not_object, Path::new("o"), &rerun).is_err());
+        assert!(matches!(
+            prepare(&not_object, Path::new("o"), &rerun),
+            Err(RerunError::ArgsNotObject)
+        ));
     }
 }
