@@ -29,12 +29,14 @@ pub enum PrefillError {
 
 /// One connection's way of making the row's write.
 pub trait Writer: Send + 'static {
-    /// Makes one write and waits for its answer; an error says what the target answered.
+    /// What the target answered instead of a success, or why no answer came.
+    type Error: std::error::Error + Send + 'static;
+    /// Makes one write and waits for its answer.
     fn write(
         &mut self,
         key: &[u8],
         value: &[u8],
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
 /// When and how much every loop of a row writes.
@@ -141,7 +143,7 @@ async fn one_loop<W: Writer>(mut writer: W, keys: Range<u64>, plan: LoopPlan) ->
             }
             Ok(Err(e)) => {
                 out.errors += 1;
-                out.first_error.get_or_insert(e);
+                out.first_error.get_or_insert_with(|| e.to_string());
             }
             Err(_) => {
                 out.errors += 1;
@@ -175,7 +177,11 @@ pub async fn prefill<W: Writer>(
             for k in share {
                 match tokio::time::timeout(stuck_after, w.write(&key(k), &value)).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(answer)) => return Err(PrefillError::Write { answer }),
+                    Ok(Err(e)) => {
+                        return Err(PrefillError::Write {
+                            answer: e.to_string(),
+                        })
+                    }
                     Err(_) => {
                         return Err(PrefillError::NoAnswer {
                             waited: stuck_after,
@@ -216,15 +222,21 @@ mod tests {
         }
     }
 
+    #[derive(Debug, thiserror::Error)]
+    #[error("refused write {0}")]
+    struct Refused(u64);
+
     impl Writer for Fake {
-        async fn write(&mut self, key: &[u8], _value: &[u8]) -> Result<(), String> {
+        type Error = Refused;
+
+        async fn write(&mut self, key: &[u8], _value: &[u8]) -> Result<(), Refused> {
             self.n += 1;
             self.seen.lock().unwrap().push(key.to_vec());
             if self.hang_at == Some(self.n) {
                 std::future::pending::<()>().await;
             }
             if self.fail_every > 0 && self.n.is_multiple_of(self.fail_every) {
-                return Err(format!("refused write {}", self.n));
+                return Err(Refused(self.n));
             }
             tokio::task::yield_now().await;
             Ok(())

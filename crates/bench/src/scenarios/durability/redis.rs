@@ -97,21 +97,31 @@ pub struct RedisWriter {
     buf: Vec<u8>,
 }
 
+/// A SET (and WAIT) that Redis did not answer as a durable write.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisWriteError {
+    #[error(transparent)]
+    Connection(#[from] RespError),
+    #[error("SET answered {0}")]
+    Set(String),
+    #[error("WAIT 1 0 answered {0}")]
+    Wait(String),
+}
+
 impl Writer for RedisWriter {
-    async fn write(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+    type Error = RedisWriteError;
+
+    async fn write(&mut self, key: &[u8], value: &[u8]) -> Result<(), RedisWriteError> {
         self.buf.clear();
         encode(&[b"SET", key, value], &mut self.buf);
         if self.wait {
             encode(&[b"WAIT", b"1", b"0"], &mut self.buf);
         }
-        self.conn
-            .send_raw(&self.buf)
-            .await
-            .map_err(|e| e.to_string())?;
-        let set = self.conn.read().await.map_err(|e| e.to_string())?;
+        self.conn.send_raw(&self.buf).await?;
+        let set = self.conn.read().await?;
         // WAIT's answer is read even after a refused SET, so the connection stays in step.
         let waited = if self.wait {
-            Some(self.conn.read().await.map_err(|e| e.to_string())?)
+            Some(self.conn.read().await?)
         } else {
             None
         };
@@ -120,14 +130,14 @@ impl Writer for RedisWriter {
 }
 
 /// The answers to SET (and WAIT): OK, and at least one replica.
-fn check(set: &Reply, waited: Option<&Reply>) -> Result<(), String> {
+fn check(set: &Reply, waited: Option<&Reply>) -> Result<(), RedisWriteError> {
     if !set.is_ok() {
-        return Err(format!("SET answered {set:?}"));
+        return Err(RedisWriteError::Set(format!("{set:?}")));
     }
     match waited {
         None => Ok(()),
         Some(Reply::Integer(n)) if *n >= 1 => Ok(()),
-        Some(other) => Err(format!("WAIT 1 0 answered {other:?}")),
+        Some(other) => Err(RedisWriteError::Wait(format!("{other:?}"))),
     }
 }
 
@@ -138,13 +148,14 @@ mod tests {
     #[test]
     fn answers_are_checked() {
         let ok = Reply::Simple("OK".into());
-        assert_eq!(check(&ok, None), Ok(()));
-        assert_eq!(check(&ok, Some(&Reply::Integer(1))), Ok(()));
+        assert!(check(&ok, None).is_ok());
+        assert!(check(&ok, Some(&Reply::Integer(1))).is_ok());
         assert!(check(&ok, Some(&Reply::Integer(0))).is_err());
         assert!(check(&ok, Some(&Reply::Error("ERR".into()))).is_err());
         let refused = Reply::Error("OOM".into());
-        assert!(check(&refused, Some(&Reply::Integer(1)))
-            .unwrap_err()
-            .contains("SET"));
+        assert!(matches!(
+            check(&refused, Some(&Reply::Integer(1))),
+            Err(RedisWriteError::Set(_))
+        ));
     }
 }

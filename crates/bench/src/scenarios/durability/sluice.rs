@@ -156,11 +156,9 @@ pub struct SluiceWriter {
 }
 
 impl Writer for SluiceWriter {
-    async fn write(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.client
-            .set(key, value, self.options)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    type Error = ClusterError;
+
+    async fn write(&mut self, key: &[u8], value: &[u8]) -> Result<(), ClusterError> {
+        self.client.set(key, value, self.options).await.map(|_| ())
     }
 }

@@ -66,7 +66,9 @@ impl Shape {
 
 /// One client's connection: runs a query, returns its row count or what went wrong.
 pub trait QueryClient: Send + 'static {
-    fn run(&mut self, q: &Query) -> impl Future<Output = Result<usize, String>> + Send;
+    /// What went wrong; the loop counts it and reports the first one's text.
+    type Error: std::error::Error + Send + 'static;
+    fn run(&mut self, q: &Query) -> impl Future<Output = Result<usize, Self::Error>> + Send;
 }
 
 #[derive(Clone)]
@@ -150,7 +152,7 @@ async fn one_client<C: QueryClient>(mut client: C, i: u64, plan: LoopPlan) -> Me
                 "{q:?} returned {rows} row(s), not {}",
                 q.expected_rows()
             )),
-            Ok(Err(e)) => Some(e),
+            Ok(Err(e)) => Some(e.to_string()),
             Err(_) => {
                 out.errors += 1;
                 out.first_error

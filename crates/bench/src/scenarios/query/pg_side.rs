@@ -226,7 +226,9 @@ pub struct PgQuery {
 }
 
 impl QueryClient for PgQuery {
-    async fn run(&mut self, q: &Query) -> Result<usize, String> {
+    type Error = tokio_postgres::Error;
+
+    async fn run(&mut self, q: &Query) -> Result<usize, tokio_postgres::Error> {
         let rows = match q {
             Query::Point { email } => self.client.query(&self.point, &[email]).await,
             Query::Range { lo } => self.client.query(&self.range, &[lo]).await,
@@ -235,7 +237,7 @@ impl QueryClient for PgQuery {
                 self.client.query(&self.bounded, &[lo, &hi]).await
             }
         };
-        rows.map(|r| r.len()).map_err(|e| e.to_string())
+        rows.map(|r| r.len())
     }
 }
 
@@ -255,8 +257,23 @@ pub struct PgWriter {
     update: Statement,
 }
 
+/// A writer's batch that PostgreSQL did not apply as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum PgWriteError {
+    #[error("UPDATE of {id}")]
+    Update {
+        id: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("UPDATE of {id} changed {rows} rows")]
+    Changed { id: String, rows: u64 },
+}
+
 impl BatchWriter for PgWriter {
-    async fn write(&mut self, batch: Vec<(String, String)>) -> Result<(), String> {
+    type Error = PgWriteError;
+
+    async fn write(&mut self, batch: Vec<(String, String)>) -> Result<(), PgWriteError> {
         // Issued together, the UPDATEs are pipelined on the one connection (each its own
         // transaction, as each Sluice set is its own write).
         let params: Vec<[&(dyn ToSql + Sync); 2]> = batch
@@ -271,8 +288,18 @@ impl BatchWriter for PgWriter {
         {
             match updated {
                 Ok(1) => {}
-                Ok(n) => return Err(format!("UPDATE of {id} changed {n} rows")),
-                Err(e) => return Err(e.to_string()),
+                Ok(rows) => {
+                    return Err(PgWriteError::Changed {
+                        id: id.clone(),
+                        rows,
+                    })
+                }
+                Err(source) => {
+                    return Err(PgWriteError::Update {
+                        id: id.clone(),
+                        source,
+                    })
+                }
             }
         }
         Ok(())

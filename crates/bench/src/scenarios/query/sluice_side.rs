@@ -216,7 +216,9 @@ pub struct SluiceQuery {
 }
 
 impl QueryClient for SluiceQuery {
-    async fn run(&mut self, q: &Query) -> Result<usize, String> {
+    type Error = N1qlError;
+
+    async fn run(&mut self, q: &Query) -> Result<usize, N1qlError> {
         let (statement, params) = match q {
             Query::Point { email } => (POINT, json!({"$e": email})),
             Query::Range { lo } => (RANGE, json!({"$lo": lo})),
@@ -251,7 +253,7 @@ impl QueryClient for SluiceQuery {
             Err(e) => {
                 // Prepared again on the next run (a 4040: the name is unknown there).
                 self.names.remove(statement);
-                Err(e.to_string())
+                Err(e)
             }
         }
     }
@@ -261,11 +263,12 @@ impl QueryClient for SluiceQuery {
 pub struct KvWriter(pub Client);
 
 impl BatchWriter for KvWriter {
-    async fn write(&mut self, batch: Vec<(String, String)>) -> Result<(), String> {
+    type Error = BenchError;
+
+    async fn write(&mut self, batch: Vec<(String, String)>) -> Result<(), BenchError> {
         let done = AtomicU64::new(0);
         set_all(&mut self.0, batch.into_iter(), &done)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 }

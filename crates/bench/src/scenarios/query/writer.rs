@@ -18,10 +18,12 @@ const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One connection's way of writing a batch of `(key, document)`s.
 pub trait BatchWriter: Send + 'static {
+    /// What went wrong; the loop counts the batch failed and reports the first one's text.
+    type Error: std::error::Error + Send + 'static;
     fn write(
         &mut self,
         batch: Vec<(String, String)>,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
 /// What write `slot` (of the whole schedule) writes.
@@ -146,7 +148,7 @@ async fn one_writer<W: BatchWriter>(
             }
             Ok(Err(e)) => {
                 out.errors += len;
-                out.first_error.get_or_insert(e);
+                out.first_error.get_or_insert_with(|| e.to_string());
             }
             Err(_) => {
                 out.errors += len;
