@@ -349,10 +349,16 @@ def test_prepared_statements_run_by_name_through_the_sdk_and_by_hand(node):
                                     "query_context": "default:default._default"})
     assert body["errors"][0]["code"] == 4040, body
 
-    # Planned at every run: with its index gone, the statement has none to use (4000).
+    # Planned over the indexes there are at each run: with its index gone, the statement
+    # has none to use (4000); with a primary index built since, it reads that one.
     mgr.drop_index(BUCKET, "by_n")
     status, body = raw_query(node, {"prepared": "p_named", "$n": 7})
     assert body["errors"][0]["code"] == 4000, body
+    mgr.create_primary_index(BUCKET)
+    status, body = raw_query(node, {"prepared": "p_named", "$n": 7,
+                                    "scan_consistency": "request_plus"})
+    assert (status, body["results"]) == (200, [{"id": "p07"}]), body
+    mgr.drop_primary_index(BUCKET)
     cluster.close()
 
 

@@ -60,10 +60,10 @@ pub use collate::{collate, compare, equals, Tri};
 pub use error::{Position, QueryError};
 pub use eval::{evaluate, evaluate_keys, evaluate_row, DocMeta, Params, Row};
 pub use parse::{parse, parse_expression, MAX_NESTING, MAX_STATEMENT_BYTES};
-pub use pipeline::{run_select, Flow, Limits, Pipeline};
+pub use pipeline::{run_select, Compiled, Flow, Limits, Pipeline};
 pub use planner::{
-    access_is_ordered, covering, explain, plan_access, Access, Cover, IndexInfo, KeyRange,
-    ScanRange, Span,
+    access_is_ordered, covering, explain, plan_access, Access, AccessPlanner, Cover, IndexInfo,
+    KeyRange, ScanRange, Span,
 };
 pub use render::write_json_string;
 pub use value::{Num, Type, Value};

@@ -2,9 +2,13 @@
 //! statement parsed once and kept under a name, then run by that name with new parameters.
 //! Pure: the query service holds one [`PreparedCache`] per node and passes the clock in.
 //!
-//! - **What is kept** is the parsed statement, not a plan: its access path is planned again
-//!   at every run over the indexes online then, so a prepared statement never runs a plan
-//!   that an index drop or build has made stale (Couchbase re-prepares in that case).
+//! - **What is kept** is the parsed statement, and for a SELECT what of its plan does not
+//!   depend on the parameters: its clauses compiled for the pipeline ([`Compiled`]), and
+//!   which indexes it may use and how each covers it ([`AccessPlanner`]). The planner is
+//!   kept with a stamp of the indexes it was made over ([`PlanStamp`], the caller's), and
+//!   made again when they change, so a prepared statement never runs a plan that an index drop or build has
+//!   made stale (Couchbase re-prepares in that case). The access path itself (which index,
+//!   which spans) is chosen at every run, with that run's parameters.
 //! - **Names.** `PREPARE name AS …` names it. An anonymous one is named after its query
 //!   context and its text as rendered (whitespace and case normalized): a UUID-shaped
 //!   digest, so the same statement prepared again, by any client, reuses one entry.
@@ -18,11 +22,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use sha2::{Digest, Sha256};
 
-use crate::ast::{Prepare, Statement};
+use crate::ast::{Prepare, Select, Statement};
+use crate::error::Result;
+use crate::pipeline::Compiled;
+use crate::planner::{AccessPlanner, IndexInfo};
 
 /// Prepared statements kept at most (Couchbase's default `prepared-limit`).
 pub const ENTRIES_MAX: usize = 16_384;
@@ -40,9 +47,51 @@ pub struct Prepared {
     pub statement: Statement,
     /// Runs so far (see [`Prepared::used`]).
     uses: AtomicU64,
+    /// The SELECT's clauses compiled for the pipeline, once a run has compiled them.
+    compiled: OnceLock<Compiled>,
+    /// The SELECT's access planner as last made, and over which indexes.
+    access: Mutex<Option<(PlanStamp, Arc<AccessPlanner>)>>,
 }
 
+/// Which indexes an [`AccessPlanner`] was made over, as the caller tells them apart (a
+/// version of its catalog): a planner is reused only under the same stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanStamp(pub [u64; 3]);
+
 impl Prepared {
+    /// `select` (this prepared statement's) compiled for the pipeline: compiled by the
+    /// first run and kept. A statement that does not compile fails every run, as it did.
+    pub fn compiled(&self, select: &Select) -> Result<Compiled> {
+        if let Some(c) = self.compiled.get() {
+            return Ok(c.clone());
+        }
+        let c = Compiled::new(select)?;
+        // Two first runs may both compile: either result is the same.
+        Ok(self.compiled.get_or_init(|| c).clone())
+    }
+
+    /// The access planner of `select` (this prepared statement's) over the indexes
+    /// `stamp` names: the one kept if it was made under `stamp`, else made now over
+    /// `indexes` and kept.
+    pub fn access_planner(
+        &self,
+        select: &Select,
+        stamp: PlanStamp,
+        indexes: impl FnOnce() -> Arc<[IndexInfo]>,
+    ) -> Arc<AccessPlanner> {
+        // A panic elsewhere while holding this leaves at worst an older planner, which
+        // the stamp check still guards.
+        let mut kept = self.access.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((s, planner)) = kept.as_ref() {
+            if *s == stamp {
+                return planner.clone();
+            }
+        }
+        let planner = Arc::new(AccessPlanner::new(select, indexes()));
+        *kept = Some((stamp, planner.clone()));
+        planner
+    }
+
     /// Counts one run of the statement.
     pub fn used(&self) {
         self.uses.fetch_add(1, Ordering::Relaxed);
@@ -156,6 +205,8 @@ impl PreparedCache {
             text,
             statement: (*p.statement).clone(),
             uses: AtomicU64::new(0),
+            compiled: OnceLock::new(),
+            access: Mutex::new(None),
         });
         self.insert(key, prepared.clone());
         Ok(prepared)

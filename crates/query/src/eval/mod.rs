@@ -29,6 +29,25 @@ pub(crate) trait Env {
     fn substitute(&self, _expr: &Expr) -> Option<Value> {
         None
     }
+    /// What [`Env::ident`] gives, by reference, when the environment holds it as JSON
+    /// (a document, a bound variable): a path `d.a.b` then reads its one field instead of
+    /// copying the whole document first. [`Held::Unknown`] sends the caller to `ident`.
+    fn ident_ref(&self, _name: &Ident) -> Held<'_> {
+        Held::Unknown
+    }
+    /// One field of what [`Env::meta`] gives, without building all of it; `None` sends
+    /// the caller to `meta`.
+    fn meta_field(&self, _keyspace: Option<&Ident>, _name: &str) -> Option<Result<Value>> {
+        None
+    }
+}
+
+/// A name's value as an environment holds it (see [`Env::ident_ref`]).
+pub(crate) enum Held<'a> {
+    Json(&'a serde_json::Value),
+    Missing,
+    /// Not held as JSON here: evaluate the name.
+    Unknown,
 }
 
 /// Evaluates an expression that reads no document (LIMIT, USE KEYS, constants): names are
@@ -85,6 +104,24 @@ impl Env for RowEnv<'_> {
         })
     }
 
+    fn ident_ref(&self, name: &Ident) -> Held<'_> {
+        match self.row {
+            Some((alias, row)) if alias == name => Held::Json(&row.doc),
+            Some((_, row)) => row.doc.get(name.as_str()).map_or(Held::Missing, Held::Json),
+            None => Held::Missing,
+        }
+    }
+
+    fn meta_field(&self, keyspace: Option<&Ident>, name: &str) -> Option<Result<Value>> {
+        match (self.row, keyspace) {
+            (Some((alias, row)), k) if k.is_none_or(|k| k == alias) => {
+                Some(Ok(row.meta_field(name)))
+            }
+            // Missing or an error, as `meta` says.
+            _ => None,
+        }
+    }
+
     fn meta(&self, keyspace: Option<&Ident>) -> Result<Value> {
         match (self.row, keyspace) {
             (Some((alias, row)), k) if k.is_none_or(|k| k == alias) => {
@@ -136,6 +173,18 @@ impl Env for Bound<'_> {
     fn substitute(&self, expr: &Expr) -> Option<Value> {
         self.parent.substitute(expr)
     }
+    fn ident_ref(&self, name: &Ident) -> Held<'_> {
+        if name != self.name {
+            return self.parent.ident_ref(name);
+        }
+        match self.value {
+            Value::Json(j) => Held::Json(j),
+            Value::Missing => Held::Missing,
+        }
+    }
+    fn meta_field(&self, keyspace: Option<&Ident>, name: &str) -> Option<Result<Value>> {
+        self.parent.meta_field(keyspace, name)
+    }
 }
 
 pub(crate) fn eval(expr: &Expr, env: &dyn Env) -> Result<Value> {
@@ -153,7 +202,7 @@ pub(crate) fn eval(expr: &Expr, env: &dyn Env) -> Result<Value> {
         }
         Expr::Object(pairs) => return object(pairs, env),
         Expr::Ident(id) => env.ident(id)?,
-        Expr::Field { base, name } => ops::field(&eval(base, env)?, name.as_str()),
+        Expr::Field { base, name } => return field(base, name.as_str(), env),
         Expr::DynamicField { base, name } => {
             ops::dynamic_field(&eval(base, env)?, &eval(name, env)?)
         }
@@ -232,6 +281,42 @@ pub(crate) fn eval(expr: &Expr, env: &dyn Env) -> Result<Value> {
             satisfies,
         } => return quantified(*quantifier, var, source, satisfies, env),
     })
+}
+
+/// `base.name`. A path over a document or META() reads the one field it names, by
+/// reference; anything else evaluates `base` whole first. Both give the same value.
+fn field(base: &Expr, name: &str, env: &dyn Env) -> Result<Value> {
+    if let Expr::Meta { keyspace } = base {
+        if env.substitute(base).is_none() {
+            if let Some(v) = env.meta_field(keyspace.as_ref(), name) {
+                return v;
+            }
+        }
+    }
+    Ok(match held(base, env) {
+        Held::Json(j) => ops::field_of(j, name),
+        Held::Missing => Value::Missing,
+        Held::Unknown => ops::field(&eval(base, env)?, name),
+    })
+}
+
+/// A name or a path of fields as the environment holds it, without copying it.
+fn held<'e>(expr: &Expr, env: &'e dyn Env) -> Held<'e> {
+    // A substituted expression (a group key) is the substitute's value, not the row's.
+    if env.substitute(expr).is_some() {
+        return Held::Unknown;
+    }
+    match expr {
+        Expr::Ident(id) => env.ident_ref(id),
+        Expr::Field { base, name } => match held(base, env) {
+            Held::Json(serde_json::Value::Object(m)) => {
+                m.get(name.as_str()).map_or(Held::Missing, Held::Json)
+            }
+            Held::Json(_) | Held::Missing => Held::Missing,
+            Held::Unknown => Held::Unknown,
+        },
+        _ => Held::Unknown,
+    }
 }
 
 fn literal(l: &Literal) -> Value {

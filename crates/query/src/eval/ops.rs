@@ -12,7 +12,15 @@ use crate::value::{float_value, Num, Value};
 
 pub(crate) fn field(base: &Value, name: &str) -> Value {
     match base {
-        Value::Json(J::Object(map)) => map.get(name).cloned().map_or(Value::Missing, Value::Json),
+        Value::Json(j) => field_of(j, name),
+        Value::Missing => Value::Missing,
+    }
+}
+
+/// `base.name` over JSON: the field of an object, MISSING for anything else.
+pub(crate) fn field_of(base: &J, name: &str) -> Value {
+    match base {
+        J::Object(map) => map.get(name).cloned().map_or(Value::Missing, Value::Json),
         _ => Value::Missing,
     }
 }

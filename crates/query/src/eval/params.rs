@@ -82,6 +82,28 @@ impl Row {
         }
     }
 
+    /// One field of `META()`, as `meta_json()[name]` would give it without building the
+    /// whole object (`META().id` is in most projections, once per row).
+    pub fn meta_field(&self, name: &str) -> Value {
+        let j = match name {
+            "cas" => self.meta.cas.into(),
+            "expiration" => self.meta.expiration.into(),
+            "flags" => self.meta.flags.into(),
+            "id" => self.key.as_str().into(),
+            "type" => self.meta_type().into(),
+            _ => return Value::Missing,
+        };
+        Value::Json(j)
+    }
+
+    fn meta_type(&self) -> &'static str {
+        if self.meta.is_json {
+            "json"
+        } else {
+            "base64"
+        }
+    }
+
     /// `META()` of this row: `{"cas", "expiration", "flags", "id", "type"}`.
     pub fn meta_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
@@ -89,8 +111,7 @@ impl Row {
         m.insert("expiration".into(), self.meta.expiration.into());
         m.insert("flags".into(), self.meta.flags.into());
         m.insert("id".into(), self.key.clone().into());
-        let kind = if self.meta.is_json { "json" } else { "base64" };
-        m.insert("type".into(), kind.into());
+        m.insert("type".into(), self.meta_type().into());
         serde_json::Value::Object(m)
     }
 }

@@ -268,3 +268,85 @@ fn trees_at_the_nesting_limit_evaluate_and_render() {
         assert_eq!(parse_expression(&e.to_string()).unwrap(), e);
     }
 }
+
+/// A row environment that holds nothing by reference: every path evaluates its base whole,
+/// as before paths were read in place.
+struct Whole<'a>(RowEnv<'a>);
+
+impl Env for Whole<'_> {
+    fn ident(&self, name: &Ident) -> Result<Value> {
+        self.0.ident(name)
+    }
+    fn meta(&self, keyspace: Option<&Ident>) -> Result<Value> {
+        self.0.meta(keyspace)
+    }
+    fn param(&self, p: &Param) -> Result<Value> {
+        self.0.param(p)
+    }
+    fn aggregate(&self, expr: &Expr) -> Result<Value> {
+        self.0.aggregate(expr)
+    }
+}
+
+#[test]
+fn paths_read_in_place_give_what_the_whole_value_gives() {
+    let row = Row {
+        key: "k\"1".into(),
+        meta: DocMeta {
+            cas: 9,
+            expiration: 0,
+            flags: 5,
+            is_json: false,
+        },
+        doc: json!({
+            "a": {"b": {"c": 1}, "n": null, "s": "str", "arr": [{"x": 1}, {"x": 2}]},
+            "d": {"e": "the alias's namesake"},
+            "num": 3,
+        }),
+    };
+    let params = Params::new().with_named("f", json!("b"));
+    let alias = Ident::new("d");
+    let cases = [
+        "d.a.b.c",
+        "d.a.b",
+        "d.a.n",
+        "d.a.n.x",
+        "d.a.s.x",
+        "d.num.x",
+        "d.nope",
+        "d.nope.x",
+        "a.b.c",
+        "a.s",
+        "d.d.e",
+        "num.x",
+        "nope.x",
+        "META().id",
+        "META(d).cas",
+        "META().flags",
+        "META().expiration",
+        "META().type",
+        "META().nope",
+        "META(d).id.x",
+        "d.a.[$f].c",
+        "d.a.arr[1].x",
+        "ANY v IN d.a.arr SATISFIES v.x = 2 END",
+        "ANY a IN d.a.arr SATISFIES a.x = 1 END",
+        "ANY v IN d.a.arr SATISFIES v.x.y IS MISSING END",
+        "EVERY v IN d.a.arr SATISFIES v.x > 0 END",
+    ];
+    for text in cases {
+        let e = parse_expression(text).unwrap_or_else(|err| panic!("{text}: {err}"));
+        let in_place = eval(&e, &RowEnv::new(Some((&alias, &row)), &params));
+        let whole = eval(&e, &Whole(RowEnv::new(Some((&alias, &row)), &params)));
+        assert_eq!(in_place, whole, "{text}");
+    }
+    // A keyspace that is not the alias is the same error either way.
+    let e = parse_expression("META(other).id").unwrap();
+    let in_place = eval(&e, &RowEnv::new(Some((&alias, &row)), &params));
+    let whole = eval(&e, &Whole(RowEnv::new(Some((&alias, &row)), &params)));
+    assert!(in_place.is_err());
+    assert_eq!(in_place, whole);
+    // Without a row, META() and names are MISSING.
+    let e = parse_expression("META().id").unwrap();
+    assert_eq!(eval(&e, &RowEnv::new(None, &params)), Ok(Value::Missing));
+}

@@ -20,10 +20,11 @@ mod tests;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use budget::{json_size, Budget};
 use group::{key_of, Acc, Collated, GroupEnv};
-use plan::{Plan, SortKey};
+use plan::{Plan, Shape, SortKey};
 use project::AliasEnv;
 
 use crate::ast::{Expr, Ident, Select};
@@ -81,10 +82,34 @@ struct Held {
     sort: Vec<Value>,
 }
 
+/// A SELECT made ready for the pipeline, whatever its parameters: formalized and checked
+/// once. A prepared statement keeps one and runs each [`Pipeline`] from it.
+#[derive(Clone)]
+pub struct Compiled(Arc<Shape>);
+
+impl Compiled {
+    /// Fails on what Couchbase's planner refuses (aggregates in WHERE, non-group
+    /// expressions in a grouped projection).
+    pub fn new(select: &Select) -> Result<Compiled> {
+        Ok(Compiled(Arc::new(Shape::new(select)?)))
+    }
+
+    /// Which compilation this is (two clones of one compare equal).
+    #[cfg(test)]
+    pub(crate) fn shape_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.0).cast()
+    }
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Compiled(..)")
+    }
+}
+
 pub struct Pipeline<'p> {
     plan: Plan,
     params: &'p Params,
-    has_from: bool,
     groups: BTreeMap<Vec<Collated>, Vec<Acc>>,
     out: Output,
 }
@@ -102,10 +127,15 @@ impl<'p> Pipeline<'p> {
     /// Prepares the statement: fails on what Couchbase's planner refuses (aggregates in
     /// WHERE, non-group expressions in a grouped projection, a bad LIMIT).
     pub fn new(select: &Select, params: &'p Params, limits: Limits) -> Result<Self> {
+        Self::compiled(&Compiled::new(select)?, params, limits)
+    }
+
+    /// A run of a statement compiled before: fails on a LIMIT or OFFSET that `params`
+    /// make other than a whole number.
+    pub fn compiled(compiled: &Compiled, params: &'p Params, limits: Limits) -> Result<Self> {
         Ok(Pipeline {
-            plan: Plan::new(select, params)?,
+            plan: Plan::new(compiled.0.clone(), params)?,
             params,
-            has_from: select.from.is_some(),
             groups: BTreeMap::new(),
             out: Output {
                 budget: Budget::new(limits.max_buffered_bytes),
@@ -138,7 +168,7 @@ impl<'p> Pipeline<'p> {
     /// Feeds one document of the FROM keyspace; results that are final already are
     /// appended to `out`. A statement without FROM reads no rows (`finish` evaluates it).
     pub fn push(&mut self, row: &Row, out: &mut Vec<serde_json::Value>) -> Result<Flow> {
-        if !self.has_from {
+        if !self.plan.has_from {
             return Ok(Flow::Done);
         }
         self.process(Some(row), out)
@@ -184,7 +214,7 @@ impl<'p> Pipeline<'p> {
 
     /// Ends the input: appends the results that needed all of it (groups, ORDER BY).
     pub fn finish(mut self, out: &mut Vec<serde_json::Value>) -> Result<()> {
-        if !self.has_from {
+        if !self.plan.has_from {
             self.process(None, out)?;
         }
         if self.plan.grouped {

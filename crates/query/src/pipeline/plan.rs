@@ -1,6 +1,10 @@
 //! What the pipeline prepares from a SELECT before the first row: formalized clauses, the
-//! aggregates to accumulate, the static checks Couchbase's planner makes, and the numeric
-//! LIMIT and OFFSET.
+//! aggregates to accumulate, the static checks Couchbase's planner makes (a [`Shape`],
+//! the same whatever the parameters, so a prepared statement keeps it), and the numeric
+//! LIMIT and OFFSET (evaluated with each run's parameters).
+
+use std::ops::Deref;
+use std::sync::Arc;
 
 use super::formalize::formalize;
 use super::group::{check_grouped, collect_aggregates};
@@ -16,7 +20,9 @@ pub(crate) struct SortKey {
     pub nulls_last: bool,
 }
 
-pub(crate) struct Plan {
+/// A statement's clauses as the pipeline runs them, independent of its parameters.
+pub(crate) struct Shape {
+    pub has_from: bool,
     pub alias: Option<Ident>,
     pub filter: Option<Expr>,
     /// Grouping applies: a GROUP BY, or an aggregate anywhere it may stand.
@@ -27,6 +33,13 @@ pub(crate) struct Plan {
     pub projection: Planned,
     pub distinct: bool,
     pub order: Vec<SortKey>,
+    offset: Option<Expr>,
+    limit: Option<Expr>,
+}
+
+/// One run's plan: the shape, with this run's counts and input order.
+pub(crate) struct Plan {
+    shape: Arc<Shape>,
     /// The rows come in the ORDER BY's order already (`Pipeline::rows_in_order`): no
     /// sort, and results stream.
     pub ordered_input: bool,
@@ -34,8 +47,36 @@ pub(crate) struct Plan {
     pub limit: Option<u64>,
 }
 
+/// The clauses are read through the plan everywhere (`plan.filter`): a run adds only
+/// its counts to them.
+impl Deref for Plan {
+    type Target = Shape;
+    fn deref(&self) -> &Shape {
+        &self.shape
+    }
+}
+
 impl Plan {
-    pub(crate) fn new(select: &Select, params: &Params) -> Result<Plan> {
+    /// `shape` with `params`' LIMIT and OFFSET.
+    pub(crate) fn new(shape: Arc<Shape>, params: &Params) -> Result<Plan> {
+        let offset = count(shape.offset.as_ref(), "OFFSET", params)?.unwrap_or(0);
+        let limit = count(shape.limit.as_ref(), "LIMIT", params)?;
+        Ok(Plan {
+            shape,
+            ordered_input: false,
+            offset,
+            limit,
+        })
+    }
+
+    /// Whether results leave as rows come (no grouping, no sort to wait for).
+    pub(crate) fn streams(&self) -> bool {
+        !self.grouped && (self.order.is_empty() || self.ordered_input)
+    }
+}
+
+impl Shape {
+    pub(crate) fn new(select: &Select) -> Result<Shape> {
         let alias = select.from.as_ref().map(|f| f.alias().clone());
         let a = alias.as_ref();
         let filter = select.filter.as_ref().map(|w| formalize(w, a, &[]));
@@ -93,7 +134,8 @@ impl Plan {
                 check_grouped(&o.expr, &keys, &bound)?;
             }
         }
-        Ok(Plan {
+        Ok(Shape {
+            has_from: select.from.is_some(),
             alias,
             filter,
             grouped,
@@ -103,17 +145,9 @@ impl Plan {
             projection,
             distinct: select.distinct,
             order,
-            ordered_input: false,
-            offset: count(select.offset.as_ref(), "OFFSET", params)?.unwrap_or(0),
-            limit: count(select.limit.as_ref(), "LIMIT", params)?,
+            offset: select.offset.clone(),
+            limit: select.limit.clone(),
         })
-    }
-}
-
-impl Plan {
-    /// Whether results leave as rows come (no grouping, no sort to wait for).
-    pub(crate) fn streams(&self) -> bool {
-        !self.grouped && (self.order.is_empty() || self.ordered_input)
     }
 }
 

@@ -62,7 +62,15 @@ pub fn covering(select: &Select, access: &Access, indexes: &[IndexInfo]) -> Opti
         Access::IndexScan { index, .. } | Access::PrimaryScan { index, .. } => index,
         Access::None | Access::KeyLookup { .. } => return None,
     };
-    let ix = indexes.iter().find(|ix| &ix.name == name)?;
+    cover_of(select, indexes.iter().find(|ix| &ix.name == name)?)
+}
+
+/// The cover of `select` by the index `ix`, if it covers it.
+pub(crate) fn cover_of(select: &Select, ix: &IndexInfo) -> Option<Cover> {
+    let from = select.from.as_ref()?;
+    if from.use_keys.is_some() {
+        return None;
+    }
     let index_alias = from.keyspace.default_alias();
     let paths: Vec<Option<Vec<String>>> = ix
         .keys

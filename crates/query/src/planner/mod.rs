@@ -75,7 +75,7 @@ mod tests_explain;
 mod tests_normalize;
 
 pub use access::{Access, KeyRange, ScanRange, Span};
-pub use choose::{plan_access, MAX_SPANS};
+pub use choose::{plan_access, AccessPlanner, MAX_SPANS};
 pub use cover::{covering, Cover};
 pub use explain::explain;
 pub use index::IndexInfo;

@@ -22,7 +22,7 @@ use crate::value::Value;
 pub const MAX_SPANS: usize = 1_000;
 
 /// Spans for an index whose keys (rendered, in order) are constrained as given.
-pub(crate) fn index_spans(keys: &[(String, Constraint)]) -> (Vec<Span>, Vec<ScanRange>) {
+pub(crate) fn index_spans(keys: &[(&str, Constraint)]) -> (Vec<Span>, Vec<ScanRange>) {
     let mut prefixes: Vec<(Vec<Value>, Vec<KeyRange>)> = vec![(Vec::new(), Vec::new())];
     let mut last: Option<(&str, Vec<Interval>)> = None;
     for (name, set) in keys {
@@ -225,15 +225,15 @@ mod tests {
             deep = json!([deep]);
         }
         let deep = Value::Json(deep);
-        let keys = vec![("`a`".to_owned(), Some(ValueSet::point(deep.clone())))];
+        let keys = vec![("`a`", Some(ValueSet::point(deep.clone())))];
         let (spans, _) = index_spans(&keys);
         assert_eq!(spans, vec![everything()]);
 
         let one = Value::Json(json!(1));
         let keys = vec![
-            ("`a`".to_owned(), Some(ValueSet::point(one.clone()))),
+            ("`a`", Some(ValueSet::point(one.clone()))),
             (
-                "`b`".to_owned(),
+                "`b`",
                 Some(ValueSet::range(Bound::Excluded(deep), Bound::Unbounded)),
             ),
         ];

@@ -109,3 +109,63 @@ fn a_uuid_is_written_in_its_canonical_groups() {
     ];
     assert_eq!(uuid_text(&b), "00112233-4455-4677-8899-aabbccddeeff");
 }
+
+/// `text` (a PREPARE of a SELECT) prepared in `c`.
+fn prepared_select(c: &mut PreparedCache, text: &str) -> Arc<Prepared> {
+    let p = c.prepare(&prepare_stmt(text), "").unwrap();
+    assert!(matches!(p.statement, Statement::Select(_)), "{text}");
+    p
+}
+
+#[test]
+fn a_prepared_select_keeps_its_planner_while_its_indexes_stay_the_same() {
+    use crate::planner::{Access, IndexInfo};
+    use crate::Params;
+
+    let mut c = PreparedCache::new();
+    let p = prepared_select(&mut c, "PREPARE SELECT META().id FROM b WHERE n = $n");
+    let Statement::Select(s) = &p.statement else {
+        unreachable!()
+    };
+    let params = Params::new().with_named("n", serde_json::json!(7));
+    let n = crate::parse_expression("n").unwrap();
+    let by_n: Arc<[IndexInfo]> = vec![IndexInfo::secondary("by_n", vec![n])].into();
+    let made = std::cell::Cell::new(0);
+    let planner = |stamp: u64, indexes: &Arc<[IndexInfo]>| {
+        p.access_planner(s, PlanStamp([stamp, 0, 0]), || {
+            made.set(made.get() + 1);
+            indexes.clone()
+        })
+    };
+    let first = planner(1, &by_n);
+    // The same stamp: the same planner, made once.
+    assert!(Arc::ptr_eq(&first, &planner(1, &by_n)));
+    assert_eq!(made.get(), 1);
+    match first.choose(s, &params).unwrap() {
+        Access::IndexScan { index, .. } => assert_eq!(index, "by_n"),
+        other => panic!("{other:?}"),
+    }
+    // Another stamp (the index dropped): made again, over what is there now.
+    let none: Arc<[IndexInfo]> = Vec::new().into();
+    let second = planner(2, &none);
+    assert_eq!(made.get(), 2);
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert_eq!(second.choose(s, &params).unwrap_err().code(), 4000);
+    let primary: Arc<[IndexInfo]> = vec![IndexInfo::primary("#primary")].into();
+    match planner(3, &primary).choose(s, &params).unwrap() {
+        Access::PrimaryScan { index, .. } => assert_eq!(index, "#primary"),
+        other => panic!("{other:?}"),
+    }
+
+    // The compiled clauses are kept; a statement that does not compile fails each run.
+    let a = p.compiled(s).unwrap();
+    let b = p.compiled(s).unwrap();
+    assert!(std::ptr::eq(a.shape_ptr(), b.shape_ptr()));
+    let bad = prepared_select(&mut c, "PREPARE SELECT 1 FROM b WHERE COUNT(*) > 1");
+    let Statement::Select(bad_s) = &bad.statement else {
+        unreachable!()
+    };
+    for _ in 0..2 {
+        assert!(bad.compiled(bad_s).is_err());
+    }
+}

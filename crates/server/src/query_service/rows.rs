@@ -50,7 +50,7 @@ pub(super) struct RowSource<'a> {
     client: ClusterClient,
     from: From,
     /// The index covers the statement: rows come from its entries.
-    cover: Option<Cover>,
+    cover: Option<std::sync::Arc<Cover>>,
     /// Index entries read so far (the first page is read inline).
     scanned: bool,
 }
@@ -81,7 +81,7 @@ impl QueryService {
         &self,
         (bucket, cid): (std::sync::Arc<BucketHandle>, CollectionId),
         access: Access,
-        cover: Option<Cover>,
+        cover: Option<std::sync::Arc<Cover>>,
         catalog: &Catalog,
         req: &QueryRequest,
         deadline: Instant,

@@ -20,8 +20,10 @@ use std::time::Duration;
 use sluice_cluster::rbac::Privilege;
 use sluice_index::{IndexDef, IndexId, IndexState};
 use sluice_query::ast::Select;
+use sluice_query::prepared::{PlanStamp, Prepared};
 use sluice_query::{
-    access_is_ordered, covering, plan_access, Access, Flow, IndexInfo, Limits, Pipeline, Statement,
+    access_is_ordered, covering, plan_access, Access, AccessPlanner, Compiled, Flow, IndexInfo,
+    Limits, Pipeline, Statement,
 };
 use sluice_types::CollectionId;
 use tokio::time::Instant;
@@ -47,7 +49,15 @@ pub(super) struct Catalog {
     pub defs: Vec<IndexDef>,
     /// Each index's holders other than this node (in the order of `defs`).
     pub copies: Vec<Vec<Holder>>,
-    pub infos: Vec<IndexInfo>,
+    pub infos: Arc<[IndexInfo]>,
+}
+
+impl Catalog {
+    /// Which indexes these are, for a prepared statement's kept planner: the same stamp is
+    /// the same indexes, with the same states.
+    fn stamp(&self) -> PlanStamp {
+        PlanStamp([self.generation.0, self.generation.1, u64::from(self.cid.0)])
+    }
 }
 
 /// What a SELECT reads, found and checked.
@@ -92,12 +102,13 @@ impl QueryService {
     ) -> Result<u64, ServiceError> {
         // The statement: the request's text, or one prepared before that it names.
         let (parsed, named);
-        let stmt: &Statement = if req.statement.trim().is_empty() {
+        let (stmt, mut origin): (&Statement, Option<&Prepared>) = if req.statement.trim().is_empty()
+        {
             named = self.named(req)?;
-            &named.statement
+            (&named.statement, Some(&named))
         } else {
             parsed = sluice_query::parse(&req.statement)?;
-            &parsed
+            (&parsed, None)
         };
         // A PREPARE or an EXECUTE stands for the statement it prepares or names.
         let (prepared, with_params);
@@ -112,6 +123,7 @@ impl QueryService {
                 params,
             } => {
                 prepared = p;
+                origin = Some(&prepared);
                 let req = match params {
                     Some(params) => {
                         with_params = QueryRequest {
@@ -133,7 +145,7 @@ impl QueryService {
                 .acquire()
                 .await
                 .map_err(|_| ServiceError::Cancelled)?;
-            let mut outcome = self.run(who, stmt, req, deadline, sink).await?;
+            let mut outcome = self.run(who, stmt, origin, req, deadline, sink).await?;
             sink.extend(&mut outcome.results).await?;
             Ok(outcome.mutations)
         };
@@ -143,10 +155,12 @@ impl QueryService {
         }
     }
 
+    /// Runs `stmt`, which is `prepared`'s statement if it was prepared.
     async fn run(
         &self,
         who: &Authenticated,
         stmt: &Statement,
+        prepared: Option<&Prepared>,
         req: &QueryRequest,
         deadline: Instant,
         sink: &mut Sink,
@@ -160,7 +174,7 @@ impl QueryService {
         }
         let none = Ok(Outcome::default());
         match stmt {
-            Statement::Select(s) => self.select(who, s, req, deadline, sink).await,
+            Statement::Select(s) => self.select(who, s, prepared, req, deadline, sink).await,
             Statement::Explain(inner) => match inner.as_ref() {
                 Statement::Select(s) => self.explain(who, s, req),
                 _ => Err(ServiceError::NotSupported(
@@ -273,7 +287,7 @@ impl QueryService {
             copies.push(listed.others(listing.this));
             defs.push(def);
         }
-        let infos = defs
+        let infos: Arc<[IndexInfo]> = defs
             .iter()
             .zip(&copies)
             .map(|(d, others)| IndexInfo {
@@ -370,16 +384,24 @@ impl QueryService {
         )]))
     }
 
+    /// Runs SELECT `s`. A prepared one (`prepared`) compiles once and keeps its access
+    /// planner while its keyspace's indexes stay the same: a run only evaluates its
+    /// parameters.
     async fn select(
         &self,
         who: &Authenticated,
         s: &Select,
+        prepared: Option<&Prepared>,
         req: &QueryRequest,
         deadline: Instant,
         sink: &mut Sink,
     ) -> Result<Outcome, ServiceError> {
         let limits = Limits::default();
-        let mut pipeline = Pipeline::new(s, &req.params, limits)?;
+        let compiled = match prepared {
+            Some(p) => p.compiled(s)?,
+            None => Compiled::new(s)?,
+        };
+        let mut pipeline = Pipeline::compiled(&compiled, &req.params, limits)?;
         let mut results = Vec::new();
         let (ks, bucket, cid) = match self.read_target(who, s, req)? {
             Some(Source::Collection(ks, bucket, cid)) => (ks, bucket, cid),
@@ -414,12 +436,15 @@ impl QueryService {
             }
         };
         let catalog = self.indexes(&ks, cid);
-        let infos = &catalog.infos;
-        let access = plan_access(s, infos, &req.params)?;
-        if access_is_ordered(s, &access, infos) {
+        let planner = match prepared {
+            Some(p) => p.access_planner(s, catalog.stamp(), || catalog.infos.clone()),
+            None => Arc::new(AccessPlanner::new(s, catalog.infos.clone())),
+        };
+        let access = planner.choose(s, &req.params)?;
+        if access_is_ordered(s, &access, &catalog.infos) {
             pipeline.rows_in_order();
         }
-        let cover = covering(s, &access, infos);
+        let cover = planner.cover(s, &access);
         let mut rows = self
             .rows((bucket, cid), access, cover, &catalog, req, deadline)
             .await?;
