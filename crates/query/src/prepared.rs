@@ -139,9 +139,11 @@ struct Entry {
 pub struct PreparedCache {
     max_entries: usize,
     max_text_bytes: usize,
-    entries: HashMap<(String, String), Entry>,
-    /// Least recently used first.
-    by_use: BTreeMap<u64, (String, String)>,
+    /// Query context → name → entry: a run looks its statement up by the request's two
+    /// strings, with no key built for it.
+    entries: HashMap<String, HashMap<String, Entry>>,
+    /// Least recently used first (each statement knows its own context and name).
+    by_use: BTreeMap<u64, Arc<Prepared>>,
     text_bytes: usize,
     clock: u64,
 }
@@ -172,11 +174,11 @@ impl PreparedCache {
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.by_use.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.by_use.is_empty()
     }
 
     /// Keeps `p`'s statement under its name (or the one derived from it) in
@@ -191,13 +193,12 @@ impl PreparedCache {
             Some(n) => n.clone(),
             None => anonymous_name(query_context, &text),
         };
-        let key = (query_context.to_owned(), name.clone());
-        if let Some(existing) = self.entries.get(&key) {
+        if let Some(existing) = self.entry(query_context, &name) {
             if existing.prepared.text != text {
                 return Err(PreparedError::DuplicateName(name));
             }
             // The same statement: it is refreshed (FORCE or not), keeping its name.
-            self.remove(&key);
+            self.remove(query_context, &name);
         }
         let prepared = Arc::new(Prepared {
             name,
@@ -208,25 +209,24 @@ impl PreparedCache {
             compiled: OnceLock::new(),
             access: Mutex::new(None),
         });
-        self.insert(key, prepared.clone());
+        self.insert(prepared.clone());
         Ok(prepared)
     }
 
     /// Every statement kept, least recently used first (`system:prepareds`).
     pub fn entries(&self) -> Vec<Arc<Prepared>> {
-        self.by_use
-            .values()
-            .filter_map(|k| self.entries.get(k))
-            .map(|e| e.prepared.clone())
-            .collect()
+        self.by_use.values().cloned().collect()
     }
 
     /// The statement prepared as `name` in `query_context`.
     pub fn get(&mut self, name: &str, query_context: &str) -> Result<Arc<Prepared>, PreparedError> {
-        let key = (query_context.to_owned(), name.to_owned());
         self.clock += 1;
         let now = self.clock;
-        let Some(entry) = self.entries.get_mut(&key) else {
+        let Some(entry) = self
+            .entries
+            .get_mut(query_context)
+            .and_then(|names| names.get_mut(name))
+        else {
             return Err(PreparedError::NoSuchName {
                 name: name.to_owned(),
                 context: query_context.to_owned(),
@@ -234,37 +234,55 @@ impl PreparedCache {
         };
         self.by_use.remove(&entry.used);
         entry.used = now;
-        self.by_use.insert(now, key);
+        self.by_use.insert(now, entry.prepared.clone());
         Ok(entry.prepared.clone())
     }
 
-    fn insert(&mut self, key: (String, String), prepared: Arc<Prepared>) {
+    fn entry(&self, query_context: &str, name: &str) -> Option<&Entry> {
+        self.entries.get(query_context)?.get(name)
+    }
+
+    fn insert(&mut self, prepared: Arc<Prepared>) {
         self.clock += 1;
         self.text_bytes += prepared.text.len();
-        self.by_use.insert(self.clock, key.clone());
-        self.entries.insert(
-            key,
+        self.by_use.insert(self.clock, prepared.clone());
+        let names = self
+            .entries
+            .entry(prepared.query_context.clone())
+            .or_default();
+        names.insert(
+            prepared.name.clone(),
             Entry {
                 prepared,
                 used: self.clock,
             },
         );
         // The newest entry stays even if it alone is over the byte bound.
-        while self.entries.len() > self.max_entries
-            || (self.text_bytes > self.max_text_bytes && self.entries.len() > 1)
+        while self.len() > self.max_entries
+            || (self.text_bytes > self.max_text_bytes && self.len() > 1)
         {
             let Some((_, oldest)) = self.by_use.pop_first() else {
                 break;
             };
-            self.remove(&oldest);
+            self.remove(&oldest.query_context, &oldest.name);
         }
-        debug_assert_eq!(self.entries.len(), self.by_use.len());
+        debug_assert_eq!(
+            self.entries.values().map(HashMap::len).sum::<usize>(),
+            self.by_use.len()
+        );
     }
 
-    fn remove(&mut self, key: &(String, String)) {
-        if let Some(e) = self.entries.remove(key) {
+    fn remove(&mut self, query_context: &str, name: &str) {
+        let Some(names) = self.entries.get_mut(query_context) else {
+            return;
+        };
+        if let Some(e) = names.remove(name) {
             self.by_use.remove(&e.used);
             self.text_bytes -= e.prepared.text.len();
+        }
+        // No empty context is kept: the map stays as small as what it holds.
+        if names.is_empty() {
+            self.entries.remove(query_context);
         }
     }
 }

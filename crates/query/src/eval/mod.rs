@@ -301,7 +301,7 @@ fn field(base: &Expr, name: &str, env: &dyn Env) -> Result<Value> {
 }
 
 /// A name or a path of fields as the environment holds it, without copying it.
-fn held<'e>(expr: &Expr, env: &'e dyn Env) -> Held<'e> {
+pub(crate) fn held<'e>(expr: &Expr, env: &'e dyn Env) -> Held<'e> {
     // A substituted expression (a group key) is the substitute's value, not the row's.
     if env.substitute(expr).is_some() {
         return Held::Unknown;

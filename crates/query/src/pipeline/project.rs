@@ -4,7 +4,7 @@
 use super::formalize::formalize;
 use crate::ast::{Expr, Ident, Param, Projection, ResultTerm};
 use crate::error::Result;
-use crate::eval::{eval, Env, Row};
+use crate::eval::{eval, held, Env, Held, Row};
 use crate::value::Value;
 
 pub(crate) enum Term {
@@ -118,11 +118,23 @@ impl Planned {
                                 out.insert(alias.as_str().to_owned(), row.doc.clone());
                             }
                         }
-                        Term::ExprStar(e) => {
-                            if let Value::Json(serde_json::Value::Object(fields)) = eval(e, env)? {
-                                out.extend(fields);
+                        // The fields of a document (`d.*`) are copied from it one by one,
+                        // not through a copy of it first.
+                        Term::ExprStar(e) => match held(e, env) {
+                            Held::Json(serde_json::Value::Object(fields)) => {
+                                for (k, v) in fields {
+                                    out.insert(k.clone(), v.clone());
+                                }
                             }
-                        }
+                            Held::Json(_) | Held::Missing => {}
+                            Held::Unknown => {
+                                if let Value::Json(serde_json::Value::Object(fields)) =
+                                    eval(e, env)?
+                                {
+                                    out.extend(fields);
+                                }
+                            }
+                        },
                         Term::Named {
                             name,
                             expr,

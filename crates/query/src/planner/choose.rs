@@ -15,7 +15,7 @@ use super::access::Access;
 use super::cover::{cover_of, Cover};
 use super::index::IndexInfo;
 use super::normalize::{canonical, conjuncts};
-use super::predicate::{Constraint, Pred};
+use super::predicate::{Constraint, Pred, PredShape};
 use super::spans::{index_spans, primary_spans};
 use crate::ast::{Expr, Ident, Select};
 use crate::error::{QueryError, Result};
@@ -42,6 +42,8 @@ pub struct AccessPlanner {
     secondary: Vec<Candidate>,
     /// The usable primary index that comes first by name.
     primary: Option<usize>,
+    /// The WHERE's predicate, but for its constants.
+    pred: PredShape,
     /// Per index of `indexes`: its cover of the statement, once asked for.
     covers: Vec<OnceLock<Option<Arc<Cover>>>>,
 }
@@ -77,10 +79,14 @@ impl AccessPlanner {
     pub fn new(select: &Select, indexes: Arc<[IndexInfo]>) -> AccessPlanner {
         let mut secondary = Vec::new();
         let mut primary: Option<usize> = None;
+        let mut pred = PredShape::Opaque;
         if let Some(from) = select.from.as_ref().filter(|f| f.use_keys.is_none()) {
             let alias = from.alias();
             // Index keys and conditions are written against the keyspace's own name.
             let index_alias = from.keyspace.default_alias();
+            if let Some(w) = &select.filter {
+                pred = PredShape::new(w, alias);
+            }
             let query_conjuncts: Vec<Expr> = match &select.filter {
                 Some(w) => conjuncts(w)
                     .into_iter()
@@ -111,6 +117,7 @@ impl AccessPlanner {
             indexes,
             secondary,
             primary,
+            pred,
             covers,
         }
     }
@@ -126,10 +133,7 @@ impl AccessPlanner {
                 keys: evaluate_keys(keys, params)?,
             });
         }
-        let pred = match &select.filter {
-            Some(w) => Pred::build(w, from.alias(), params)?,
-            None => Pred::Opaque,
-        };
+        let pred = self.pred.bind(params)?;
         let mut best: Option<(Rank<'_>, Access)> = None;
         let mut include_missing: Option<&Candidate> = None;
         for c in &self.secondary {
