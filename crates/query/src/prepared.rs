@@ -6,9 +6,9 @@
 //!   depend on the parameters: its clauses compiled for the pipeline ([`Compiled`]), and
 //!   which indexes it may use and how each covers it ([`AccessPlanner`]). The planner is
 //!   kept with a stamp of the indexes it was made over ([`PlanStamp`], the caller's), and
-//!   made again when they change, so a prepared statement never runs a plan that an index drop or build has
-//!   made stale (Couchbase re-prepares in that case). The access path itself (which index,
-//!   which spans) is chosen at every run, with that run's parameters.
+//!   made again when they change, so a prepared statement never runs a plan that an index
+//!   drop or build has made stale (Couchbase re-prepares in that case). The access path
+//!   itself (which index, which spans) is chosen at every run, with that run's parameters.
 //! - **Names.** `PREPARE name AS …` names it. An anonymous one is named after its query
 //!   context and its text as rendered (whitespace and case normalized): a UUID-shaped
 //!   digest, so the same statement prepared again, by any client, reuses one entry.

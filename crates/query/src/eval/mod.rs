@@ -93,14 +93,10 @@ impl<'a> RowEnv<'a> {
 
 impl Env for RowEnv<'_> {
     fn ident(&self, name: &Ident) -> Result<Value> {
-        Ok(match self.row {
-            Some((alias, row)) if alias == name => Value::Json(row.doc.clone()),
-            Some((_, row)) => row
-                .doc
-                .get(name.as_str())
-                .cloned()
-                .map_or(Value::Missing, Value::Json),
-            None => Value::Missing,
+        Ok(match self.ident_ref(name) {
+            Held::Json(j) => Value::Json(j.clone()),
+            // A row environment holds every name it knows as JSON.
+            Held::Missing | Held::Unknown => Value::Missing,
         })
     }
 

@@ -106,12 +106,9 @@ impl Row {
 
     /// `META()` of this row: `{"cas", "expiration", "flags", "id", "type"}`.
     pub fn meta_json(&self) -> serde_json::Value {
-        let mut m = serde_json::Map::new();
-        m.insert("cas".into(), self.meta.cas.into());
-        m.insert("expiration".into(), self.meta.expiration.into());
-        m.insert("flags".into(), self.meta.flags.into());
-        m.insert("id".into(), self.key.clone().into());
-        m.insert("type".into(), self.meta_type().into());
-        serde_json::Value::Object(m)
+        let fields = ["cas", "expiration", "flags", "id", "type"]
+            .into_iter()
+            .filter_map(|name| Some((name.to_owned(), self.meta_field(name).into_json()?)));
+        serde_json::Value::Object(fields.collect())
     }
 }

@@ -30,6 +30,16 @@ pub enum Access {
     },
 }
 
+impl Access {
+    /// The index a scan reads (none for a key lookup or no FROM).
+    pub fn index(&self) -> Option<&str> {
+        match self {
+            Access::IndexScan { index, .. } | Access::PrimaryScan { index, .. } => Some(index),
+            Access::None | Access::KeyLookup { .. } => None,
+        }
+    }
+}
+
 /// A half-open byte range, `start <= entry < end`. A plan's spans are sorted by `start`,
 /// never overlap or touch, and each is non-empty (`start < end`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -203,19 +203,11 @@ impl AccessPlanner {
     /// The cover of `select` (the statement this planner was made for) by the index
     /// `access` scans, if it covers it: see [`covering`]. Worked out once per index.
     pub fn cover(&self, select: &Select, access: &Access) -> Option<Arc<Cover>> {
-        let name = match access {
-            Access::IndexScan { index, .. } | Access::PrimaryScan { index, .. } => index,
-            Access::None | Access::KeyLookup { .. } => return None,
-        };
-        let at = self.indexes.iter().position(|ix| &ix.name == name)?;
+        let name = access.index()?;
+        let at = self.indexes.iter().position(|ix| ix.name == name)?;
         self.covers[at]
             .get_or_init(|| cover_of(select, &self.indexes[at]).map(Arc::new))
             .clone()
-    }
-
-    /// The indexes this planner plans over.
-    pub fn indexes(&self) -> &[IndexInfo] {
-        &self.indexes
     }
 }
 

@@ -54,15 +54,8 @@ pub struct Cover {
 
 /// The cover of `select` by the index `access` scans, if that index covers it.
 pub fn covering(select: &Select, access: &Access, indexes: &[IndexInfo]) -> Option<Cover> {
-    let from = select.from.as_ref()?;
-    if from.use_keys.is_some() {
-        return None;
-    }
-    let name = match access {
-        Access::IndexScan { index, .. } | Access::PrimaryScan { index, .. } => index,
-        Access::None | Access::KeyLookup { .. } => return None,
-    };
-    cover_of(select, indexes.iter().find(|ix| &ix.name == name)?)
+    let name = access.index()?;
+    cover_of(select, indexes.iter().find(|ix| ix.name == name)?)
 }
 
 /// The cover of `select` by the index `ix`, if it covers it.
