@@ -1,7 +1,7 @@
 //! Domain types shared by every Sluice crate.
 //!
 //! Layout: `cccp` (the terse cluster config clients route with), `collection` (collection ids, LEB128 key prefixes, qualified keys),
-//! `system_event` (a vbucket's scope and collection records), `ids` (VbId, Seqno, VbUuid, Cas), `vbstate` (vbucket states), `failover`
+//! `system_event` (a vbucket's scope and collection records), `ids` (VbId, Seqno, VbUuid, Cas), `vbset` (a set of vbuckets as a bitmap), `vbstate` (vbucket states), `failover`
 //! (the failover log and its entries), `item` (document metadata as stored and streamed),
 //! `durability` (SyncWrite levels), `hash` (key → vbucket), `limits` (protocol-wide limits).
 #![deny(unsafe_code)]
@@ -19,6 +19,7 @@ mod item;
 pub mod limits;
 mod map_version;
 pub mod system_event;
+mod vbset;
 mod vbstate;
 
 pub use collection::CollectionId;
@@ -29,4 +30,5 @@ pub use ids::{Cas, CheckpointId, Seqno, VbId, VbUuid};
 pub use include_value::IncludeValue;
 pub use item::{Datatype, Expiry, ItemMeta};
 pub use map_version::MapVersion;
+pub use vbset::VbSet;
 pub use vbstate::VbState;

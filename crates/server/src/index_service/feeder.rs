@@ -13,14 +13,14 @@
 //!
 //! [`SourceFeed`]: super::source_feed::SourceFeed
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_cluster::NodeId;
 use sluice_index::{IndexError, IndexId, IndexState, IndexStore};
-use sluice_types::{Seqno, VbId};
+use sluice_types::{Seqno, VbId, VbSet};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -35,7 +35,7 @@ const SEQNO_RETRY: Duration = Duration::from_millis(200);
 
 /// Vbuckets whose saved position a producer accepted since their source (re)connected, by
 /// index (see `IndexService::confirmed`).
-pub(super) type Confirmed = Arc<parking_lot::Mutex<HashMap<IndexId, HashSet<VbId>>>>;
+pub(super) type Confirmed = Arc<parking_lot::Mutex<HashMap<IndexId, VbSet>>>;
 
 /// What every source of one index shares.
 pub(super) struct Shared {
@@ -203,7 +203,7 @@ impl Feeder {
             let _ = (&mut r.task).await;
             if let Some(c) = s.confirmed.lock().get_mut(&s.id) {
                 for vb in &r.source.vbuckets {
-                    c.remove(vb);
+                    c.remove(*vb);
                 }
             }
             tracing::info!(index = s.id.0, node = %id, vbuckets = r.source.vbuckets.len(),

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use sluice_index::{IndexDef, IndexError, IndexId, IndexState, IndexStore};
-use sluice_types::{Seqno, VbId};
+use sluice_index::{IndexDef, IndexError, IndexId, IndexState, IndexStore, VbPosition};
+use sluice_types::{Seqno, VbId, VbSet};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -202,6 +202,11 @@ impl IndexService {
 
 /// The `targets` index `id` misses: a vbucket with a seqno above 0 it has not applied up
 /// to, or whose position no producer confirmed since its source (re)connected.
+///
+/// `targets` is in vbucket order, each vbucket once (a `BTreeMap`'s order, or a subsequence
+/// of it): it is walked beside the positions, also in vbucket order, so a check of a
+/// thousand vbuckets is one pass over each with no lookup, which a `request_plus` query
+/// does twice and every waiting query again on each applied group.
 fn lagging(
     store: &IndexStore,
     confirmed: &feeder::Confirmed,
@@ -210,15 +215,124 @@ fn lagging(
 ) -> Result<Vec<(VbId, Seqno)>, IndexError> {
     let confirmed = confirmed.lock();
     let confirmed = confirmed.get(&id);
-    store.with_positions(id, |positions| {
+    store.with_positions(id, |positions| behind(positions, confirmed, targets))
+}
+
+/// [`lagging`] over one index's positions and confirmed vbuckets.
+fn behind(
+    positions: &BTreeMap<VbId, VbPosition>,
+    confirmed: Option<&VbSet>,
+    targets: &[(VbId, Seqno)],
+) -> Vec<(VbId, Seqno)> {
+    debug_assert!(
+        targets.windows(2).all(|w| w[0].0 < w[1].0),
+        "targets are in vbucket order, each once"
+    );
+    let is_behind = |vb: VbId, want: Seqno, applied: Option<Seqno>| {
+        want > Seqno::ZERO
+            && (applied.is_none_or(|s| s < want) || confirmed.is_none_or(|c| !c.contains(vb)))
+    };
+    // A few vbuckets (what a waiting query looks at again) are looked up; many (its first
+    // and last look, all of the bucket's) are walked beside the positions.
+    if targets.len() * WALK_FROM_FRACTION < positions.len() {
+        return targets
+            .iter()
+            .filter(|(vb, want)| is_behind(*vb, *want, positions.get(vb).map(|p| p.seqno)))
+            .copied()
+            .collect();
+    }
+    let mut positions = positions.iter().peekable();
+    targets
+        .iter()
+        .filter(|(vb, want)| {
+            while positions.next_if(|(p, _)| *p < vb).is_some() {}
+            let applied = positions
+                .peek()
+                .filter(|(p, _)| *p == vb)
+                .map(|(_, pos)| pos.seqno);
+            is_behind(*vb, *want, applied)
+        })
+        .copied()
+        .collect()
+}
+
+/// Below one target per this many positions, [`behind`] looks each target up instead of
+/// walking every position: a lookup costs about a B-tree descent, a few steps of the walk.
+const WALK_FROM_FRACTION: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_types::VbUuid;
+
+    /// The check as it was written before the walk: a lookup per target.
+    fn behind_by_lookup(
+        positions: &BTreeMap<VbId, VbPosition>,
+        confirmed: Option<&VbSet>,
+        targets: &[(VbId, Seqno)],
+    ) -> Vec<(VbId, Seqno)> {
         targets
             .iter()
             .filter(|(vb, want)| {
                 *want > Seqno::ZERO
                     && (positions.get(vb).is_none_or(|p| p.seqno < *want)
-                        || confirmed.is_none_or(|c| !c.contains(vb)))
+                        || confirmed.is_none_or(|c| !c.contains(*vb)))
             })
             .copied()
             .collect()
-    })
+    }
+
+    #[test]
+    fn the_walk_finds_what_a_lookup_per_vbucket_finds() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for round in 0..300 {
+            // Up to 300 vbuckets, a target on each with odds from 1 in 1 to 1 in 40: both
+            // the walk and the lookups (few targets among many positions) are taken.
+            let vbuckets = 1 + next(300);
+            let odds = 1 + next(40);
+            let mut positions = BTreeMap::new();
+            let mut confirmed = VbSet::new();
+            let mut targets = Vec::new();
+            for vb in 0..vbuckets {
+                let vb = VbId(vb as u16);
+                if next(4) != 0 {
+                    let seqno = Seqno(next(6));
+                    positions.insert(
+                        vb,
+                        VbPosition {
+                            vb_uuid: VbUuid(1),
+                            seqno,
+                            snap_start: seqno,
+                            snap_end: seqno,
+                        },
+                    );
+                }
+                if next(5) != 0 {
+                    confirmed.insert(vb);
+                }
+                if next(odds) == 0 {
+                    targets.push((vb, Seqno(next(6))));
+                }
+            }
+            for conf in [Some(&confirmed), None] {
+                let walked = behind(&positions, conf, &targets);
+                assert_eq!(
+                    walked,
+                    behind_by_lookup(&positions, conf, &targets),
+                    "round {round}"
+                );
+                // And again over what is left, as a waiting query does.
+                assert_eq!(
+                    behind(&positions, conf, &walked),
+                    behind_by_lookup(&positions, conf, &walked)
+                );
+            }
+        }
+    }
 }

@@ -16,6 +16,7 @@ use sluice_types::{Seqno, VbId, VbState};
 
 use super::sources::{sources, Source};
 use crate::bucket_handle::BucketHandle;
+use crate::cluster_map::MapView;
 use crate::node::Node;
 
 /// How long one member may take to connect and answer.
@@ -39,7 +40,17 @@ pub struct SeqnoReader {
     /// What the last read of each bucket found (the stats' "items remaining" of vbuckets
     /// active elsewhere; each feeder reads at least every [`REFRESH`]).
     last: parking_lot::Mutex<HashMap<String, Arc<BTreeMap<VbId, Seqno>>>>,
+    /// Each bucket's sources, with the map they were worked out from: a map changes rarely,
+    /// and working them out walks every vbucket, on every `request_plus` query otherwise.
+    /// The map is kept, so the pointer compared cannot be another map's.
+    sources: parking_lot::Mutex<HashMap<String, SourcesOfMap>>,
 }
+
+/// A bucket's sources, by node.
+type Sources = BTreeMap<sluice_cluster::NodeId, Source>;
+
+/// A map, and its sources.
+type SourcesOfMap = (Arc<MapView>, Arc<Sources>);
 
 /// How often a feeder refreshes what [`SeqnoReader::last`] knows.
 pub const REFRESH: Duration = Duration::from_secs(1);
@@ -56,8 +67,9 @@ impl SeqnoReader {
         bucket: &BucketHandle,
     ) -> Result<Arc<BTreeMap<VbId, Seqno>>, SeqnoError> {
         let view = bucket.cluster_map();
-        let reads = sources(&view.map)
-            .into_values()
+        let sources = self.sources_of(&bucket.name, &view);
+        let reads = sources
+            .values()
             .map(|source| self.read(node, bucket, source, view.this));
         let mut all = Vec::new();
         for part in futures_util::future::join_all(reads).await {
@@ -71,6 +83,19 @@ impl SeqnoReader {
         Ok(out)
     }
 
+    /// The sources of `view`, worked out once per map.
+    fn sources_of(&self, bucket: &str, view: &Arc<MapView>) -> Arc<Sources> {
+        let mut known = self.sources.lock();
+        if let Some((seen, sources)) = known.get(bucket) {
+            if Arc::ptr_eq(seen, view) {
+                return sources.clone();
+            }
+        }
+        let fresh = Arc::new(sources(&view.map));
+        known.insert(bucket.to_string(), (view.clone(), fresh.clone()));
+        fresh
+    }
+
     /// What the last successful read of `bucket` found (empty before the first).
     pub fn last(&self, bucket: &str) -> Arc<BTreeMap<VbId, Seqno>> {
         self.last.lock().get(bucket).cloned().unwrap_or_default()
@@ -80,7 +105,7 @@ impl SeqnoReader {
         &self,
         node: &Node,
         bucket: &BucketHandle,
-        source: Source,
+        source: &Source,
         this: sluice_cluster::NodeId,
     ) -> Result<Vec<(VbId, Seqno)>, SeqnoError> {
         // What the member reports, by vbucket number.

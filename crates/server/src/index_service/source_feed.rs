@@ -124,7 +124,7 @@ impl SourceFeed {
             // Its vbuckets count again once the producer accepts them on the next stream.
             if let Some(c) = s.confirmed.lock().get_mut(&s.id) {
                 for vb in &self.source.vbuckets {
-                    c.remove(vb);
+                    c.remove(*vb);
                 }
             }
             // A run that went on for a while was no failure in a row.
@@ -237,7 +237,7 @@ impl SourceFeed {
                     held.forget(*vb);
                     applied.remove(vb);
                     if let Some(c) = s.confirmed.lock().get_mut(&s.id) {
-                        c.remove(vb);
+                        c.remove(*vb);
                     }
                     let (store, id, v) = (s.store.clone(), s.id, *vb);
                     let removed =
