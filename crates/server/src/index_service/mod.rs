@@ -14,6 +14,7 @@
 //! - `report`: the stats.
 
 pub mod catalog;
+mod coalesce;
 mod feeder;
 pub mod listing;
 mod report;

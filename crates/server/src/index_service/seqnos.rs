@@ -14,6 +14,7 @@ use std::time::Duration;
 use sluice_client::{Client, ClientError};
 use sluice_types::{Seqno, VbId, VbState};
 
+use super::coalesce::Coalescer;
 use super::sources::{sources, Source};
 use crate::bucket_handle::BucketHandle;
 use crate::cluster_map::MapView;
@@ -30,6 +31,9 @@ pub enum SeqnoError {
     Timeout { addr: String },
     #[error("vbucket {vb} is not active where the cluster map places it yet")]
     NotActive { vb: u16 },
+    /// A read's failure, as every caller that shared the read gets it.
+    #[error(transparent)]
+    Shared(Arc<SeqnoError>),
 }
 
 /// The kept connections, by (bucket, member address). Each is used by one read at a time;
@@ -44,7 +48,16 @@ pub struct SeqnoReader {
     /// and working them out walks every vbucket, on every `request_plus` query otherwise.
     /// The map is kept, so the pointer compared cannot be another map's.
     sources: parking_lot::Mutex<HashMap<String, SourcesOfMap>>,
+    /// Each bucket's reads, shared by the callers waiting for one (see `coalesce`), with
+    /// the uuid of the bucket they read: a bucket made again under its name starts afresh.
+    reads: parking_lot::Mutex<HashMap<String, ReadsOfBucket>>,
 }
+
+/// A read's outcome, as every caller sharing it gets it.
+type SharedRead = Result<Arc<BTreeMap<VbId, Seqno>>, Arc<SeqnoError>>;
+
+/// A bucket's uuid, and its shared reads.
+type ReadsOfBucket = (String, Arc<Coalescer<SharedRead>>);
 
 /// A bucket's sources, by node.
 type Sources = BTreeMap<sluice_cluster::NodeId, Source>;
@@ -60,8 +73,31 @@ type Slot = Arc<tokio::sync::Mutex<Option<Client>>>;
 
 impl SeqnoReader {
     /// Every vbucket the map of `bucket` places somewhere, with its active copy's visible
-    /// seqno (what a stream without prepares reaches).
+    /// seqno (what a stream without prepares reaches), read after this call began: callers
+    /// waiting at once share one read.
     pub async fn active_seqnos(
+        &self,
+        node: &Node,
+        bucket: &BucketHandle,
+    ) -> Result<Arc<BTreeMap<VbId, Seqno>>, SeqnoError> {
+        let reads = {
+            let mut all = self.reads.lock();
+            let entry = all
+                .entry(bucket.name.clone())
+                .or_insert_with(|| (bucket.uuid.clone(), Arc::default()));
+            if entry.0 != bucket.uuid {
+                *entry = (bucket.uuid.clone(), Arc::default());
+            }
+            entry.1.clone()
+        };
+        reads
+            .get(|| async { self.read_all(node, bucket).await.map_err(Arc::new) })
+            .await
+            .map_err(SeqnoError::Shared)
+    }
+
+    /// [`SeqnoReader::active_seqnos`], read now by this caller alone.
+    async fn read_all(
         &self,
         node: &Node,
         bucket: &BucketHandle,
