@@ -245,12 +245,17 @@ fn suffix(outcome: Result<u64, ServiceError>, written: &Written, started: Instan
         out.push_str("}]");
     }
     let _ = write!(out, ",\"status\":\"{status}\"");
-    let elapsed = started.elapsed();
-    // Writing to a String cannot fail.
+    // The duration is formatted once (a float's formatting) and written twice. Writing to
+    // a String cannot fail.
+    let mut elapsed = String::with_capacity(24);
+    let _ = write!(elapsed, "{:?}", started.elapsed());
+    out.push_str(",\"metrics\":{\"elapsedTime\":\"");
+    out.push_str(&elapsed);
+    out.push_str("\",\"executionTime\":\"");
+    out.push_str(&elapsed);
     let _ = write!(
         out,
-        ",\"metrics\":{{\"elapsedTime\":\"{elapsed:?}\",\"executionTime\":\"{elapsed:?}\",\
-         \"resultCount\":{},\"resultSize\":{},\"serviceLoad\":1",
+        "\",\"resultCount\":{},\"resultSize\":{},\"serviceLoad\":1",
         written.count, written.bytes
     );
     if mutations > 0 {
