@@ -126,33 +126,55 @@ mod tests {
         started
     }
 
+    /// Polls `done` every millisecond for up to 10 s.
+    async fn until(done: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("not reached in 10 s");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_caller_gets_a_read_started_after_it_asked() {
         let c = Arc::new(Coalescer::<u64>::default());
         let clock = Arc::new(AtomicU64::new(0));
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let reads = Arc::new(AtomicU64::new(0));
-        let mut callers = Vec::new();
-        for _ in 0..40 {
-            // Each caller notes the clock when it asks; the read answering it must have
-            // started at or after that tick.
+        let entered = Arc::new(AtomicU64::new(0));
+        let caller = || {
+            // A caller notes the clock when it asks; the read answering it must have
+            // started after that tick.
             let asked = clock.fetch_add(1, Ordering::SeqCst);
-            let (c2, clock2, gate2, reads2) =
-                (c.clone(), clock.clone(), gate.clone(), reads.clone());
-            callers.push(tokio::spawn(async move {
-                let got = c2
+            let (c, clock, gate, reads, entered) = (
+                c.clone(),
+                clock.clone(),
+                gate.clone(),
+                reads.clone(),
+                entered.clone(),
+            );
+            tokio::spawn(async move {
+                entered.fetch_add(1, Ordering::SeqCst);
+                let got = c
                     .get(|| async {
-                        reads2.fetch_add(1, Ordering::SeqCst);
-                        timed_read(&clock2, &gate2).await
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        timed_read(&clock, &gate).await
                     })
                     .await;
                 (asked, got)
-            }));
-            if callers.len() % 8 == 0 {
-                gate.add_permits(1);
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        }
+            })
+        };
+        // The first caller's read starts and is held at the gate...
+        let mut callers = vec![caller()];
+        until(|| reads.load(Ordering::SeqCst) == 1).await;
+        // ...while 39 more ask. Its result is too old for them.
+        callers.extend((0..39).map(|_| caller()));
+        until(|| entered.load(Ordering::SeqCst) == 40).await;
+        // A caller's first poll (where it asks) runs on from its increment without
+        // yielding; give the last ones time to finish it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
         gate.add_permits(1000);
         for caller in callers {
             let (asked, got) = caller.await.unwrap();
@@ -161,9 +183,9 @@ mod tests {
                 "a read started at {got} answered a call made at {asked}"
             );
         }
-        // Shared: far fewer reads than callers.
+        // The 39 share one read, made after the first ended.
         let n = reads.load(Ordering::SeqCst);
-        assert!((1..40).contains(&n), "{n} reads for 40 callers");
+        assert_eq!(n, 2, "{n} reads for 40 callers");
     }
 
     #[tokio::test]
