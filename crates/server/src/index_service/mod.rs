@@ -203,11 +203,8 @@ impl IndexService {
 
 /// The `targets` index `id` misses: a vbucket with a seqno above 0 it has not applied up
 /// to, or whose position no producer confirmed since its source (re)connected.
-///
-/// `targets` is in vbucket order, each vbucket once (a `BTreeMap`'s order, or a subsequence
-/// of it): it is walked beside the positions, also in vbucket order, so a check of a
-/// thousand vbuckets is one pass over each with no lookup, which a `request_plus` query
-/// does twice and every waiting query again on each applied group.
+/// `targets` is in vbucket order, each vbucket once (a `BTreeMap`'s order, or a
+/// subsequence of it); see [`behind`].
 fn lagging(
     store: &IndexStore,
     confirmed: &feeder::Confirmed,
@@ -219,7 +216,8 @@ fn lagging(
     store.with_positions(id, |positions| behind(positions, confirmed, targets))
 }
 
-/// [`lagging`] over one index's positions and confirmed vbuckets.
+/// [`lagging`] over one index's positions and confirmed vbuckets. A `request_plus` query
+/// checks every vbucket twice, and those still behind again on each applied group.
 fn behind(
     positions: &BTreeMap<VbId, VbPosition>,
     confirmed: Option<&VbSet>,
